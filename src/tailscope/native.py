@@ -1,0 +1,39 @@
+"""The one way to find a native executable (probes, sampler) shipped with the package.
+
+`pip install .` builds them with CMake and installs them as `tailscope/_native/bin/<name>`, next to
+this module. `TAILSCOPE_NATIVE_DIR` points elsewhere (a CMake build tree) for development.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+NATIVE_DIR_ENV = "TAILSCOPE_NATIVE_DIR"
+
+
+class NativeMissingError(FileNotFoundError):
+    """A native executable is not where the installed package should have it."""
+
+
+def native_dir() -> Path:
+    override = os.environ.get(NATIVE_DIR_ENV)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parent / "_native" / "bin"
+
+
+def native_path(name: str) -> Path:
+    """Absolute path of native executable `name`, or a clear error saying how to build it."""
+    path = native_dir() / name
+    if not os.access(path, os.X_OK):
+        where = (
+            f"${NATIVE_DIR_ENV}={os.environ[NATIVE_DIR_ENV]}"
+            if os.environ.get(NATIVE_DIR_ENV)
+            else str(native_dir())
+        )
+        raise NativeMissingError(
+            f"native executable {name!r} not found in {where}; "
+            "install tailscope with `pip install .` (it builds the probes with CMake)"
+        )
+    return path

@@ -1,0 +1,292 @@
+"""Node facts: what a node is and how it is set up, read from /proc and sysfs (no root needed).
+
+Each reading is a small function; a file that is absent or unreadable gives None, never an exception, so the
+same code runs on a laptop, in a VM and on a cluster node. The knobs that matter for variability (governor,
+turbo, THP, huge pages, ...) are described in `knobs.py`, which also gives advice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+
+
+def read_text(path: str | Path) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_int(path: str | Path) -> int | None:
+    text = read_text(path)
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def bracketed(text: str | None) -> str | None:
+    """The selected value of a sysfs choice file such as `always [madvise] never`."""
+    if text is None:
+        return None
+    match = re.search(r"\[([^\]]+)\]", text)
+    return match.group(1) if match else text
+
+
+def parse_cpu_list(text: str | None) -> list[int]:
+    """Kernel cpulist format (`0-3,8,10-11`), as in /sys/devices/system/cpu/online; not the probes' syntax."""
+    cpus: list[int] = []
+    if not text:
+        return cpus
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def parse_size(text: str | None) -> int | None:
+    """Sizes as sysfs caches and meminfo write them: `2048K`, `300M`, `16384 kB`."""
+    if not text:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
+    if not match:
+        return None
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2).upper()]
+    return int(match.group(1)) * scale
+
+
+def node_name() -> str:
+    """$SLURMD_NODENAME inside Slurm jobs (emulated nodes share a host), else the host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def cpuinfo() -> dict[str, Any]:
+    text = read_text("/proc/cpuinfo") or ""
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if first:
+                break
+            continue
+        key, _, value = line.partition(":")
+        first[key.strip()] = value.strip()
+
+    def as_int(key: str) -> int | None:
+        try:
+            return int(first[key], 0)
+        except (KeyError, ValueError):
+            return None
+
+    flags = first.get("flags", "").split()
+    return {
+        "cpu_vendor": first.get("vendor_id"),
+        "cpu_model_name": first.get("model name"),
+        "cpu_family": as_int("cpu family"),
+        "cpu_model": as_int("model"),
+        "cpu_stepping": as_int("stepping"),
+        "microcode": first.get("microcode"),
+        "hypervisor_flag": "hypervisor" in flags,
+        "isa": [f for f in ("avx2", "avx512f", "amx_tile", "sve", "asimd") if f in flags],
+    }
+
+
+def topology() -> dict[str, Any]:
+    online = parse_cpu_list(read_text(SYS_CPU / "online"))
+    packages: set[int] = set()
+    cores: set[tuple[int, int]] = set()
+    for cpu in online:
+        base = SYS_CPU / f"cpu{cpu}" / "topology"
+        pkg = read_int(base / "physical_package_id")
+        core = read_int(base / "core_id")
+        if pkg is not None:
+            packages.add(pkg)
+            cores.add((pkg, core if core is not None else cpu))
+    numa = sorted(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
+    return {
+        "sockets": len(packages) or None,
+        "cores": len(cores) or None,
+        "threads": len(online) or None,
+        "numa_nodes": len(numa) or None,
+        "online_cpus": read_text(SYS_CPU / "online"),
+        "isolated_cpus": read_text(SYS_CPU / "isolated") or "",
+        "nohz_full": read_text(SYS_CPU / "nohz_full") or "",
+        "smt_active": read_int(SYS_CPU / "smt" / "active"),
+    }
+
+
+def caches(cpu: int = 0) -> list[dict[str, Any]]:
+    out = []
+    for index in sorted((SYS_CPU / f"cpu{cpu}" / "cache").glob("index*")):
+        out.append(
+            {
+                "level": read_int(index / "level"),
+                "type": read_text(index / "type"),
+                "size_bytes": parse_size(read_text(index / "size")),
+                "ways": read_int(index / "ways_of_associativity"),
+                "line_bytes": read_int(index / "coherency_line_size"),
+                "sets": read_int(index / "number_of_sets"),
+                "shared_cpu_list": read_text(index / "shared_cpu_list"),
+            }
+        )
+    return out
+
+
+def cache_size(level: int, kinds: tuple[str, ...] = ("Data", "Unified")) -> int | None:
+    for c in caches():
+        if c["level"] == level and c["type"] in kinds:
+            return c["size_bytes"]
+    return None
+
+
+def memory() -> dict[str, Any]:
+    meminfo: dict[str, int] = {}
+    for line in (read_text("/proc/meminfo") or "").splitlines():
+        key, _, value = line.partition(":")
+        size = parse_size(value.replace(" kB", "K"))
+        if size is not None:
+            meminfo[key] = size
+    per_node = {}
+    for node in sorted(Path("/sys/devices/system/node").glob("node[0-9]*")):
+        match = re.search(r"MemTotal:\s+(\d+) kB", read_text(node / "meminfo") or "")
+        if match:
+            per_node[node.name] = int(match.group(1)) * 1024
+    return {"memory_bytes": meminfo.get("MemTotal"), "memory_per_numa_node": per_node, "dimms": dimms()}
+
+
+def dimms() -> list[dict[str, str]] | None:
+    """DIMM population from `dmidecode -t 17` (needs root and the dmidecode package; None otherwise)."""
+    exe = shutil.which("dmidecode")
+    if exe is None or os.geteuid() != 0:
+        return None
+    try:
+        text = subprocess.run(
+            [exe, "-t", "17"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = []
+    for block in text.split("\n\n"):
+        if "Memory Device" not in block:
+            continue
+        fields = dict(
+            (k.strip(), v.strip())
+            for k, _, v in (line.partition(":") for line in block.splitlines())
+            if v
+            and k.strip()
+            in {
+                "Size",
+                "Locator",
+                "Speed",
+                "Configured Memory Speed",
+                "Rank",
+                "Type",
+                "Part Number",
+                "Manufacturer",
+            }
+        )
+        if fields:
+            found.append(fields)
+    return found
+
+
+def virtualization() -> str:
+    """`none`, or the hypervisor as the firmware/kernel name it (kvm, vmware, xen, microsoft, ...)."""
+    hv = read_text("/sys/hypervisor/type")
+    if hv:
+        return hv
+    vendor = " ".join(
+        filter(None, (read_text("/sys/class/dmi/id/sys_vendor"), read_text("/sys/class/dmi/id/product_name")))
+    ).lower()
+    for needle, name in (
+        ("kvm", "kvm"),
+        ("qemu", "qemu"),
+        ("vmware", "vmware"),
+        ("virtualbox", "virtualbox"),
+        ("microsoft", "microsoft"),
+        ("xen", "xen"),
+        ("amazon ec2", "kvm"),
+    ):
+        if needle in vendor:
+            return name
+    if cpuinfo()["hypervisor_flag"]:
+        return "unknown-hypervisor"
+    return "none"
+
+
+def os_release() -> str | None:
+    text = read_text("/etc/os-release") or ""
+    match = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def collect() -> dict[str, Any]:
+    """Every fact, as a flat-ish dict; the keys that are also `nodes` columns come first."""
+    from tailscope.node.knobs import KNOBS  # knobs read facts too; import here to keep modules acyclic
+
+    facts: dict[str, Any] = {"node": node_name(), "hostname": socket.gethostname()}
+    facts.update(cpuinfo())
+    facts.update(topology())
+    facts["l1d_bytes"] = cache_size(1, ("Data",))
+    facts["l2_bytes"] = cache_size(2)
+    facts["l3_bytes"] = cache_size(3)
+    facts["caches"] = caches()
+    facts.update(memory())
+    facts["kernel"] = platform.release()
+    facts["os"] = os_release()
+    facts["virtualization"] = virtualization()
+    facts["boot_cmdline"] = read_text("/proc/cmdline")
+    for knob in KNOBS:
+        facts[knob.name] = knob.read()
+    return facts
+
+
+NODE_COLUMNS = (
+    "cpu_vendor",
+    "cpu_model_name",
+    "cpu_family",
+    "cpu_model",
+    "cpu_stepping",
+    "microcode",
+    "sockets",
+    "cores",
+    "threads",
+    "numa_nodes",
+    "l1d_bytes",
+    "l2_bytes",
+    "l3_bytes",
+    "memory_bytes",
+    "kernel",
+    "os",
+    "thp_enabled",
+    "thp_defrag",
+    "hugepages_2m",
+    "hugepages_1g",
+    "governor",
+    "turbo",
+    "virtualization",
+)
+
+
+def nodes_row(facts: dict[str, Any], *, collected_at: Any, task: str) -> dict[str, Any]:
+    """One row of the `nodes` table from collected facts."""
+    row = {name: facts.get(name) for name in NODE_COLUMNS}
+    row.update(
+        node=facts["node"],
+        collected_at=collected_at,
+        task=task,
+        facts=json.dumps(facts, sort_keys=True, default=str),
+    )
+    return row
