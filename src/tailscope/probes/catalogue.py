@@ -90,7 +90,13 @@ PROBES: dict[str, ProbeSpec] = {
             (
                 ProbeOption("--elements", int, "doubles per array (default: 4x LLC, capped)"),
                 ProbeOption("--max-bytes", str, "cap per array (1g)", None, "BYTES"),
-                ProbeOption("--reps", int, "repetitions, the first is the warm-up (10)"),
+                ProbeOption("--reps", int, "repetitions, the first is the warm-up (10; 2 to 250)"),
+                ProbeOption(
+                    "--stores",
+                    str,
+                    "non-temporal (nt, default) or ordinary write-allocate stores",
+                    ("nt", "cached"),
+                ),
             ),
         ),
         ProbeSpec(

@@ -1,0 +1,21 @@
+/* ts_isa.h -- which instruction-set variant of a probe's hot kernel runs.
+ *
+ * Kernels are compiled several times with per-function target attributes (AVX-512F, AVX2+FMA, and the
+ * x86-64 baseline SSE2), so one binary built anywhere runs the best variant the CPU offers. The choice is
+ * made once, before timing, and written to params.kernel_isa. TAILSCOPE_KERNEL_ISA=avx2 (or sse2, avx512f)
+ * in the environment forces a variant, e.g. to compare them or to test every variant on one machine;
+ * asking for one the CPU lacks is a usage error (exit 2).
+ */
+#ifndef TS_ISA_H
+#define TS_ISA_H
+
+#include <stdbool.h>
+
+typedef enum ts_isa { TS_ISA_SSE2, TS_ISA_AVX2, TS_ISA_AVX512F } ts_isa;
+
+bool ts_isa_supported(ts_isa isa);
+const char *ts_isa_name(ts_isa isa);      /* "sse2", "avx2", "avx512f" */
+/* The best supported variant, or the one TAILSCOPE_KERNEL_ISA names (*forced set); exits 2 on a bad value. */
+ts_isa ts_isa_select(bool *forced);
+
+#endif

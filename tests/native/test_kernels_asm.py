@@ -1,0 +1,135 @@
+"""The timed loops survive the optimiser: their machine code does the floating-point work the source names.
+
+google/benchmark's donotoptimize_assembly_test idea, applied to the built executables: each kernel is an
+exported function (the probes link with -rdynamic, so the names survive `strip`), located with `nm -D -S`
+and disassembled with `objdump -d` (binutils). A kernel that the compiler folded, hoisted out of its loop or
+replaced by a library call would fail these checks; tests/native/test_l2sum.py and test_fwq.py check at
+run time that time grows with the work.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from probe_runs import cpu_flags
+
+from tailscope.native import native_path
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("objdump") and shutil.which("nm")), reason="needs binutils (objdump, nm)"
+)
+
+
+def disassemble(probe: str, function: str) -> list[tuple[int, str]]:
+    """[(address, instruction text)] of one exported function."""
+    exe = str(native_path(probe))
+    symbols = subprocess.run(
+        ["nm", "-D", "-S", "--defined-only", exe], capture_output=True, text=True, check=True
+    )
+    for line in symbols.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[3] == function:
+            start, size = int(parts[0], 16), int(parts[1], 16)
+            break
+    else:
+        pytest.fail(f"{function} is not an exported symbol of {exe}")
+    dump = subprocess.run(
+        [
+            "objdump",
+            "-d",
+            "--no-show-raw-insn",
+            f"--start-address={start:#x}",
+            f"--stop-address={start + size:#x}",
+            exe,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    out = []
+    for line in dump.splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\s+(.*)$", line)
+        if m:
+            out.append((int(m.group(1), 16), m.group(2).strip()))
+    assert out, f"no instructions for {function}"
+    return out
+
+
+def loop_bodies(code: list[tuple[int, str]]) -> list[list[str]]:
+    """Instructions between the target and the source of every backward branch (the loops)."""
+    bodies = []
+    for addr, text in code:
+        m = re.match(r"j\w+\s+([0-9a-f]+)\b", text)
+        if m and int(m.group(1), 16) < addr:
+            target = int(m.group(1), 16)
+            bodies.append([t for a, t in code if target <= a <= addr])
+    return bodies
+
+
+def has_loop_with(code: list[tuple[int, str]], *patterns: str) -> bool:
+    return any(all(any(re.search(p, t) for t in body) for p in patterns) for body in loop_bodies(code))
+
+
+VARIANTS = {
+    "avx512f": ({"avx512f"}, r"%zmm"),
+    "avx2": ({"avx2", "fma"}, r"%ymm"),
+    "sse2": (set(), r"%xmm"),
+}
+
+
+@pytest.mark.parametrize("isa", VARIANTS)
+def test_l2sum_pass_adds_vectors_in_a_loop(isa):
+    _, reg = VARIANTS[isa]
+    code = disassemble("l2sum", f"l2sum_pass_{isa}")
+    add = r"^v?addpd\s" if isa != "sse2" else r"^addpd\s"
+    assert has_loop_with(code, add + r".*" + reg), "\n".join(t for _, t in code)
+    # several independent accumulators: at least 4 distinct vector registers are added into in the loop
+    loop = max(loop_bodies(code), key=lambda body: sum(bool(re.search(add, t)) for t in body))
+    targets = {re.findall(r"%[xyz]mm\d+", t)[-1] for t in loop if re.search(add, t)}
+    assert len(targets) >= 4, targets
+    assert not any(t.startswith("call") for _, t in code)
+
+
+@pytest.mark.parametrize("isa", VARIANTS)
+def test_stream_triad_nt_streams_fused_results(isa):
+    _, reg = VARIANTS[isa]
+    code = disassemble("stream", f"stream_triad_nt_{isa}")
+    if isa == "sse2":
+        assert has_loop_with(code, r"^mulpd\s", r"^addpd\s", r"^movntpd\s.*%xmm")
+    else:
+        assert has_loop_with(code, r"^vfmadd\d+pd\s.*" + reg, r"^vmovntpd\s+" + reg)
+    assert any(t.startswith("sfence") for _, t in code)
+
+
+@pytest.mark.parametrize("kernel", ["copy", "scale", "add", "triad"])
+@pytest.mark.parametrize("isa", VARIANTS)
+def test_stream_kernels_are_vector_loops_without_calls(isa, kernel):
+    _, reg = VARIANTS[isa]
+    for stores in ("nt", "cached"):
+        code = disassemble("stream", f"stream_{kernel}_{stores}_{isa}")
+        # a store of a whole vector register of this width to memory, inside a loop
+        store = (
+            (r"^v?movntpd\s+" if stores == "nt" else r"^v?mov(?:[ua]p[sd]|dq[ua]\d*)\s+")
+            + reg
+            + r"\d+,\s*\S*\("
+        )
+        assert has_loop_with(code, store), f"{kernel} {stores} {isa}"
+        assert not any(t.startswith("call") for _, t in code), "a kernel became a library call (memcpy?)"
+
+
+def test_fwq_work_is_a_dependent_multiply_chain():
+    code = disassemble("fwq", "fwq_work")
+    assert has_loop_with(code, r"^imul\s", r"^add\s")
+
+
+def test_this_cpu_runs_the_widest_variant():
+    """On this machine the probes pick the variant the tests above inspected first."""
+    flags = cpu_flags()
+    best = "avx512f" if "avx512f" in flags else "avx2" if {"avx2", "fma"} <= flags else "sse2"
+    from probe_runs import run_probe
+
+    assert run_probe("l2sum", "--check-args").params["kernel_isa"] == best
+    assert run_probe("stream", "--check-args").params["kernel_isa"] == best
