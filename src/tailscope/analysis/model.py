@@ -198,5 +198,5 @@ class CampaignAnalysis:
     methods: dict[str, str] = field(default_factory=dict)  # statistic -> how it was computed, with source
 
     def to_json(self) -> dict[str, Any]:
-        """The `analyze --json` object: `runs`, `groups`, `variants`, `verdict`, `settings`, `notes`, `methods`."""
+        """The `analyze --json` object: runs, groups, variants, verdict, settings, notes, methods."""
         return asdict(self)

@@ -1,0 +1,64 @@
+"""Robust spread and the one-sided modified z-score (Iglewicz & Hoaglin).
+
+MAD = median(|x - median(x)|), raw (not multiplied by 1.4826). The modified z-score is
+M = 0.6745 (x - median(x)) / MAD (Iglewicz & Hoaglin, "How to Detect and Handle Outliers", ASQC 1993,
+section 3.1); 0.6745 is the 75% point of the standard normal, so 0.6745/MAD estimates 1/sigma for normal
+data. A value is flagged when |M| > 3.5; we only flag the slow side (M < -3.5 on oriented performance,
+where lower is slower), since a run faster than its peers is not a problem to chase.
+
+We score log performance ratios (log of value over node median, oriented so that negative is slower):
+logs make a 10% slowdown and an 11% speedup symmetric and the scale unit-free (notes/statistics.md).
+
+MAD = 0 guard: when more than half the values are identical (quantised timers: a coarse clock gives
+many equal times, or a metric rounded by its importer) the MAD is 0 and M would be infinite for every
+other value. We then fall back to the mean absolute deviation around the median, scaled to the same
+normal sigma: sigma ~ 1.2533 * meanAD (for normal data E|X - mu| = sigma * sqrt(2/pi), and
+sqrt(pi/2) = 1.2533), so M = (x - median) / (1.2533 * meanAD). When that is 0 too, every value equals
+the median and every score is 0 (nothing can be an outlier).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+METHOD = (
+    "robust score: modified z = 0.6745 (x - median) / MAD of log performance ratios (Iglewicz & Hoaglin "
+    "1993), one-sided; when MAD = 0, (x - median) / (1.2533 * mean absolute deviation)"
+)
+
+_MAD_TO_Z = 0.6745  # Phi^-1(0.75): MAD / 0.6745 estimates sigma for normal data
+_MEANAD_TO_SIGMA = math.sqrt(math.pi / 2.0)  # 1.2533: sigma / E|X - mu| for normal data
+
+
+def mad(values: ArrayLike) -> float:
+    """Median absolute deviation around the median, unscaled. Raises on an empty sample."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("MAD of an empty sample is undefined")
+    return float(np.median(np.abs(x - np.median(x))))
+
+
+def modified_z(values: ArrayLike) -> NDArray[np.float64]:
+    """Modified z-score of every value, with the MAD = 0 fallback described in the module docstring."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return np.zeros(0)
+    centre = np.median(x)
+    deviation = x - centre
+    spread = float(np.median(np.abs(deviation)))
+    if spread > 0.0:
+        return _MAD_TO_Z * deviation / spread
+    mean_ad = float(np.mean(np.abs(deviation)))
+    if mean_ad > 0.0:
+        return deviation / (_MEANAD_TO_SIGMA * mean_ad)
+    return np.zeros_like(x)
+
+
+def slow_outliers(scores: ArrayLike, cut: float) -> NDArray[np.bool_]:
+    """One-sided flag: True where the score is below -cut (slower than the peers by more than `cut`)."""
+    if cut <= 0:
+        raise ValueError(f"robust cut must be > 0, got {cut}")
+    return np.asarray(scores, dtype=float) < -cut
