@@ -10,10 +10,11 @@ import os
 from pathlib import Path
 
 NATIVE_DIR_ENV = "TAILSCOPE_NATIVE_DIR"
+NATIVE_LIB_DIR_ENV = "TAILSCOPE_NATIVE_LIB_DIR"
 
 
 class NativeMissingError(FileNotFoundError):
-    """A native executable is not where the installed package should have it."""
+    """A native executable or library is not where the installed package should have it."""
 
 
 def native_dir() -> Path:
@@ -35,5 +36,23 @@ def native_path(name: str) -> Path:
         raise NativeMissingError(
             f"native executable {name!r} not found in {where}; "
             "install tailscope with `pip install .` (it builds the probes with CMake)"
+        )
+    return path
+
+
+def native_library(name: str) -> Path:
+    """Absolute path of native shared library `lib<name>.so`, or a clear error saying how to build it.
+
+    Installed next to the executables as `tailscope/_native/lib/`; `TAILSCOPE_NATIVE_LIB_DIR` points at a
+    development build directory instead.
+    """
+    override = os.environ.get(NATIVE_LIB_DIR_ENV)
+    directory = Path(override) if override else native_dir().parent / "lib"
+    path = directory / f"lib{name}.so"
+    if not path.is_file():
+        where = f"${NATIVE_LIB_DIR_ENV}={override}" if override else str(directory)
+        raise NativeMissingError(
+            f"native library lib{name}.so not found in {where}; "
+            "install tailscope with `pip install .` (it builds the native libraries with CMake)"
         )
     return path
