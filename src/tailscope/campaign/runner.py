@@ -1,0 +1,335 @@
+"""The local runner: trials of probe variants on this node, each a fresh process, into the campaign store.
+
+The pipeline of one trial reads top to bottom in `run_trial`: launch, wait, parse, validate, rows.
+Trials are buffered and written as one chunk (child shards first, `runs` last) every `flush_trials` trials or
+`flush_seconds` seconds, at the end, and when interrupted (SIGINT/SIGTERM), so an interrupted campaign keeps
+every finished trial and `--resume` runs exactly the missing ones. A SIGKILL loses at most the unflushed
+buffer, never a stored shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tailscope.campaign.progress import Progress
+from tailscope.node.facts import collect as collect_facts
+from tailscope.node.facts import node_name, nodes_row
+from tailscope.probes.catalogue import ProbeVariant
+from tailscope.probes.parse import ProbeOutput, ProbeOutputError, parse_probe_output
+from tailscope.store.campaign import Campaign, new_task_id, utcnow
+from tailscope.store.schema import TABLES
+from tailscope.store.views import connect
+
+# Probe exit codes (docs/probes.md).
+EXIT_USAGE, EXIT_RESOURCE, EXIT_INVALID = 2, 3, 4
+# Stop a campaign after this many consecutive trials fail the same way: 1000 identical failures help nobody.
+MAX_CONSECUTIVE_FAILURES = 3
+
+
+class ProbeUsageError(ValueError):
+    """The probe rejected its options (exit 2/3 in the pre-flight check); nothing was stored."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived while trials were running."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    variant: ProbeVariant
+    index: int
+
+
+@dataclass
+class TrialRows:
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+    pages: list[dict[str, Any]] = field(default_factory=list)
+
+    def extend(self, other: TrialRows) -> None:
+        self.runs += other.runs
+        self.iterations += other.iterations
+        self.pages += other.pages
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {
+            name: pa.Table.from_pylist(rows, schema=TABLES[name].schema)
+            for name, rows in (("runs", self.runs), ("iterations", self.iterations), ("pages", self.pages))
+        }
+
+
+@dataclass
+class RunOutcome:
+    campaign: Path
+    stored: int = 0
+    failed: int = 0
+    interrupted: bool = False
+    stopped_reason: str | None = None
+
+
+def cpu_ranges(cpus: Sequence[int]) -> str:
+    """`[0, 1, 2, 5]` -> `0-2,5` (the kernel's cpulist notation)."""
+    parts: list[str] = []
+    start = prev = None
+    for cpu in [*cpus, None]:
+        if start is not None and (cpu is None or cpu != prev + 1):
+            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = None
+        if cpu is not None and start is None:
+            start = cpu
+        prev = cpu
+    return ",".join(parts)
+
+
+def preflight(variant: ProbeVariant) -> dict[str, Any]:
+    """Run the probe with --check-args: resolve CPUs, sizes and page policy before anything is stored."""
+    argv = [*variant.argv(), "--check-args"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        message = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise ProbeUsageError(message)
+    try:
+        return parse_probe_output(proc.stdout, name=variant.probe).config
+    except ProbeOutputError as exc:
+        raise ProbeUsageError(str(exc)) from exc
+
+
+def _rows_from_output(out: ProbeOutput, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    iterations = [
+        {
+            "run_id": run_id,
+            "iteration": rec["iteration"],
+            "thread": rec.get("thread"),
+            "kernel": rec.get("kernel"),
+            "cpu": rec.get("cpu"),
+            "warmup": bool(rec["warmup"]),
+            "seconds": float(rec["seconds"]),
+            "value": float(rec["value"]),
+            "tsc_start": rec.get("tsc_start"),
+            "tsc_end": rec.get("tsc_end"),
+            "mono_start_ns": rec.get("mono_start_ns"),
+            "mono_end_ns": rec.get("mono_end_ns"),
+        }
+        for rec in out.iterations
+    ]
+    pages = []
+    for rec in out.pages:
+        size = int(rec["page_size"])
+        va = int(rec["va"])
+        for i, pa_ in enumerate(rec.get("pa", [])):
+            pages.append(
+                {
+                    "run_id": run_id,
+                    "array": str(rec.get("array", "data")),
+                    "thread": rec.get("thread"),
+                    "virtual_address": va + i * size,
+                    "physical_address": int(pa_) or None,
+                    "page_size": size,
+                }
+            )
+    return iterations, pages
+
+
+def run_trial(campaign: Campaign, trial: Trial, *, node: str, task: str, timeout_s: float) -> TrialRows:
+    """One trial: a fresh probe process, its output parsed into store rows (a failure is a row too)."""
+    variant = trial.variant
+    spec = variant.spec
+    run_id = uuid.uuid4().hex
+    started_at = utcnow()
+    t0 = time.monotonic()
+    status, error, out = "ok", None, None
+    proc = subprocess.Popen(variant.argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        status, error = "timeout", f"killed after the {timeout_s:g} s trial time limit"
+    finally:
+        if proc.poll() is None:  # interrupted: never leave a probe running behind us
+            proc.kill()
+            proc.wait()
+    wall_s = time.monotonic() - t0
+    if status == "ok" and proc.returncode != 0:
+        status = "invalid" if proc.returncode == EXIT_INVALID else "failed"
+        error = (stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    if status in ("ok", "invalid"):
+        try:
+            out = parse_probe_output(stdout, name=variant.probe)
+        except ProbeOutputError as exc:
+            status, error = "failed", str(exc)
+    if status == "ok" and out is not None and (out.result is None or not out.validated):
+        status, error = "invalid", "no validated result record"
+    result = (out.result if out else None) or {}
+    config = out.config if out else {}
+    rows = TrialRows()
+    rows.runs.append(
+        {
+            "run_id": run_id,
+            "campaign": campaign.campaign_id,
+            "node": node,
+            "probe": variant.probe,
+            "variant": variant.variant_id,
+            "params": variant.params_json,
+            "trial": trial.index,
+            "page_policy": config.get("page_policy", variant.page_policy),
+            "cpus": cpu_ranges(config["cpus"]) if config.get("cpus") else None,
+            "threads": config.get("threads"),
+            "started_at": started_at,
+            "wall_s": wall_s,
+            "tsc_start": result.get("tsc_start"),
+            "tsc_end": result.get("tsc_end"),
+            "tsc_hz": config.get("tsc_hz"),
+            "mono_start_ns": result.get("mono_start_ns"),
+            "mono_end_ns": result.get("mono_end_ns"),
+            "realtime_start_ns": result.get("realtime_start_ns"),
+            "seconds": result.get("seconds"),
+            "metric": result.get("metric", spec.metric),
+            "value": float(result["value"]) if status == "ok" else None,
+            "unit": result.get("unit", spec.unit),
+            "higher_is_better": bool(result.get("higher_is_better", spec.higher_is_better)),
+            "status": status,
+            "error": error,
+            "source": "probe",
+            "task": task,
+            "config": json.dumps(config, sort_keys=True) if config else None,
+            "summary": json.dumps(result.get("summary"), sort_keys=True) if result.get("summary") else None,
+        }
+    )
+    if out is not None and status == "ok":
+        rows.iterations, rows.pages = _rows_from_output(out, run_id)
+    return rows
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def completed_trials(campaign: Campaign, node: str) -> dict[str, set[int]]:
+    """(variant -> trial indices) already stored with status ok for this node."""
+    con = connect(campaign)
+    try:
+        rows = con.execute(
+            "SELECT variant, trial FROM runs WHERE node = ? AND status = 'ok'", [node]
+        ).fetchall()
+    finally:
+        con.close()
+    done: dict[str, set[int]] = {}
+    for variant, trial in rows:
+        done.setdefault(variant, set()).add(int(trial))
+    return done
+
+
+def pending_trials(campaign: Campaign, variants: Sequence[ProbeVariant], node: str) -> list[Trial]:
+    """Trials the manifest plans for this node that are not stored yet, in variant then trial order."""
+    done = completed_trials(campaign, node)
+    planned = {p["variant"]: int(p["trials"]) for p in campaign.manifest.get("plans", [])}
+    out = []
+    for variant in variants:
+        have = done.get(variant.variant_id, set())
+        out += [Trial(variant, i) for i in range(planned.get(variant.variant_id, 0)) if i not in have]
+    return out
+
+
+@dataclass
+class LocalRunner:
+    campaign: Campaign
+    node: str = field(default_factory=node_name)
+    task: str = field(default_factory=new_task_id)
+    timeout_s: float | None = None
+    flush_trials: int = 50
+    flush_seconds: float = 60.0
+    show_progress: bool = True
+
+    _chunk: int = 0
+
+    def record_node_facts(self) -> None:
+        facts = collect_facts()
+        facts["node"] = self.node
+        row = nodes_row(facts, collected_at=utcnow(), task=self.task)
+        table = pa.Table.from_pylist([row], schema=TABLES["nodes"].schema)
+        self.campaign.write_shard("nodes", table, node=self.node, task=self.task, chunk=self._next_chunk())
+
+    def _next_chunk(self) -> int:
+        self._chunk += 1
+        return self._chunk
+
+    def _flush(self, buffer: TrialRows) -> None:
+        if buffer.runs:
+            self.campaign.write_chunk(
+                buffer.tables(), node=self.node, task=self.task, chunk=self._next_chunk()
+            )
+
+    def run(self, trials: Sequence[Trial]) -> RunOutcome:
+        outcome = RunOutcome(self.campaign.root)
+        progress = Progress(total=len(trials), enabled=self.show_progress)
+        buffer, last_flush = TrialRows(), time.monotonic()
+        current_variant: str | None = None
+        recent_errors: list[str] = []
+        try:
+            with _sigterm_as_interrupt():
+                self.record_node_facts()
+                for trial in trials:
+                    if trial.variant.variant_id != current_variant:
+                        current_variant = trial.variant.variant_id
+                        progress.set_label(trial.variant.probe, trial.variant.spec.unit)
+                    timeout = self.timeout_s or trial.variant.spec.timeout_s
+                    rows = run_trial(self.campaign, trial, node=self.node, task=self.task, timeout_s=timeout)
+                    buffer.extend(rows)
+                    run = rows.runs[0]
+                    ok = run["status"] == "ok"
+                    outcome.stored += 1
+                    outcome.failed += 0 if ok else 1
+                    progress.update(run["value"] if ok else None)
+                    recent_errors = [] if ok else [*recent_errors, str(run["error"])]
+                    if len(recent_errors) >= MAX_CONSECUTIVE_FAILURES and len(set(recent_errors)) == 1:
+                        outcome.stopped_reason = (
+                            f"stopped after {MAX_CONSECUTIVE_FAILURES} consecutive trials failed with: "
+                            f"{recent_errors[0]}"
+                        )
+                        break
+                    if (
+                        len(buffer.runs) >= self.flush_trials
+                        or time.monotonic() - last_flush >= self.flush_seconds
+                    ):
+                        self._flush(buffer)
+                        buffer, last_flush = TrialRows(), time.monotonic()
+        except (KeyboardInterrupt, Interrupted):
+            outcome.interrupted = True
+        finally:
+            progress.close()
+            # Finished trials are written even when interrupted; a second signal here is deferred.
+            old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                self._flush(buffer)
+            finally:
+                signal.signal(signal.SIGINT, old_int)
+                signal.signal(signal.SIGTERM, old_term)
+        return outcome
+
+
+def default_campaign_dir(label: str, node: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(os.environ.get("TAILSCOPE_CAMPAIGNS", "campaigns"))
+    return base / f"{label}-{node}-{stamp}"

@@ -1,0 +1,67 @@
+"""`tailscope check`: the default suite on this node, then analysis and report — the main job.
+
+Trial counts are sized so the whole check takes about 2-3 minutes on a 2-core machine (`--quick`: ~30 s):
+l2sum is cheap per trial and is where rare slow runs show (many trials); stream and dgemm cost ~1 s per trial;
+fwq's samples show OS noise and its period. `--trials N` runs N trials of every probe instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tailscope.analysis.model import CampaignAnalysis, Settings
+from tailscope.campaign.runner import RunOutcome, default_campaign_dir
+from tailscope.node.facts import node_name
+from tailscope.probes.catalogue import ParamValue, ProbeVariant
+from tailscope.workflow import RunRequest, analyze_campaign, run_campaign, write_report
+
+# (probe, trials in a full check, trials with --quick). A median CI needs n >= 6 (notes/statistics.md).
+SUITE: tuple[tuple[str, int, int], ...] = (
+    ("l2sum", 200, 40),
+    ("stream", 20, 6),
+    ("dgemm", 20, 6),
+    ("fwq", 30, 8),
+)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    outcome: RunOutcome
+    analysis: CampaignAnalysis | None
+    report: Path | None
+
+
+def check_variants(
+    *, quick: bool, trials: int | None, common: dict[str, ParamValue]
+) -> tuple[tuple[ProbeVariant, int], ...]:
+    return tuple(
+        (ProbeVariant(probe, dict(common)), trials if trials is not None else (quick_n if quick else full_n))
+        for probe, full_n, quick_n in SUITE
+    )
+
+
+def run_check(
+    *,
+    quick: bool = False,
+    trials: int | None = None,
+    campaign_dir: Path | None = None,
+    report_path: Path | None = None,
+    common: dict[str, ParamValue] | None = None,
+    settings: Settings | None = None,
+    show_progress: bool = True,
+) -> CheckResult:
+    node = node_name()
+    campaign_dir = campaign_dir or default_campaign_dir("check", node)
+    request = RunRequest(
+        variants=check_variants(quick=quick, trials=trials, common=common or {}),
+        campaign_dir=campaign_dir,
+        show_progress=show_progress,
+        label="check",
+    )
+    outcome = run_campaign(request)
+    if outcome.interrupted:
+        return CheckResult(outcome, None, None)
+    analysis = analyze_campaign(outcome.campaign, settings or Settings())
+    report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
+    return CheckResult(outcome, analysis, report)

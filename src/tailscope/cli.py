@@ -1,0 +1,386 @@
+"""The one entry point: `tailscope <verb>`. A thin table of verbs; each calls one library function.
+
+Exit codes (for scripts and health checkers): 0 ok, 1 a verdict failed a user-set limit (or trials failed),
+2 usage or input error, 130 interrupted (finished trials are stored; `--resume` continues).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tailscope import __version__
+from tailscope.addr.cli import add_addr_parser
+from tailscope.addr.errors import AddrInputError
+from tailscope.analysis.model import Settings
+from tailscope.campaign.runner import ProbeUsageError, RunOutcome
+from tailscope.importers import ImportInputError
+from tailscope.native import NativeMissingError
+from tailscope.probes.catalogue import (
+    COMMON_OPTIONS,
+    PROBES,
+    ProbeSpec,
+    ProbeVariant,
+    UnknownProbeError,
+    probe_spec,
+)
+from tailscope.store.campaign import StoreError
+from tailscope.store.schema import SchemaVersionError
+
+EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out (exit 2)."""
+
+
+# --- shared option groups -------------------------------------------------------------------------
+def _add_probe_options(parser: argparse.ArgumentParser, spec: ProbeSpec | None) -> None:
+    """Options forwarded to the probe: the common ones always, the probe's own when it is known."""
+    options = spec.all_options if spec else COMMON_OPTIONS
+    group = parser.add_argument_group(f"{spec.name} options" if spec else "probe options")
+    for option in options:
+        if option.type is bool:
+            group.add_argument(
+                option.flag, dest=f"probe_{option.dest}", action="store_true", help=option.help
+            )
+        else:
+            group.add_argument(
+                option.flag,
+                dest=f"probe_{option.dest}",
+                type=option.type,
+                choices=option.choices,
+                metavar=option.metavar,
+                help=option.help,
+            )
+
+
+def _probe_params(args: argparse.Namespace) -> dict[str, Any]:
+    params = {}
+    for key, value in vars(args).items():
+        if key.startswith("probe_") and value not in (None, False):
+            params[key.removeprefix("probe_")] = value
+    return params
+
+
+def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("statistics")
+    g.add_argument(
+        "--threshold",
+        type=float,
+        action="append",
+        metavar="D",
+        help="slow if more than D below the node median (repeatable; default 0.05 and 0.10)",
+    )
+    g.add_argument(
+        "--allowed-slow-rate",
+        type=float,
+        metavar="P0",
+        help="rate of slow runs the tail-count test allows (default 0.01)",
+    )
+    g.add_argument("--confidence", type=float, help="coverage of confidence intervals (default 0.95)")
+    v = parser.add_argument_group("verdict limits (exit 1 when one fails)")
+    v.add_argument(
+        "--max-slow-rate",
+        type=float,
+        metavar="P",
+        help="fail when the tail-count test shows more slow runs than P",
+    )
+    v.add_argument(
+        "--max-q01-drop",
+        type=float,
+        metavar="X",
+        help="fail when (q01 - median)/median < -X (SJTU rule; e.g. 0.005)",
+    )
+    v.add_argument("--max-cv", type=float, metavar="X", help="fail when a node's CV exceeds X")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    values: dict[str, Any] = {}
+    if args.threshold:
+        for d in args.threshold:
+            if not 0 < d < 1:
+                raise UsageError(f"--threshold {d}: expected a fraction between 0 and 1 (0.05 = 5%)")
+        values["thresholds"] = tuple(args.threshold)
+    for name in ("allowed_slow_rate", "confidence", "max_slow_rate", "max_q01_drop", "max_cv"):
+        value = getattr(args, name, None)
+        if value is not None:
+            if not (math.isfinite(value) and value >= 0):
+                raise UsageError(f"--{name.replace('_', '-')} {value}: expected a non-negative number")
+            values[name] = value
+    return Settings(**values)
+
+
+def _print_outcome(outcome: RunOutcome) -> None:
+    print(f"campaign: {outcome.campaign}")
+    print(f"trials stored: {outcome.stored} ({outcome.failed} not ok)")
+    if outcome.stopped_reason:
+        print(f"tailscope: {outcome.stopped_reason}", file=sys.stderr)
+    if outcome.interrupted:
+        print(
+            f"interrupted: finished trials are stored; continue with "
+            f"`tailscope run --resume --campaign {outcome.campaign}`",
+            file=sys.stderr,
+        )
+
+
+def _outcome_code(outcome: RunOutcome) -> int:
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_VERDICT if outcome.failed or outcome.stopped_reason else EXIT_OK
+
+
+# --- verbs ----------------------------------------------------------------------------------------
+def cmd_probes(args: argparse.Namespace) -> int:
+    for spec in PROBES.values():
+        direction = "higher is better" if spec.higher_is_better else "lower is better"
+        print(f"{spec.name:8s} {spec.summary} [{spec.metric}, {spec.unit}, {direction}]")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tailscope.workflow import RunRequest, run_campaign
+
+    if args.probe is None and not args.resume:
+        raise UsageError("run: name a probe (tailscope probes lists them), or --resume --campaign DIR")
+    variants: tuple[tuple[ProbeVariant, int], ...] = ()
+    if args.probe is not None:
+        if args.trials is None and not args.resume:
+            raise UsageError("run: --trials N is required")
+        if args.trials is not None and args.trials < 1:
+            raise UsageError(f"--trials {args.trials}: expected at least 1")
+        variants = ((ProbeVariant(args.probe, _probe_params(args)), args.trials or 0),)
+    outcome = run_campaign(
+        RunRequest(
+            variants=variants,
+            campaign_dir=args.campaign,
+            resume=args.resume,
+            node=args.node,
+            timeout_s=args.timeout,
+            show_progress=not args.no_progress,
+            label=args.probe or "run",
+        )
+    )
+    _print_outcome(outcome)
+    return _outcome_code(outcome)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from tailscope.importers.iterations_csv import import_iterations
+    from tailscope.store.campaign import Campaign, new_task_id
+
+    if args.format != "iterations":
+        raise UsageError(f"import: unknown format {args.format!r}")
+    if not args.file.is_file():
+        raise UsageError(f"{args.file}: no such file")
+    campaign = Campaign.open_or_create(args.campaign)
+    counts = import_iterations(
+        args.file,
+        campaign,
+        name=args.name,
+        unit=args.unit,
+        higher_is_better=args.higher_is_better,
+        task=new_task_id(),
+    )
+    print(
+        f"imported {counts['runs']} runs ({counts['iterations']} iterations, {counts['nodes']} nodes) "
+        f"into {campaign.root}"
+    )
+    return EXIT_OK
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from tailscope.report.terminal import render_summary
+    from tailscope.workflow import analyze_campaign
+
+    analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
+    if args.json:
+        json.dump(analysis.to_json(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(render_summary(analysis)))
+    return EXIT_OK if analysis.verdict.passed else EXIT_VERDICT
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tailscope.workflow import analyze_campaign, write_report
+
+    analysis = analyze_campaign(args.campaign, _settings(args))
+    path = write_report(args.campaign, analysis, args.output)
+    print(f"report: {path.resolve()}")
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from tailscope.check import run_check
+    from tailscope.report.terminal import render_summary
+
+    if args.trials is not None and args.trials < 1:
+        raise UsageError(f"--trials {args.trials}: expected at least 1")
+    result = run_check(
+        quick=args.quick,
+        trials=args.trials,
+        campaign_dir=args.campaign,
+        report_path=args.output,
+        common=_probe_params(args),
+        settings=_settings(args),
+        show_progress=not args.no_progress,
+    )
+    _print_outcome(result.outcome)
+    if result.analysis is None or result.report is None:
+        return _outcome_code(result.outcome)
+    print("\n".join(render_summary(result.analysis)))
+    print(f"report: {result.report.resolve()}")
+    return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    from tailscope.node.facts import collect
+    from tailscope.node.knobs import advice
+
+    facts = collect()
+    if args.json:
+        json.dump(facts, sys.stdout, indent=1, sort_keys=True, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    for key in (
+        "node",
+        "cpu_model_name",
+        "cpu_family",
+        "cpu_model",
+        "cpu_stepping",
+        "microcode",
+        "sockets",
+        "cores",
+        "threads",
+        "l2_bytes",
+        "l3_bytes",
+        "memory_bytes",
+        "kernel",
+        "virtualization",
+        "thp_enabled",
+        "hugepages_2m",
+        "hugepages_1g",
+        "governor",
+        "turbo",
+    ):
+        print(f"{key:16s} {facts.get(key)}")
+    for line in advice(facts):
+        print(f"advice: {line}")
+    return EXIT_OK
+
+
+# --- parser ---------------------------------------------------------------------------------------
+def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"tailscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="VERB", required=True)
+
+    p = sub.add_parser("probes", help="list the probes")
+    p.set_defaults(func=cmd_probes)
+
+    p = sub.add_parser("run", help="run N trials of a probe, each a fresh process, into a campaign")
+    p.add_argument("probe", nargs="?", metavar="PROBE", help=f"one of: {', '.join(PROBES)}")
+    p.add_argument("--trials", type=int, metavar="N", help="trials to run (with --resume: to complete)")
+    p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
+    p.add_argument("--resume", action="store_true", help="run only the planned trials that are missing")
+    p.add_argument("--node", help="node name to record (default $SLURMD_NODENAME or the host name)")
+    p.add_argument("--timeout", type=float, metavar="S", help="per-trial time limit in seconds")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("import", help="import results of other tools into a campaign")
+    p.add_argument(
+        "format", choices=["iterations"], help="iterations: CSV node,run,iteration,value[,unit,...]"
+    )
+    p.add_argument("file", type=Path)
+    p.add_argument("--campaign", type=Path, required=True, metavar="DIR")
+    p.add_argument("--name", help="probe name to import under (default: the file's stem)")
+    p.add_argument("--unit", help="unit of the values when the file has no unit column")
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--higher-is-better", dest="higher_is_better", action="store_const", const=True)
+    d.add_argument("--lower-is-better", dest="higher_is_better", action="store_const", const=False)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("analyze", help="statistics, slow runs and verdicts of a campaign")
+    p.add_argument("campaign", type=Path, metavar="DIR")
+    p.add_argument("--json", action="store_true", help="machine-readable output (every run)")
+    p.add_argument("--probe", help="only this probe")
+    p.add_argument("--node", help="only this node")
+    _add_analysis_options(p)
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("report", help="one self-contained HTML report of a campaign")
+    p.add_argument("campaign", type=Path, metavar="DIR")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+    _add_analysis_options(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
+    p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
+    p.add_argument("--trials", type=int, metavar="N", help="N trials of every probe")
+    p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
+    p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
+    _add_analysis_options(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("facts", help="this node's facts and tuning advice")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_facts)
+
+    add_addr_parser(sub)
+    return parser
+
+
+def _probe_named(argv: Sequence[str]) -> str | None:
+    """The PROBE positional of `run`, found before parsing so its own options can be declared."""
+    if "run" not in argv:
+        return None
+    rest = list(argv)[list(argv).index("run") + 1 :]
+    return next((a for a in rest if not a.startswith("-")), None)
+
+
+_ERRORS: tuple[type[BaseException], ...] = (
+    UsageError,
+    StoreError,
+    SchemaVersionError,
+    ImportInputError,
+    ProbeUsageError,
+    NativeMissingError,
+    UnknownProbeError,
+    AddrInputError,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    probe = _probe_named(argv)
+    parser = build_parser(probe)
+    args = parser.parse_args(argv)
+    if args.command == "run" and args.probe is not None and args.probe not in PROBES:
+        print(f"tailscope: error: {UnknownProbeError(args.probe)}", file=sys.stderr)
+        return EXIT_USAGE
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except _ERRORS as exc:
+        print(f"tailscope: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("tailscope: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `tailscope analyze --json | head`: the reader left; silence the flush at exit too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK

@@ -1,0 +1,197 @@
+"""The campaign store: manifest, atomic shards, views that count each trial once, damaged input."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from tailscope.store.campaign import Campaign, StoreError, conform, utcnow
+from tailscope.store.schema import TABLES, SchemaVersionError
+from tailscope.store.views import connect
+
+
+def run_row(
+    campaign: Campaign,
+    node: str,
+    trial: int,
+    *,
+    status: str = "ok",
+    value: float | None = 1.0,
+    variant: str = "l2sum-aaaa",
+    started_offset: int = 0,
+) -> dict:
+    import datetime as dt
+
+    return {
+        "run_id": uuid.uuid4().hex,
+        "campaign": campaign.campaign_id,
+        "node": node,
+        "probe": "l2sum",
+        "variant": variant,
+        "params": "{}",
+        "trial": trial,
+        "started_at": utcnow() + dt.timedelta(seconds=started_offset),
+        "metric": "bandwidth",
+        "value": value if status == "ok" else None,
+        "unit": "GB/s",
+        "higher_is_better": True,
+        "status": status,
+        "error": None if status == "ok" else "boom",
+        "source": "probe",
+        "task": "t",
+    }
+
+
+def table(name: str, rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=TABLES[name].schema)
+
+
+def test_create_open_and_refuse_second_create(tmp_path):
+    c = Campaign.create(tmp_path / "c", name="demo")
+    assert (tmp_path / "c" / "campaign.json").is_file()
+    again = Campaign.open(tmp_path / "c")
+    assert again.campaign_id == c.campaign_id and again.manifest["name"] == "demo"
+    with pytest.raises(StoreError, match="already exists"):
+        Campaign.create(tmp_path / "c")
+
+
+def test_unknown_schema_version_is_refused_by_name(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    manifest = json.loads((c.root / "campaign.json").read_text())
+    manifest["schema_version"] = 99
+    (c.root / "campaign.json").write_text(json.dumps(manifest))
+    with pytest.raises(SchemaVersionError, match="schema version 99"):
+        Campaign.open(c.root)
+
+
+def test_not_a_campaign(tmp_path):
+    with pytest.raises(StoreError, match="not a tailscope campaign"):
+        Campaign.open(tmp_path)
+    (tmp_path / "campaign.json").write_text("{broken")
+    with pytest.raises(StoreError, match=r"campaign.json:1: invalid JSON"):
+        Campaign.open(tmp_path)
+
+
+def test_plans_are_merged_not_duplicated(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    c.add_plan({"variant": "v1", "probe": "l2sum", "params": {}, "trials": 10})
+    c.add_plan({"variant": "v1", "probe": "l2sum", "params": {}, "trials": 20})
+    c.add_plan({"variant": "v2", "probe": "fwq", "params": {}, "trials": 5})
+    plans = Campaign.open(c.root).manifest["plans"]
+    assert [(p["variant"], p["trials"]) for p in plans] == [("v1", 20), ("v2", 5)]
+
+
+def test_conform_rejects_missing_required_and_unknown_columns():
+    with pytest.raises(StoreError, match="required column 'run_id' missing"):
+        conform(pa.table({"iteration": [1]}), "iterations")
+    rows = [{"run_id": "r", "iteration": 0, "warmup": False, "seconds": 1.0, "value": 2.0}]
+    ok = conform(pa.Table.from_pylist(rows), "iterations")
+    assert ok.schema.equals(TABLES["iterations"].schema)
+    with pytest.raises(StoreError, match="unknown columns"):
+        conform(pa.Table.from_pylist([{**rows[0], "bogus": 1}]), "iterations")
+    with pytest.raises(StoreError, match="null values"):
+        conform(pa.Table.from_pylist([{**rows[0], "run_id": None}]), "iterations")
+
+
+def test_views_count_each_trial_once_and_prefer_ok(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    failed = run_row(c, "n1", 0, status="failed")
+    ok = run_row(c, "n1", 0, value=5.0, started_offset=10)
+    dup_first = run_row(c, "n1", 1, value=6.0)
+    dup_second = run_row(c, "n1", 1, value=7.0, started_offset=5)
+    c.write_chunk({"runs": table("runs", [failed, dup_first])}, node="n1", task="a", chunk=1)
+    c.write_chunk({"runs": table("runs", [ok, dup_second])}, node="n1", task="b", chunk=1)
+    con = connect(c)
+    got = con.execute("SELECT trial, status, value FROM runs ORDER BY trial").fetchall()
+    assert got == [(0, "ok", 5.0), (1, "ok", 6.0)]
+    assert con.execute("SELECT count(*) FROM runs_all").fetchone()[0] == 4
+
+
+def test_orphan_child_rows_are_invisible(tmp_path):
+    """A chunk interrupted after its iterations shard but before its runs shard leaves no visible rows."""
+    c = Campaign.create(tmp_path / "c")
+    run = run_row(c, "n1", 0)
+    it = {"run_id": run["run_id"], "iteration": 0, "warmup": False, "seconds": 1.0, "value": 1.0}
+    orphan = {**it, "run_id": "never-committed"}
+    c.write_chunk(
+        {"iterations": table("iterations", [it, orphan]), "runs": table("runs", [run])},
+        node="n1",
+        task="a",
+        chunk=1,
+    )
+    con = connect(c)
+    assert con.execute("SELECT run_id FROM iterations").fetchall() == [(run["run_id"],)]
+    assert con.execute("SELECT count(*) FROM iterations_all").fetchone()[0] == 2
+
+
+def test_empty_campaign_has_typed_empty_views(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    con = connect(c)
+    for name in TABLES:
+        assert con.execute(f"SELECT count(*) FROM {name}").fetchone()[0] == 0
+    cols = [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
+    assert cols == TABLES["runs"].names
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_damaged_shard_is_named_and_nothing_else_is_touched(tmp_path, damage):
+    c = Campaign.create(tmp_path / "c")
+    good = c.write_shard("runs", table("runs", [run_row(c, "n1", 0)]), node="n1", task="a", chunk=1)
+    bad = c.write_shard("runs", table("runs", [run_row(c, "n1", 1)]), node="n1", task="a", chunk=2)
+    data = bad.read_bytes()
+    bad.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"x" * 100, "empty": b""}[damage])
+    before = good.read_bytes()
+    with pytest.raises(StoreError) as info:
+        connect(c)
+    message = str(info.value)
+    assert str(bad) in message and "not a readable Parquet shard" in message and "--resume" in message
+    assert "\n" not in message
+    assert good.read_bytes() == before
+
+
+def test_shard_names_are_sanitised_and_never_overwritten(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    path = c.write_shard("runs", table("runs", [run_row(c, "n/1", 0)]), node="n/../1", task="t x", chunk=3)
+    assert path.parent == c.shard_dir("runs") and path.name == "n_.._1.t_x.000003.parquet"
+    with pytest.raises(StoreError, match="already exists"):
+        c.write_shard("runs", table("runs", [run_row(c, "n1", 0)]), node="n/../1", task="t x", chunk=3)
+    assert not [p for p in c.shard_dir("runs").iterdir() if p.name.endswith(".tmp")]
+
+
+def _writer(root: str, index: int) -> None:
+    c = Campaign.open(root)
+    node = f"node{index:03d}"
+    runs = [run_row(c, node, t, value=float(index * 100 + t)) for t in range(5)]
+    its = [
+        {"run_id": r["run_id"], "iteration": i, "warmup": i == 0, "seconds": 0.1, "value": 1.0}
+        for r in runs
+        for i in range(3)
+    ]
+    c.write_chunk(
+        {"iterations": table("iterations", its), "runs": table("runs", runs)},
+        node=node,
+        task=f"task{os.getpid()}",
+        chunk=1,
+    )
+
+
+@pytest.mark.slow
+def test_64_concurrent_writers_lose_nothing(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    ctx = multiprocessing.get_context("forkserver")
+    procs = [ctx.Process(target=_writer, args=(str(c.root), i)) for i in range(64)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert all(p.exitcode == 0 for p in procs)
+    con = connect(c)
+    assert con.execute("SELECT count(*), count(DISTINCT node) FROM runs").fetchone() == (320, 64)
+    assert con.execute("SELECT count(*) FROM iterations").fetchone()[0] == 960
+    values = {r[0] for r in con.execute("SELECT value FROM runs").fetchall()}
+    assert values == {float(i * 100 + t) for i in range(64) for t in range(5)}
