@@ -73,16 +73,22 @@ def test_corunner_window(tmp_path):
     # Each trial's process window, as the store recorded it: started_at and wall_s of the runs table.
     stored = load_frames(Campaign.open(campaign))[0].set_index("run_id")
     inside, outside = [], []
+    window_times = {}
     for r in runs:
         start = dt.datetime.fromisoformat(r["started_at"]).timestamp()
         end = start + float(stored.loc[r["run_id"], "wall_s"])
+        window_times[r["run_id"]] = (start, end)
         if start >= window_start + MARGIN_S and end <= window_end - MARGIN_S:
             inside.append(r)
         elif end < window_start - MARGIN_S or start > window_end + MARGIN_S:
             outside.append(r)
     assert len(inside) >= 5 and len(outside) >= 50, (len(inside), len(outside))
     slow_inside = [r for r in inside if r["slow"]]
-    assert len(slow_inside) == len(inside), [(r["trial"], r["perf_ratio"]) for r in inside]
+    assert len(slow_inside) == len(inside), [
+        (r["trial"], round(r["perf_ratio"], 3), round(window_times[r["run_id"]][0] - window_start, 2))
+        for r in inside
+        if not r["slow"]
+    ]
     assert all(r["kind"] == "transient" for r in slow_inside), [
         (r["trial"], r["kind"], r["evidence"]) for r in slow_inside
     ]
