@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define SYSFS_CPU "/sys/devices/system/cpu"
@@ -108,7 +109,8 @@ static void parse_args(ts_probe *p, int argc, char **argv, const ts_opt *opts, s
             if (strcmp(opts[k].name, name) == 0)
                 o = &opts[k];
         bool common = strcmp(name, "--cpus") == 0 || strcmp(name, "--page") == 0 ||
-                      strcmp(name, "--offset") == 0 || strcmp(name, "--seed") == 0;
+                      strcmp(name, "--offset") == 0 || strcmp(name, "--seed") == 0 ||
+                      strcmp(name, "--events") == 0;
         if (!o && !common)
             usage_error(p, "%s: unknown option", name);
         if (eq) {
@@ -130,11 +132,187 @@ static void parse_args(ts_probe *p, int argc, char **argv, const ts_opt *opts, s
                 usage_error(p, "--offset %s: expected a byte count like 0, 4096, 64k, 512m", value);
             if (p->offset % 64 != 0)
                 usage_error(p, "--offset %s: must be a multiple of 64 (cache-line alignment)", value);
+        } else if (strcmp(name, "--events") == 0) {
+            p->events_spec = value;
         } else if (strcmp(name, "--seed") == 0) {
             if (ts_parse_u64(value, &p->seed) != 0)
                 usage_error(p, "--seed %s: expected a non-negative integer", value);
         }
     }
+}
+
+/* ---- counters around the timed region (--events) ---- */
+
+struct ts_probe_rusage {
+    struct rusage before, after;
+};
+
+/* getrusage(RUSAGE_THREAD) fields a set can name as rusage:FIELD; -1 when unknown. */
+static int rusage_field(const char *spec)
+{
+    static const char *const names[][2] = {
+        {"nvcsw", "voluntary_ctxt_switches"}, {"nivcsw", "involuntary_ctxt_switches"},
+        {"minflt", "minor_faults"},          {"majflt", "major_faults"},
+        {"utime", "utime_ns"},               {"stime", "stime_ns"},
+    };
+    const char *f = spec + strlen("rusage:");
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+        if (strcmp(f, names[i][0]) == 0 || strcmp(f, names[i][1]) == 0)
+            return i;
+    return -1;
+}
+
+static double rusage_value(const struct rusage *r, int field)
+{
+    switch (field) {
+    case 0: return (double)r->ru_nvcsw;
+    case 1: return (double)r->ru_nivcsw;
+    case 2: return (double)r->ru_minflt;
+    case 3: return (double)r->ru_majflt;
+    case 4: return (double)r->ru_utime.tv_sec * 1e9 + (double)r->ru_utime.tv_usec * 1e3;
+    default: return (double)r->ru_stime.tv_sec * 1e9 + (double)r->ru_stime.tv_usec * 1e3;
+    }
+}
+
+static void counters_init(ts_probe *p)
+{
+    ts_json_init(&p->counters);
+    if (!p->events_spec)
+        return;
+    char err[1024], skipped[8192] = "";
+    ts_evlist_init(&p->evlist, NULL);
+    if (ts_evlist_load(&p->evlist, p->events_spec, true, skipped, sizeof skipped, err, sizeof err) != 0)
+        usage_error(p, "--events %s", err);
+    for (size_t i = 0; i < p->evlist.n; i++) {
+        const ts_event *e = &p->evlist.ev[i];
+        if (e->kind == TS_EV_OTHER && strcmp(e->family, "rusage") == 0 && rusage_field(e->spec) < 0)
+            usage_error(p, "--events: %s: expected rusage:nvcsw, nivcsw, minflt, majflt, utime or stime", e->spec);
+    }
+    for (char *s = skipped, *nl; *s && (nl = strchr(s, '\n')) != NULL; s = nl + 1) {
+        *nl = '\0';
+        ts_probe_warn(p, "counters_unavailable", "--events: %s; left out", s);
+    }
+    p->tcounters = ts_xcalloc((size_t)p->nthreads, sizeof *p->tcounters);
+    p->rusage = ts_xcalloc((size_t)p->nthreads, sizeof *p->rusage);
+    for (int t = 0; t < p->nthreads; t++)
+        ts_counters_init(&p->tcounters[t], &p->evlist);
+    ts_counters_init(&p->uncore, &p->evlist);
+}
+
+void ts_probe_counters_open(ts_probe *p, int t)
+{
+    if (!p->events_spec || t < 0 || t >= p->nthreads)
+        return;
+    ts_counters_open_self(&p->tcounters[t], p->cpus[t]);
+    p->counters_opened = true;
+    if (t == 0)
+        ts_counters_open_uncore(&p->uncore, -1);
+}
+
+void ts_probe_counters_start(ts_probe *p, int t)
+{
+    if (!p->events_spec || t < 0 || t >= p->nthreads)
+        return;
+    getrusage(RUSAGE_THREAD, &p->rusage[t].before); /* cannot fail for RUSAGE_THREAD with a valid pointer */
+    if (t == 0)
+        ts_counters_enable(&p->uncore);
+    ts_counters_enable(&p->tcounters[t]);
+}
+
+void ts_probe_counters_stop(ts_probe *p, int t)
+{
+    if (!p->events_spec || t < 0 || t >= p->nthreads)
+        return;
+    ts_counters_disable(&p->tcounters[t]);
+    if (t == 0)
+        ts_counters_disable(&p->uncore);
+    getrusage(RUSAGE_THREAD, &p->rusage[t].after);
+}
+
+static void counter_record(ts_probe *p, const ts_counters *c, const ts_count *k, int thread)
+{
+    const ts_event *e = &p->evlist.ev[k->event];
+    ts_json *j = &p->counters;
+    ts_json_record(j, "counters");
+    ts_json_str(j, "source", "perf");
+    ts_json_str(j, "pmu", k->pmu);
+    ts_json_i64(j, "unit", k->unit);
+    ts_json_int_or_null(j, "socket", k->socket);
+    if (thread < 0) {
+        const ts_pmu *units[1];
+        ts_json_u64(j, "units_per_socket", ts_pmus_family(&c->ev->pmus, k->pmu, units, 1));
+    }
+    ts_json_int_or_null(j, "thread", thread);
+    ts_json_int_or_null(j, "cpu", k->cpu >= 0 ? k->cpu : (thread >= 0 ? p->cpus[thread] : -1));
+    ts_json_str(j, "event", k->name);
+    ts_json_str(j, "spec", e->spec);
+    ts_json_str(j, "resolved_by", e->resolved_by);
+    ts_json_u64(j, "value", k->value);
+    ts_json_u64(j, "time_enabled", k->enabled);
+    ts_json_u64(j, "time_running", k->running);
+    ts_json_i64(j, "width", 64);            /* perf_event values are 64-bit counts the kernel extends */
+    ts_json_i64(j, "hw_width", k->width);   /* the hardware counter's own width */
+    ts_json_bool(j, "user_only", k->user_only);
+    ts_json_end(j);
+}
+
+static void counters_report(ts_probe *p)
+{
+    if (!p->events_spec || !p->tcounters)
+        return;
+    if (!p->counters_opened) {
+        ts_probe_warn(p, "counters_unavailable",
+                      "%s does not count events around its timed region yet (its work runs in threads that are "
+                      "not the probe's own, e.g. the BLAS library's); use tailscope run --monitor instead",
+                      p->name);
+        return;
+    }
+    for (int t = 0; t < p->nthreads; t++) {
+        ts_counters *c = &p->tcounters[t];
+        if (ts_counters_read(c) != 0)
+            ts_probe_warn(p, "counters_unavailable", "reading the counters of thread %d: %s", t, strerror(errno));
+        else
+            for (size_t i = 0; i < c->n; i++)
+                counter_record(p, c, &c->counts[i], t);
+        if (t == 0) {
+            for (size_t i = 0; i < c->nskipped; i++)
+                ts_probe_warn(p, "counters_unavailable", "%s; left out", c->skipped[i]);
+            for (size_t i = 0; i < c->n; i++)
+                if (c->counts[i].user_only && !p->evlist.ev[c->counts[i].event].excl_kernel) {
+                    ts_probe_warn(p, "counters_user_only", "%s", ts_perf_permission_hint());
+                    break;
+                }
+        }
+        for (size_t i = 0; i < p->evlist.n; i++) {
+            const ts_event *e = &p->evlist.ev[i];
+            if (e->kind != TS_EV_OTHER || strcmp(e->family, "rusage") != 0)
+                continue;
+            int f = rusage_field(e->spec);
+            ts_json *j = &p->counters;
+            ts_json_record(j, "counters");
+            ts_json_str(j, "source", "rusage");
+            ts_json_str(j, "pmu", "rusage");
+            ts_json_i64(j, "unit", p->cpus[t]);
+            ts_json_i64(j, "socket", p->topo.cpus[p->cpus[t]].socket);
+            ts_json_i64(j, "thread", t);
+            ts_json_i64(j, "cpu", p->cpus[t]);
+            ts_json_str(j, "event", e->name);
+            ts_json_str(j, "spec", e->spec);
+            ts_json_double(j, "value", rusage_value(&p->rusage[t].after, f) - rusage_value(&p->rusage[t].before, f));
+            ts_json_end(j);
+        }
+    }
+    ts_counters *u = &p->uncore;
+    if (ts_counters_read(u) != 0)
+        ts_probe_warn(p, "counters_unavailable", "reading the uncore counters: %s", strerror(errno));
+    else
+        for (size_t i = 0; i < u->n; i++)
+            counter_record(p, u, &u->counts[i], -1);
+    for (size_t i = 0; i < u->nskipped; i++)
+        ts_probe_warn(p, "counters_unavailable", "%s; left out", u->skipped[i]);
+    for (int t = 0; t < p->nthreads; t++)
+        ts_counters_close(&p->tcounters[t]);
+    ts_counters_close(u);
 }
 
 void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, char **argv, const ts_opt *opts,
@@ -171,6 +349,7 @@ void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, 
     if (gethostname(p->hostname, sizeof p->hostname) != 0)
         ts_die(TS_EXIT_RUNTIME, "gethostname: %s", strerror(errno));
     p->hostname[sizeof p->hostname - 1] = '\0';
+    counters_init(p);
 }
 
 void ts_probe_config_begin(ts_probe *p, int threads_counted)
@@ -210,6 +389,8 @@ void ts_probe_config_begin(ts_probe *p, int threads_counted)
     ts_json_u64(j, "seed", p->seed);
     ts_json_bool(j, "pages_recorded", !p->no_pages);
     ts_json_bool(j, "mono_from_tsc", true);
+    if (p->events_spec)
+        ts_json_str(j, "events", p->events_spec);
 }
 
 void ts_probe_config_end(ts_probe *p)
@@ -439,10 +620,12 @@ void ts_probe_result_begin(ts_probe *p, const char *metric, const char *unit, do
 void ts_probe_result_end(ts_probe *p)
 {
     ts_json_end(&p->rec);
+    counters_report(p); /* may add counters_unavailable warnings */
     ts_set_exit_hook(NULL);
     write_or_die(&p->warnings);
     write_or_die(&p->pages);
     write_or_die(&p->iterations);
+    write_or_die(&p->counters);
     write_or_die(&p->validation);
     write_or_die(&p->rec);
 }

@@ -23,6 +23,7 @@
 
 #include "ts_json.h"
 #include "ts_mem.h"
+#include "ts_perf.h"
 #include "ts_pagemap.h"
 #include "ts_topo.h"
 #include "ts_tsc.h"
@@ -60,6 +61,7 @@ typedef struct ts_probe {
     bool no_pages;          /* --no-pages */
     uint64_t seed;          /* --seed (default 1) */
     bool check_args;        /* --check-args */
+    const char *events_spec; /* --events SET_FILE|LIST (NULL: no counters) */
     /* resolved */
     ts_topo topo;
     bool *allowed;          /* affinity mask at start-up, over topo.ncpus */
@@ -75,6 +77,13 @@ typedef struct ts_probe {
     ts_json warnings, pages, iterations, validation;
     bool pages_warned;
     bool config_written;    /* warnings are flushed on an error exit only after the config record */
+    /* counters around the timed region (--events; native/counters) */
+    ts_evlist evlist;
+    ts_counters *tcounters;     /* per thread: the thread's own core/software events */
+    ts_counters uncore;         /* uncore units, opened by thread 0 */
+    struct ts_probe_rusage *rusage; /* per thread: getrusage(RUSAGE_THREAD) at start and stop */
+    ts_json counters;           /* counters records, written after the iterations */
+    bool counters_opened;       /* a thread called ts_probe_counters_open (the probe supports --events) */
 } ts_probe;
 
 /* Parse argv, load topology, resolve --cpus, measure the clock. Prints the manual and exits 0 on --help;
@@ -128,6 +137,16 @@ void ts_json_stats(ts_json *j, const char *key, double *v, size_t n);
 
 /* timer_coarse warning when the shortest timed interval spans fewer than 100 timer overheads (1% error). */
 void ts_probe_check_resolution(ts_probe *p, uint64_t shortest_ticks, const char *what);
+
+/* Counters around the timed region (--events; no-ops without it). Each pinned thread t calls, inside the
+ * parallel region: ts_probe_counters_open(p, t) during set-up (slow: perf_event_open; thread 0 also opens the
+ * uncore units), ts_probe_counters_start(p, t) right before the barrier that starts the timed region, and
+ * ts_probe_counters_stop(p, t) right after the barrier that ends it. The records (one per thread/unit and
+ * event: {"record":"counters",...}, docs/probes.md) are written by ts_probe_result_end after the iterations.
+ * Events that cannot be opened are left out with one counters_unavailable warning each. */
+void ts_probe_counters_open(ts_probe *p, int t);
+void ts_probe_counters_start(ts_probe *p, int t);
+void ts_probe_counters_stop(ts_probe *p, int t);
 
 /* Test hook: TAILSCOPE_TEST_CORRUPT=1 in the environment asks a probe to corrupt one result element after
  * the timed region, so the tests can see validation fail (exit 4). */

@@ -213,7 +213,9 @@ int main(int argc, char **argv)
         ts_team_pin(p.cpus, &perr);
         sample *smp = (sample *)(buf.data + bounds[t]);
         memset(smp, 0, chunk); /* first touch by the owner */
+        ts_probe_counters_open(&p, t); /* --events: perf_event_open for this pinned thread */
 #pragma omp barrier
+        ts_probe_counters_start(&p, t);
         for (int64_t s = 0; s < samples; s++) {
             uint64_t t0 = ts_tsc();
             uint64_t x = fwq_work(seed, W);
@@ -223,6 +225,7 @@ int main(int argc, char **argv)
             smp[s].x = x;
             smp[s].cpu = sched_getcpu();
         }
+        ts_probe_counters_stop(&p, t);
     }
     ts_team_check(n, n, &perr);
 

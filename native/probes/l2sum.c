@@ -272,6 +272,7 @@ int main(int argc, char **argv)
         }
         me->expected = expected;
         const double *chunk = a;
+        ts_probe_counters_open(&p, t); /* --events: perf_event_open for this pinned thread */
 
 #pragma omp barrier
 #pragma omp master
@@ -284,6 +285,7 @@ int main(int argc, char **argv)
             uint64_t t1 = ts_tsc();
             me->stamps[0] = (stamp){t0, t1, sched_getcpu()};
         }
+        ts_probe_counters_start(&p, t); /* counters cover the timed region team[1]..team[niter + 1] */
 #pragma omp barrier
 #pragma omp master
         team[1] = ts_tsc();
@@ -300,6 +302,7 @@ int main(int argc, char **argv)
             /* the master's read must precede the next iteration's use of team[it + 1] by thread 0 only, which
                is the master itself: no second barrier needed */
         }
+        ts_probe_counters_stop(&p, t);
     }
     ts_team_check(n, n, &perr);
 

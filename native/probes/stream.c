@@ -419,6 +419,7 @@ int main(int argc, char **argv)
             b[e] = 2.0;
             c[e] = 0.0;
         }
+        ts_probe_counters_open(&p, t); /* --events: perf_event_open for this pinned thread */
 #pragma omp barrier
 #pragma omp master
         team[0] = ts_tsc();
@@ -434,11 +435,14 @@ int main(int argc, char **argv)
                 }
                 uint64_t t1 = ts_tsc();
                 me->stamps[step] = (stamp){t0, t1, sched_getcpu()};
+                if (step + 1 == NKERNELS) /* counters cover the result's region team[NKERNELS]..team[nsteps] */
+                    ts_probe_counters_start(&p, t);
 #pragma omp barrier
 #pragma omp master
                 team[step + 1] = ts_tsc();
             }
         }
+        ts_probe_counters_stop(&p, t);
     }
     ts_team_check(n, n, &perr);
 

@@ -5,18 +5,22 @@ Data flows one way: probes -> campaign runner -> store -> analysis -> report. Th
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
+from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import analyze
 from tailscope.campaign.runner import (
     LocalRunner,
     ProbeUsageError,
     RunOutcome,
+    Trial,
     default_campaign_dir,
     pending_trials,
     preflight,
@@ -37,6 +41,9 @@ class RunRequest:
     timeout_s: float | None = None
     show_progress: bool = True
     label: str = "run"
+    monitor: bool = False  # run tsmon beside the trials and cut each trial's deltas from its samples
+    monitor_interval_s: float = 1.0
+    monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -70,14 +77,41 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     runner = LocalRunner(
         campaign, node=node, timeout_s=request.timeout_s, show_progress=request.show_progress
     )
-    return runner.run(trials)
+    if not request.monitor:
+        return runner.run(trials)
+    return _run_with_monitor(request, runner, trials, variants)
+
+
+def _run_with_monitor(
+    request: RunRequest, runner: LocalRunner, trials: list[Trial], variants: list[ProbeVariant]
+) -> RunOutcome:
+    """The trials with tsmon beside them; then its samples are stored and cut per trial (source monitor)."""
+    from tailscope.counters import monitor
+
+    events = request.monitor_events or next(
+        (str(v.params["events"]) for v in variants if v.params.get("events")), "software"
+    )
+    campaign, node, task = runner.campaign, runner.node, runner.task
+    path = monitor.monitor_file_for(campaign, node, task)
+    with monitor.running_monitor(path, interval_s=request.monitor_interval_s, events=events):
+        outcome = runner.run(trials)
+    mf = monitor.read(path)
+    monitor.store_samples(mf, campaign, node=node, task=f"{task}-samples")
+    monitor.store_cut(mf, campaign, node=node, task=task)
+    return outcome
 
 
 def load_frames(
-    campaign: Campaign, *, probe: str | None = None, node: str | None = None
+    campaign: Campaign,
+    *,
+    probe: str | None = None,
+    node: str | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs (every status) and the iterations of the selected runs."""
-    con = connect(campaign)
+    """The runs (every status) and the iterations of the selected runs (on `con` when given)."""
+    own = con is None
+    if con is None:
+        con = connect(campaign)
     try:
         where, params = [], []
         if probe:
@@ -94,7 +128,8 @@ def load_frames(
             params,
         ).df()
     finally:
-        con.close()
+        if own:
+            con.close()
     return runs, iterations
 
 
@@ -102,10 +137,39 @@ def analyze_campaign(
     campaign_dir: Path, settings: Settings, *, probe: str | None = None, node: str | None = None
 ) -> CampaignAnalysis:
     campaign = Campaign.open(campaign_dir)
-    runs, iterations = load_frames(campaign, probe=probe, node=node)
-    if runs.empty:
-        raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
-    return analyze(runs, iterations, settings, campaign.campaign_id)
+    con = connect(campaign)  # one connection: every shard footer is read once
+    try:
+        runs, iterations = load_frames(campaign, probe=probe, node=node, con=con)
+        if runs.empty:
+            raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
+        cluster = cluster_settings_of(campaign.manifest)
+        analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster)
+        return with_attribution(con, analysis, runs)
+    finally:
+        con.close()
+
+
+def with_attribution(
+    con: duckdb.DuckDBPyConnection, analysis: CampaignAnalysis, runs: pd.DataFrame
+) -> CampaignAnalysis:
+    """Add the counter attribution (analysis/attribution.py) when the analysed runs have counters."""
+    if not con.execute("SELECT count(*) FROM counters_all").fetchone()[0]:  # type: ignore[index]
+        return analysis
+    from tailscope.analysis.attribution import METHOD, attribute
+
+    counters = con.execute(
+        "SELECT run_id, source, pmu, unit, event, value FROM counters "
+        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+        [[r.run_id for r in analysis.runs]],
+    ).df()
+    if counters.empty:
+        return analysis
+    section = attribute(analysis.runs, counters, runs, robust_cut=analysis.settings.robust_cut)
+    if section is None:
+        return analysis
+    return dataclasses.replace(
+        analysis, attribution=section, methods={**analysis.methods, "attribution": METHOD}
+    )
 
 
 def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -> Path:
@@ -117,6 +181,7 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
         iterations = con.execute(
             "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
         ).df()
+        samples = _timeline_samples(con)
     finally:
         con.close()
     html = render_html(
@@ -125,10 +190,26 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
         nodes=nodes,
         iterations=iterations,
         generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        samples=samples,
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     write_atomic_bytes(output, html.encode())
     return output
+
+
+MAX_TIMELINE_ROWS = 2_000_000  # monitor samples summed over units; more than this and no timelines are drawn
+
+
+def _timeline_samples(con: duckdb.DuckDBPyConnection) -> pd.DataFrame | None:
+    """Monitor samples summed over units, for the report's counter timelines (None when too many)."""
+    query = (
+        "SELECT node, source, pmu, event, sample, min(t_ns) AS t_ns, sum(value) AS value FROM samples "
+        "GROUP BY node, source, pmu, event, sample"
+    )
+    rows = con.execute(f"SELECT count(*) FROM ({query})").fetchone()
+    if not rows or rows[0] == 0 or rows[0] > MAX_TIMELINE_ROWS:
+        return None
+    return con.execute(query).df()
 
 
 __all__ = [

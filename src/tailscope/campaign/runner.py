@@ -24,6 +24,8 @@ from typing import Any
 import pyarrow as pa
 
 from tailscope.campaign.progress import Progress
+from tailscope.counters import eventsets, procfs
+from tailscope.counters.eventsets import SetEvent
 from tailscope.node.facts import collect as collect_facts
 from tailscope.node.facts import node_name, nodes_row
 from tailscope.probes.catalogue import ProbeVariant
@@ -57,16 +59,23 @@ class TrialRows:
     runs: list[dict[str, Any]] = field(default_factory=list)
     iterations: list[dict[str, Any]] = field(default_factory=list)
     pages: list[dict[str, Any]] = field(default_factory=list)
+    counters: list[dict[str, Any]] = field(default_factory=list)
 
     def extend(self, other: TrialRows) -> None:
         self.runs += other.runs
         self.iterations += other.iterations
         self.pages += other.pages
+        self.counters += other.counters
 
     def tables(self) -> dict[str, pa.Table]:
         return {
             name: pa.Table.from_pylist(rows, schema=TABLES[name].schema)
-            for name, rows in (("runs", self.runs), ("iterations", self.iterations), ("pages", self.pages))
+            for name, rows in (
+                ("runs", self.runs),
+                ("iterations", self.iterations),
+                ("pages", self.pages),
+                ("counters", self.counters),
+            )
         }
 
 
@@ -142,12 +151,39 @@ def _rows_from_output(out: ProbeOutput, run_id: str) -> tuple[list[dict[str, Any
     return iterations, pages
 
 
+def counter_rows(out: ProbeOutput, run_id: str) -> list[dict[str, Any]]:
+    """counters rows of the probe's counters records (docs/probes.md): perf events per thread and per uncore
+    unit (pmu `uncore_cha:SOCKET`, unit = box), getrusage per thread (source proc, pmu rusage)."""
+    rows = []
+    for rec in out.counters:
+        pmu = str(rec["pmu"])
+        if rec.get("thread") is None and rec.get("socket") is not None and pmu.startswith("uncore_"):
+            pmu = f"{pmu}:{rec['socket']}"
+        source = "proc" if rec["source"] == "rusage" else str(rec["source"])
+        rows.append(
+            {
+                "run_id": run_id,
+                "source": source,
+                "pmu": pmu,
+                "unit": rec.get("unit"),
+                "event": str(rec["event"]),
+                "value": float(rec["value"]),
+                "time_enabled": rec.get("time_enabled"),
+                "time_running": rec.get("time_running"),
+                "width": rec.get("width"),
+            }
+        )
+    return rows
+
+
 def run_trial(campaign: Campaign, trial: Trial, *, node: str, task: str, timeout_s: float) -> TrialRows:
     """One trial: a fresh probe process, its output parsed into store rows (a failure is a row too)."""
     variant = trial.variant
     spec = variant.spec
     run_id = uuid.uuid4().hex
     started_at = utcnow()
+    proc_events = _proc_events(variant)
+    proc_before = procfs.snapshot(proc_events) if proc_events else {}
     t0 = time.monotonic()
     status, error, out = "ok", None, None
     proc = subprocess.Popen(variant.argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -162,6 +198,7 @@ def run_trial(campaign: Campaign, trial: Trial, *, node: str, task: str, timeout
             proc.kill()
             proc.wait()
     wall_s = time.monotonic() - t0
+    proc_after = procfs.snapshot(proc_events) if proc_events else {}
     if status == "ok" and proc.returncode != 0:
         status = "invalid" if proc.returncode == EXIT_INVALID else "failed"
         error = (stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
@@ -210,7 +247,16 @@ def run_trial(campaign: Campaign, trial: Trial, *, node: str, task: str, timeout
     )
     if out is not None and status == "ok":
         rows.iterations, rows.pages = _rows_from_output(out, run_id)
+        rows.counters = counter_rows(out, run_id) + procfs.delta_rows(proc_before, proc_after, run_id)
     return rows
+
+
+def _proc_events(variant: ProbeVariant) -> list[SetEvent]:
+    """The /proc events of the variant's --events set (read around the trial process by the runner)."""
+    name = variant.params.get("events")
+    if not name:
+        return []
+    return eventsets.load(str(name)).by_source("proc")
 
 
 @contextmanager

@@ -41,6 +41,13 @@ COMMON_OPTIONS: tuple[ProbeOption, ...] = (
     ProbeOption("--offset", str, "start the data BYTES into the allocation (k/m/g suffixes)", None, "BYTES"),
     ProbeOption("--no-pages", bool, "do not record physical pages"),
     ProbeOption("--seed", int, "seed for pseudo-random initialisation"),
+    ProbeOption(
+        "--events",
+        str,
+        "count an event set around the timed region: a set name (software, skx, ...) or file",
+        None,
+        "SET",
+    ),
 )
 
 
@@ -174,6 +181,10 @@ class ProbeVariant:
             if option.type is bool:
                 if value:
                     args.append(option.flag)
+            elif option.flag == "--events":  # a set name stays in params; the probe gets its file
+                from tailscope.counters.eventsets import find
+
+                args += [option.flag, str(find(str(value)).resolve())]
             else:
                 args += [option.flag, str(value)]
         return args

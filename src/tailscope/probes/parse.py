@@ -21,6 +21,7 @@ class ProbeOutput:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     pages: list[dict[str, Any]] = field(default_factory=list)
     iterations: list[dict[str, Any]] = field(default_factory=list)
+    counters: list[dict[str, Any]] = field(default_factory=list)
     validation: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
 
@@ -31,6 +32,7 @@ class ProbeOutput:
 
 _ITERATION_REQUIRED = ("iteration", "warmup", "seconds", "value")
 _RESULT_REQUIRED = ("metric", "unit", "value", "higher_is_better")
+_COUNTERS_REQUIRED = ("source", "pmu", "event", "value")
 
 
 def _require(record: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
@@ -67,6 +69,11 @@ def parse_probe_output(text: str, *, name: str = "probe") -> ProbeOutput:
         elif kind == "iteration":
             _require(record, _ITERATION_REQUIRED, where)
             out.iterations.append(record)
+        elif kind == "counters":
+            _require(record, _COUNTERS_REQUIRED, where)
+            if not isinstance(record["value"], int | float) or isinstance(record["value"], bool):
+                raise ProbeOutputError(f"{where}: counters value {record['value']!r} is not a number")
+            out.counters.append(record)
         elif kind == "validation":
             out.validation = record
         elif kind == "result":

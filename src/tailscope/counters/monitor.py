@@ -1,0 +1,391 @@
+"""The background monitor: run `tsmon` (native/sampler/tsmon.c), read its file, store `samples`, cut per-trial
+counter deltas.
+
+`tsmon` writes JSON lines as it goes: a `header`, one `series` record per counter (source, pmu, unit, event,
+kind counter|gauge), `warning`s, one `sample` per interval (`sample`, `tsc`, `t_ns` CLOCK_REALTIME,
+`values` in series order, null where a read failed) and an `end` record when it stops cleanly. After a
+SIGKILL the file ends at the last whole sample (each sample is one write); a torn last line -- only possible
+when the file system filled up or the machine crashed -- is dropped and reported, everything before it kept.
+
+Cutting a trial (`cut_trials`): a trial's timed region [t0, t1] (the run's `realtime_start_ns` and
+`seconds`) usually straddles sample boundaries. Each counter's cumulative value is linearly interpolated at
+t0 and t1 between the samples around them, i.e. a sample interval's increment is attributed to the trial
+in proportion to the overlap (a constant rate within one interval). The delta is exact at sample boundaries
+and its error is bounded by the increments of the two boundary intervals. A trial not inside the
+monitored span is not cut. Gauges (frequency, temperature) are stored as samples only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tailscope.counters import eventsets
+from tailscope.native import native_path
+from tailscope.store.campaign import Campaign, new_task_id
+from tailscope.store.schema import TABLES
+
+SAMPLE_ROWS_PER_SHARD = 1_000_000
+
+
+class MonitorInputError(ValueError):
+    """A monitor file that cannot be read, or monitor options that cannot be used (exit 2)."""
+
+
+@dataclass
+class MonitorFile:
+    path: Path
+    header: dict[str, Any]
+    series: list[dict[str, Any]]
+    sample: np.ndarray  # int64, sample numbers
+    tsc: np.ndarray  # uint64
+    t_ns: np.ndarray  # int64, CLOCK_REALTIME
+    values: np.ndarray  # float64 [samples, series], NaN where the read failed
+    warnings: list[str] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    torn_tail: bool = False  # the last line was incomplete and was dropped
+
+    @property
+    def node(self) -> str:
+        return str(self.header.get("node") or "unknown")
+
+
+def parse_interval(text: str) -> float:
+    """'1s', '100ms', '10ms', '500us', '2' -> seconds."""
+    units = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+    t = text.strip()
+    for suffix in ("ms", "us", "s"):
+        if t.endswith(suffix):
+            number, mult = t[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, mult = t, 1.0
+    try:
+        seconds = float(number) * mult
+    except ValueError:
+        raise MonitorInputError(f"--interval {text}: expected a time like 1s, 100ms or 10ms") from None
+    if seconds < 1e-3:
+        raise MonitorInputError(f"--interval {text}: the shortest interval is 1ms")
+    return seconds
+
+
+def read(path: Path) -> MonitorFile:
+    """Parse a tsmon file. Errors name path:line; an incomplete last line is dropped (torn_tail)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise MonitorInputError(f"{path}: cannot read: {exc.strerror}") from None
+    lines = raw.split(b"\n")
+    torn = bool(lines and lines[-1])  # text after the last newline: a write cut short
+    if torn:
+        lines = lines[:-1]
+    header: dict[str, Any] | None = None
+    series: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    samples: list[int] = []
+    tscs: list[int] = []
+    times: list[int] = []
+    rows: list[list[float]] = []
+    end = None
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise MonitorInputError(f"{where}: not a JSON line ({exc})") from None
+        kind = rec.get("record") if isinstance(rec, dict) else None
+        if header is None:
+            if kind != "header" or rec.get("format") != "tailscope-monitor":
+                raise MonitorInputError(f"{where}: expected the tailscope-monitor header record first")
+            header = rec
+        elif kind == "series":
+            if rec.get("index") != len(series):
+                raise MonitorInputError(f"{where}: series index {rec.get('index')}, expected {len(series)}")
+            series.append(rec)
+        elif kind == "warning":
+            warnings.append(str(rec.get("message")))
+        elif kind == "sample":
+            vals = rec.get("values")
+            if not isinstance(vals, list) or len(vals) != len(series):
+                got = len(vals) if isinstance(vals, list) else 0
+                raise MonitorInputError(f"{where}: sample has {got} values for {len(series)} series")
+            if samples and rec["sample"] != samples[-1] + 1:
+                raise MonitorInputError(f"{where}: sample {rec['sample']} follows sample {samples[-1]}")
+            samples.append(int(rec["sample"]))
+            tscs.append(int(rec["tsc"]))
+            times.append(int(rec["t_ns"]))
+            rows.append([np.nan if v is None else float(v) for v in vals])
+        elif kind == "end":
+            end = rec
+    if header is None:
+        raise MonitorInputError(f"{path}: empty (no header record)")
+    values = np.array(rows, dtype=float).reshape(len(rows), len(series))
+    return MonitorFile(
+        path=Path(path),
+        header=header,
+        series=series,
+        sample=np.array(samples, dtype=np.int64),
+        tsc=np.array(tscs, dtype=np.uint64),
+        t_ns=np.array(times, dtype=np.int64),
+        values=values,
+        warnings=warnings,
+        end=end,
+        torn_tail=torn,
+    )
+
+
+def samples_tables(mf: MonitorFile, node: str | None = None) -> Iterator[pa.Table]:
+    """`samples` rows (one per sample and series), in tables of at most SAMPLE_ROWS_PER_SHARD rows."""
+    n_series = len(mf.series)
+    if not n_series or not len(mf.sample):
+        return
+    per = max(1, SAMPLE_ROWS_PER_SHARD // n_series)
+    src = [s["source"] for s in mf.series]
+    pmu = [s["pmu"] for s in mf.series]
+    unit = [s.get("unit") for s in mf.series]
+    event = [s["event"] for s in mf.series]
+    name = node or mf.node
+    for lo in range(0, len(mf.sample), per):
+        hi = min(len(mf.sample), lo + per)
+        k = hi - lo
+        vals = mf.values[lo:hi].reshape(-1)
+        keep = ~np.isnan(vals)
+        cols = {
+            "node": pa.array([name] * (k * n_series), pa.string()),
+            "sample": pa.array(np.repeat(mf.sample[lo:hi], n_series)),
+            "t_ns": pa.array(np.repeat(mf.t_ns[lo:hi], n_series)),
+            "tsc": pa.array(np.repeat(mf.tsc[lo:hi].astype(np.int64), n_series)),
+            "source": pa.array(src * k, pa.string()),
+            "pmu": pa.array(pmu * k, pa.string()),
+            "unit": pa.array(unit * k, pa.int32()),
+            "event": pa.array(event * k, pa.string()),
+            "value": pa.array(vals),
+        }
+        table = pa.table(cols).filter(pa.array(keep))
+        yield table.select(TABLES["samples"].names)
+
+
+def store_samples(
+    mf: MonitorFile, campaign: Campaign, *, node: str | None = None, task: str | None = None
+) -> int:
+    """Write the file's samples as `samples` shards; returns the rows written."""
+    task = task or new_task_id()
+    rows = 0
+    for chunk, table in enumerate(samples_tables(mf, node), start=1):
+        campaign.write_shard("samples", table, node=node or mf.node, task=task, chunk=chunk)
+        rows += table.num_rows
+    return rows
+
+
+def interpolate(t: np.ndarray, v: np.ndarray, at: float) -> float:
+    """Cumulative value at time `at` (ns relative to the same origin as t), linear between samples."""
+    return float(np.interp(at, t, v))
+
+
+def cut_trials(mf: MonitorFile, trials: Sequence[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    """counters rows (source monitor) for each (run_id, t0_ns, t1_ns) inside the monitored span."""
+    if len(mf.sample) < 2:
+        return []
+    origin = int(mf.t_ns[0])
+    t = (mf.t_ns - origin).astype(float)
+    rows: list[dict[str, Any]] = []
+    counters = [i for i, s in enumerate(mf.series) if s.get("kind", "counter") == "counter"]
+    for run_id, t0_ns, t1_ns in trials:
+        a, b = float(t0_ns - origin), float(t1_ns - origin)
+        if a < t[0] or b > t[-1] or b <= a:
+            continue
+        for i in counters:
+            v = mf.values[:, i]
+            ok = ~np.isnan(v)
+            if ok.sum() < 2:
+                continue
+            tv, vv = t[ok], v[ok]
+            if a < tv[0] or b > tv[-1]:
+                continue
+            width = int(mf.series[i].get("width") or 64)
+            steps = np.diff(vv)
+            if width < 64:  # unwrap before interpolating
+                steps = np.where(steps < 0, steps + 2.0**width, steps)
+            cum = np.concatenate([[0.0], np.cumsum(steps)])
+            s = mf.series[i]
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "source": "monitor",
+                    "pmu": s["pmu"],
+                    "unit": s.get("unit"),
+                    "event": s["event"],
+                    "value": interpolate(tv, cum, b) - interpolate(tv, cum, a),
+                    "time_enabled": int(t1_ns - t0_ns),
+                    "time_running": int(t1_ns - t0_ns),
+                    "width": width,
+                }
+            )
+    return rows
+
+
+def trial_windows(campaign: Campaign, node: str | None = None) -> list[tuple[str, int, int]]:
+    """(run_id, t0_ns, t1_ns) of every ok run: its timed region in CLOCK_REALTIME."""
+    from tailscope.store.views import connect
+
+    con = connect(campaign)
+    try:
+        where = "status = 'ok' AND realtime_start_ns IS NOT NULL AND seconds IS NOT NULL"
+        params: list[Any] = []
+        if node:
+            where += " AND node = ?"
+            params.append(node)
+        query = f"SELECT run_id, realtime_start_ns, seconds FROM runs WHERE {where}"
+        rows = con.execute(query, params).fetchall()
+    finally:
+        con.close()
+    return [(r, int(t0), int(t0 + round(float(s) * 1e9))) for r, t0, s in rows]
+
+
+def store_cut(mf: MonitorFile, campaign: Campaign, *, node: str, task: str) -> int:
+    """Cut every stored trial of `node` from the monitor file into `counters` (source monitor)."""
+    rows = cut_trials(mf, trial_windows(campaign, node))
+    if rows:
+        table = pa.Table.from_pylist(rows, schema=TABLES["counters"].schema)
+        campaign.write_shard("counters", table, node=node, task=f"{task}-monitor", chunk=1)
+    return len(rows)
+
+
+def tsmon_argv(
+    output: Path,
+    *,
+    interval_s: float = 1.0,
+    cpu: int | None = None,
+    events: str | None = None,
+    duration_s: float | None = None,
+    command: Sequence[str] = (),
+) -> list[str]:
+    argv = [str(native_path("tsmon")), "-o", str(output), "--interval", f"{interval_s * 1e3:g}ms"]
+    if cpu is not None:
+        argv += ["--cpu", str(cpu)]
+    if events:
+        try:
+            argv += ["--events", str(eventsets.find(events).resolve())]
+        except eventsets.EventSetError as exc:
+            raise MonitorInputError(str(exc)) from None
+    if duration_s:
+        argv += ["--duration", f"{duration_s:g}"]
+    if command:
+        argv += ["--", *command]
+    return argv
+
+
+@contextmanager
+def running_monitor(
+    output: Path, *, interval_s: float, events: str | None, cpu: int | None = None
+) -> Iterator[Path]:
+    """Run tsmon beside a block (a campaign); SIGTERM and wait at the end. Yields the output path."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    argv = tsmon_argv(output, interval_s=interval_s, cpu=cpu, events=events)
+    # its warnings go to a file beside the samples (a pipe nobody reads would block it on a big node)
+    log_path = output.with_name(output.name + ".stderr")
+    log = log_path.open("w")
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    try:
+        # the header and the first sample are on disk before the block starts
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None:
+            if output.exists() and b'"record":"sample"' in output.read_bytes()[-65536:]:
+                break
+            time.sleep(0.01)
+        if proc.poll() is not None:
+            log.flush()
+            err = log_path.read_text().strip().splitlines()
+            last = err[-1] if err else "no message"
+            raise MonitorInputError(f"tsmon exited with {proc.returncode}: {last}")
+        yield output
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+# --- the verb ---------------------------------------------------------------------------------------
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    interval = parse_interval(args.interval)
+    command = list(args.command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.campaign is None and args.output is None:
+        raise MonitorInputError("monitor: give -o FILE or --campaign DIR")
+    campaign = Campaign.open_or_create(args.campaign) if args.campaign else None
+    task = new_task_id()
+    output = args.output or (campaign.root / "monitor" / f"{task}.tsmon.jsonl")  # type: ignore[union-attr]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    argv = tsmon_argv(
+        output,
+        interval_s=interval,
+        cpu=args.cpu,
+        events=args.events,
+        duration_s=args.duration,
+        command=command,
+    )
+    # tsmon handles SIGINT/SIGTERM itself (flush, end record); we wait for it
+    proc = subprocess.Popen(argv)
+    while True:
+        try:
+            rc = proc.wait()
+            break
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+    print(f"monitor: {output}", file=sys.stderr)
+    if campaign is not None and output.exists():
+        mf = read(output)
+        rows = store_samples(mf, campaign, node=args.node, task=task)
+        print(f"stored {rows} sample values ({len(mf.sample)} samples) into {campaign.root}", file=sys.stderr)
+    return rc
+
+
+def add_monitor_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("monitor", help="sample counters in the background (pinned, streaming to disk)")
+    p.add_argument("--interval", default="1s", help="sampling interval: 1s (default), 100ms, 10ms")
+    p.add_argument("--cpu", type=int, metavar="N", help="pin the monitor to CPU N (default: the last one)")
+    p.add_argument("--events", metavar="SET", help="event set name or file (default: software events)")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="monitor file (JSON lines)")
+    p.add_argument("--campaign", type=Path, metavar="DIR", help="store the samples in this campaign")
+    p.add_argument("--node", help="node name for the samples (default: the host name)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="monitor while it runs")
+    p.set_defaults(func=cmd_monitor)
+
+
+def monitor_file_for(campaign: Campaign, node: str, task: str) -> Path:
+    return campaign.root / "monitor" / f"{node}.{task}.tsmon.jsonl"
+
+
+__all__ = [
+    "MonitorFile",
+    "MonitorInputError",
+    "add_monitor_parser",
+    "cut_trials",
+    "read",
+    "running_monitor",
+    "store_cut",
+    "store_samples",
+]
