@@ -1,0 +1,663 @@
+"""The seed sampler's text output (`<host>.perfcounts.lua`, seed 000 II.B) into the `samples` table.
+
+One assignment per line (notes/seed-formats.md):
+- header scalars and header arrays: `TSC_ratio = 21`, `Reference_WallTime = 1532379481.075971`,
+  `IA32_FIXED_CTR_CTRL[5] = 0x333` (an all-capitals array name is configuration, not a sample);
+- samples: `name[i][j]...["EVENT NAME"][sample] = value`, the last index always the sample number. Values
+  are raw cumulative register contents, decimal or hexadecimal (`0x88390800`), never deltas.
+
+Arrays and where their rows go (`ARRAYS`; pmu, unit, event of the samples table, and the counter width that
+the metrics use for wraparound):
+- `tsc[s]` -> the samples' `tsc` column; `walltime[0][s]` seconds + `walltime[1][s]` microseconds -> `t_ns`
+  (CLOCK_REALTIME). Without walltime,
+  t_ns = Reference_WallTime + (tsc - Reference_TSC) / (TSC_ratio x 100 MHz).
+- per logical CPU (unit = CPU): `core_fixed_counts[cpu]["EV"]` (pmu `cpu_fixed`), `core_counts[cpu]["EV"]`
+  (pmu `cpu`), 48 bits; `aperf[cpu]`, `mperf[cpu]` (pmu `msr`, event = array name, 64 bits).
+- per uncore box (pmu `uncore_<box>:<socket>`, unit = box): `cha_counts[s][cha]["EV"]`,
+  `imc_counts[s][channel]["EV"]`, `ha_counts`, `qpi_counts`, `upi_counts`, 48 bits.
+- per socket (unit = socket): `pcu_counts[s]["EV"]` (pmu `uncore_pcu`), `ubox_uclk[s]` (pmu `uncore_ubox`),
+  48 bits; `rapl_pkg_energy`, `rapl_dram_energy`, `rapl_pkg_throttled`, `smi_count` (pmu `power`/`package`,
+  32 bits); `pkg_temperature`, `pkg_therm_status`, `pkg_core_perf_limit_reasons`,
+  `pkg_ring_perf_limit_reasons` (pmu `package`, gauges: no width, no deltas). Socket arrays without an event
+  index use the array name as event.
+- `other_counts["pmu"][unit]["EV"][s]`: any other sample (unit -1 = none); written by `export perfcounts` for
+  samples that did not come from this format, so every samples row survives a round trip.
+
+Checks (every error names file:line and what was expected): line syntax, unknown array names, index layout per
+array, non-numeric or out-of-range values (a 48-bit counter above 2^48 - 1), duplicate assignments, sample
+numbers that skip, and samples that lack counters other samples have (a truncated file). The header names no
+samples' layout; the file's own first sample does.
+
+Speed: a valid file is scanned by native/importers/perfscan.c (libtailscope_perfscan.so, two threads on big
+files; ctypes releases the GIL), or, without that library, by pyarrow's CSV reader (`=` as the delimiter) and
+vectorised string kernels; either way only the ~1,100 distinct series names are parsed in Python. Anything
+unusual (comments, a bad line, a failed check) falls back to the line-by-line reader, which is the reference
+and the one that produces the error message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import mmap
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+from tailscope.importers import ImportInputError
+from tailscope.native import NativeMissingError, native_library
+from tailscope.store.campaign import Campaign
+from tailscope.store.schema import TABLES
+
+SOURCE = "imported:perfcounts"
+MAX_LINE = 65536  # characters; the seed's longest lines are ~100
+TSC_REF_HZ = 100e6  # TSC_ratio x 100 MHz = TSC frequency (seed: TSC GHz = TSC_ratio x 0.1)
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """One sample array of the format: its indices before the sample number and where its rows go."""
+
+    name: str
+    layout: tuple[str, ...]  # index kinds before the sample: "cpu", "socket", "box", "event", "pmu", "unit"
+    pmu: str  # "{socket}" is replaced by the socket index
+    width: int | None  # counter width in bits; None for gauges (no deltas)
+    hex: bool = False  # the sampler writes these in hexadecimal
+
+
+def _specs(*specs: ArraySpec) -> dict[str, ArraySpec]:
+    return {s.name: s for s in specs}
+
+
+ARRAYS: dict[str, ArraySpec] = _specs(
+    ArraySpec("tsc", (), "tsc", 63),  # the samples' tsc column is int64
+    ArraySpec("walltime", ("part",), "walltime", 34),  # seconds until 2514; t_ns is int64
+    ArraySpec("core_fixed_counts", ("cpu", "event"), "cpu_fixed", 48),
+    ArraySpec("core_counts", ("cpu", "event"), "cpu", 48),
+    ArraySpec("aperf", ("cpu",), "msr", 64),
+    ArraySpec("mperf", ("cpu",), "msr", 64),
+    ArraySpec("cha_counts", ("socket", "box", "event"), "uncore_cha:{socket}", 48),
+    ArraySpec("imc_counts", ("socket", "box", "event"), "uncore_imc:{socket}", 48),
+    ArraySpec("ha_counts", ("socket", "box", "event"), "uncore_ha:{socket}", 48),
+    ArraySpec("qpi_counts", ("socket", "box", "event"), "uncore_qpi:{socket}", 48),
+    ArraySpec("upi_counts", ("socket", "box", "event"), "uncore_upi:{socket}", 48),
+    ArraySpec("pcu_counts", ("socket", "event"), "uncore_pcu", 48),
+    ArraySpec("ubox_uclk", ("socket",), "uncore_ubox", 48),
+    ArraySpec("rapl_pkg_energy", ("socket",), "power", 32),
+    ArraySpec("rapl_dram_energy", ("socket",), "power", 32),
+    ArraySpec("rapl_pkg_throttled", ("socket",), "power", 32),
+    ArraySpec("smi_count", ("socket",), "package", 32),
+    ArraySpec("pkg_temperature", ("socket",), "package", None),
+    ArraySpec("pkg_therm_status", ("socket",), "package", None, hex=True),
+    ArraySpec("pkg_core_perf_limit_reasons", ("socket",), "package", None, hex=True),
+    ArraySpec("pkg_ring_perf_limit_reasons", ("socket",), "package", None, hex=True),
+    ArraySpec("other_counts", ("pmu", "unit", "event"), "{pmu}", None),
+)
+_LAYOUT_TEXT = {"cpu": "[cpu]", "socket": "[socket]", "box": "[box]", "event": '["EVENT"]', "part": "[0|1]"}
+_LAYOUT_TEXT.update({"pmu": '["pmu"]', "unit": "[unit]"})
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_INDEX = r'\[(?:[0-9]+|-1|"[^"\[\]]*")\]'
+_LINE = re.compile(rf"^({_NAME})((?:{_INDEX})*)\s*=\s*(\S+)$")
+_INDEX_ITEM = re.compile(r'\[(?:([0-9]+|-1)|"([^"\[\]]*)")\]')
+_SAMPLE_LHS = rf"^(?P<key>{_NAME}(?:{_INDEX})*)\[(?P<sample>[0-9]+)\]$"
+_HEADER_ARRAY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_SAMPLE_VALUE = r"^(?:[0-9]+|0[xX][0-9a-fA-F]+)$"
+_DEC = re.compile(r"^[0-9]+$")
+_HEX = re.compile(r"^0[xX][0-9a-fA-F]+$")
+_MAX_SAMPLE = 2**62
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """One series of the file (an array element without its sample index)."""
+
+    text: str  # as written, e.g. cha_counts[0][5]["SF_EVICTION.M_STATE"]
+    array: str
+    pmu: str
+    unit: int | None
+    event: str
+    width: int | None
+
+
+@dataclass
+class ParsedPerfcounts:
+    path: Path
+    header: dict[str, int | float] = field(default_factory=dict)
+    keys: list[SeriesKey] = field(default_factory=list)
+    key_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    samples: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    values: list[int] | np.ndarray = field(default_factory=list)  # exact ints (uint64 array or Python ints)
+    sample_numbers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # sorted, contiguous
+    tsc: np.ndarray | None = None  # per sample number, int64
+    t_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.sample_numbers)
+
+
+class _Fallback(Exception):
+    """The fast reader saw something it does not handle; the line reader takes over."""
+
+
+# --- series keys ------------------------------------------------------------------------------------------
+def parse_key(text: str, where: str) -> SeriesKey:
+    """A series name (`cha_counts[0][5]["EV"]`) checked against its array's layout."""
+    match = re.match(rf"^({_NAME})((?:{_INDEX})*)$", text)
+    if match is None:
+        raise ImportInputError(f"{where}: {text!r} is not name[index]... (expected e.g. tsc[0] = 123)")
+    name = match.group(1)
+    indices: list[int | str] = [
+        int(m.group(1)) if m.group(1) is not None else str(m.group(2))
+        for m in _INDEX_ITEM.finditer(match.group(2))
+    ]
+    spec = ARRAYS.get(name)
+    if spec is None:
+        known = ", ".join(sorted(ARRAYS))
+        raise ImportInputError(f"{where}: unknown array {name!r} (expected one of: {known})")
+    expect = "".join(_LAYOUT_TEXT[k] for k in spec.layout) + "[sample]"
+    if len(indices) != len(spec.layout):
+        raise ImportInputError(f"{where}: {name} takes {name}{expect}, got {text}[sample]")
+    unit: int | None = None
+    socket = 0
+    event = name
+    pmu = spec.pmu
+    for kind, value in zip(spec.layout, indices, strict=True):
+        is_text = kind in ("event", "pmu")
+        if is_text != isinstance(value, str) or (not is_text and value == -1 and kind != "unit"):
+            raise ImportInputError(f"{where}: {name} takes {name}{expect}, got {text}[sample]")
+        if kind == "event":
+            if not value:
+                raise ImportInputError(f"{where}: empty event name in {text}")
+            event = str(value)
+        elif kind == "pmu":
+            pmu = str(value)
+        elif kind == "part":
+            if value not in (0, 1):
+                raise ImportInputError(
+                    f"{where}: walltime[0] holds seconds, walltime[1] microseconds; got {text}"
+                )
+            unit = int(value)
+        elif kind == "socket":
+            socket = int(value)
+            unit = socket if "box" not in spec.layout else unit
+        else:  # cpu, box, unit
+            unit = None if value == -1 else int(value)
+    return SeriesKey(text, name, pmu.replace("{socket}", str(socket)), unit, event, spec.width)
+
+
+def _header_value(text: str, where: str) -> int | float:
+    if _DEC.match(text):
+        return int(text)
+    if _HEX.match(text):
+        return int(text, 16)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ImportInputError(f"{where}: header value {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ImportInputError(f"{where}: header value {text!r} is not a finite number")
+    return value
+
+
+def _sample_value(text: str, where: str, key: SeriesKey) -> int:
+    if _DEC.match(text):
+        value = int(text)
+    elif _HEX.match(text):
+        value = int(text, 16)
+    else:
+        raise ImportInputError(
+            f"{where}: value {text!r} of {key.text} is not a non-negative integer (decimal or 0x hex)"
+        )
+    _check_range(value, key, where)
+    return value
+
+
+def _check_range(value: int, key: SeriesKey, where: str) -> None:
+    limit = 2 ** (key.width or 64)
+    if value >= limit:
+        raise ImportInputError(
+            f"{where}: value {value} of {key.text} does not fit its {key.width or 64}-bit register"
+        )
+
+
+# --- the line reader (reference) --------------------------------------------------------------------------
+def _read_lines(path: Path) -> ParsedPerfcounts:
+    parsed = ParsedPerfcounts(path)
+    keys: dict[str, int] = {}
+    codes: list[int] = []
+    samples: list[int] = []
+    values: list[int] = []
+    lines: list[int] = []
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed by the `with` below)
+    except OSError as exc:
+        raise ImportInputError(f"{path}: cannot open ({exc.strerror})") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            if len(raw) > MAX_LINE:
+                raise ImportInputError(f"{where}: line longer than {MAX_LINE} characters (not this format)")
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise ImportInputError(f"{where}: not UTF-8 text ({exc.reason})") from None
+            if not line or line.startswith("--"):
+                continue
+            match = _LINE.match(line)
+            if match is None:
+                hint = " (file truncated?)" if not raw.endswith(b"\n") else ""
+                raise ImportInputError(
+                    f"{where}: expected `name[index]... = value` (e.g. "
+                    'imc_counts[1][0]["ACT.ALL"][27] = 87368924)'
+                    f"{hint}; got {line[:80]!r}"
+                )
+            name, index_text, value_text = match.groups()
+            if not index_text or _HEADER_ARRAY.match(name):
+                lhs = name + index_text
+                if lhs in parsed.header:
+                    raise ImportInputError(f"{where}: {lhs} assigned twice")
+                parsed.header[lhs] = _header_value(value_text, where)
+                continue
+            last = index_text.rfind("[")
+            sample_text = index_text[last + 1 : -1]
+            if not _DEC.match(sample_text):
+                raise ImportInputError(
+                    f"{where}: the last index must be the sample number, got [{sample_text}]"
+                )
+            key_text = name + index_text[:last]
+            code = keys.get(key_text)
+            if code is None:
+                code = keys[key_text] = len(parsed.keys)
+                parsed.keys.append(parse_key(key_text, where))
+            sample = int(sample_text)
+            if sample >= _MAX_SAMPLE:
+                raise ImportInputError(f"{where}: sample number {sample} out of range")
+            values.append(_sample_value(value_text, where, parsed.keys[code]))
+            codes.append(code)
+            samples.append(sample)
+            lines.append(number)
+    parsed.key_codes = np.asarray(codes, dtype=np.int64)
+    parsed.samples = np.asarray(samples, dtype=np.int64)
+    parsed.values = values
+    _check_structure(parsed, np.asarray(lines, dtype=np.int64))
+    return parsed
+
+
+# --- the fast reader --------------------------------------------------------------------------------------
+def _read_fast(path: Path) -> ParsedPerfcounts:
+    try:
+        table = pcsv.read_csv(
+            path,
+            read_options=pcsv.ReadOptions(column_names=["lhs", "rhs"], block_size=1 << 23),
+            parse_options=pcsv.ParseOptions(delimiter="=", quote_char=False, escape_char=False),
+            convert_options=pcsv.ConvertOptions(column_types={"lhs": pa.string(), "rhs": pa.string()}),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError) as exc:
+        raise _Fallback(str(exc)) from None
+    except OSError as exc:
+        raise ImportInputError(f"{path}: cannot read ({exc})") from None
+    if table["lhs"].null_count or table["rhs"].null_count:
+        raise _Fallback("null")
+    lhs = pc.ascii_trim_whitespace(table["lhs"])
+    rhs = pc.ascii_trim_whitespace(table["rhs"])
+    if len(lhs) and pc.max(pc.binary_length(lhs)).as_py() > MAX_LINE:
+        raise _Fallback("long")
+    parsed = ParsedPerfcounts(path)
+    bracket = pc.ends_with(lhs, "]")
+    scalars = pc.invert(bracket)
+    for name, value in zip(
+        pc.filter(lhs, scalars).to_pylist(), pc.filter(rhs, scalars).to_pylist(), strict=True
+    ):
+        _fast_header(parsed, name, value, path)
+    lhs_s = pc.filter(lhs, bracket)
+    rhs_s = pc.filter(rhs, bracket)
+    parts = pc.split_pattern(lhs_s, "[", max_splits=1, reverse=True)
+    if len(parts) and pc.min(pc.list_value_length(parts)).as_py() != 2:
+        raise _Fallback("no [ before ]")
+    key_dict = pc.dictionary_encode(pc.list_element(parts, 0)).combine_chunks()
+    sample_text = pc.utf8_slice_codeunits(pc.list_element(parts, 1), 0, -1)
+    if len(sample_text) and pc.any(pc.match_substring(sample_text, "x", ignore_case=True)).as_py():
+        raise _Fallback("hex sample")
+    try:
+        sample = pc.cast(sample_text, pa.int64()).to_numpy()
+        values = pc.cast(rhs_s, pa.uint64()).to_numpy()
+    except pa.ArrowInvalid:
+        raise _Fallback("number") from None
+    codes = key_dict.indices.to_numpy().astype(np.int64)
+    is_header = np.zeros(len(key_dict.dictionary), dtype=bool)
+    keys: list[SeriesKey] = []
+    for i, text in enumerate(key_dict.dictionary.to_pylist()):
+        if _HEADER_ARRAY.match(text.split("[", 1)[0]):
+            is_header[i] = True
+            keys.append(SeriesKey(text, "", "", None, "", None))
+            continue
+        try:
+            keys.append(parse_key(text, str(path)))
+        except ImportInputError:
+            raise _Fallback("key") from None
+    if is_header.any():
+        mask = pa.array(is_header[codes])
+        names = pc.filter(lhs_s, mask).to_pylist()
+        texts = pc.filter(rhs_s, mask).to_pylist()
+        for name, value in zip(names, texts, strict=True):
+            _fast_header(parsed, name, value, path)
+        keep = np.flatnonzero(~is_header[codes])
+        remap = np.cumsum(~is_header) - 1
+        codes, sample, values = remap[codes[keep]], sample[keep], values[keep]
+        keys = [k for k, h in zip(keys, is_header, strict=True) if not h]
+    return _finish(parsed, keys, codes, sample, values)
+
+
+def _finish(
+    parsed: ParsedPerfcounts, keys: list[SeriesKey], codes: np.ndarray, sample: np.ndarray, values: np.ndarray
+) -> ParsedPerfcounts:
+    """The checks both fast readers share: sample range, register widths, structure (else _Fallback)."""
+    if len(sample) and (sample.min() < 0 or sample.max() >= _MAX_SAMPLE):
+        raise _Fallback("sample")
+    widths = np.asarray([64 if k.width is None else k.width for k in keys] or [64], dtype=np.uint64)
+    row_width = widths[codes] if len(codes) else np.zeros(0, np.uint64)
+    narrow = row_width < 64
+    if narrow.any() and (values[narrow] >> row_width[narrow]).any():
+        raise _Fallback("width")
+    parsed.keys, parsed.key_codes, parsed.samples, parsed.values = keys, codes, sample, values
+    _check_structure(parsed, None)
+    return parsed
+
+
+# --- the native reader (native/importers/perfscan.c) --------------------------------------------------------
+PERFSCAN_LIB = "tailscope_perfscan"
+PERFSCAN_ABI = 1  # TS_PERFSCAN_ABI
+_NATIVE_MIN_CHUNK = 4 << 20  # below this one thread scans the whole file
+
+
+@functools.cache
+def _perfscan() -> ctypes.CDLL | None:
+    """The scanner library, or None (not built): the pyarrow reader is used then."""
+    try:
+        lib = ctypes.CDLL(str(native_library(PERFSCAN_LIB)))
+    except (NativeMissingError, OSError):
+        return None
+    lib.ts_perfscan_abi.restype = ctypes.c_int
+    lib.ts_perfscan_abi.argtypes = []
+    if lib.ts_perfscan_abi() != PERFSCAN_ABI:
+        return None
+    p = ctypes.c_void_p
+    lib.ts_perfscan.restype = ctypes.c_int64
+    lib.ts_perfscan.argtypes = [p, ctypes.c_size_t, p, p, p, ctypes.c_size_t, p, p, ctypes.c_size_t, p, p, p,
+                                ctypes.c_size_t, p, p]  # fmt: skip
+    return lib
+
+
+def _scan_chunk(lib: ctypes.CDLL, base: int, data: Any, start: int, end: int) -> tuple[Any, ...]:
+    """One call of the scanner over data[start:end]; output arrays grow (and the call repeats) when full."""
+    rows_cap, hdr_cap = (end - start) // 24 + 1024, 4096
+    while True:
+        key = np.empty(rows_cap, np.int32)
+        sample = np.empty(rows_cap, np.int64)
+        value = np.empty(rows_cap, np.uint64)
+        max_keys = min(rows_cap, 1 << 22)
+        key_off = np.empty(max_keys, np.int64)
+        key_len = np.empty(max_keys, np.int32)
+        hdr_off = np.empty(hdr_cap, np.int64)
+        hdr_len = np.empty(hdr_cap, np.int32)
+        n_keys, n_hdr, bad = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_int64()
+        rows = lib.ts_perfscan(
+            base + start, end - start, key.ctypes.data, sample.ctypes.data, value.ctypes.data, rows_cap,
+            key_off.ctypes.data, key_len.ctypes.data, max_keys, ctypes.byref(n_keys), hdr_off.ctypes.data,
+            hdr_len.ctypes.data, hdr_cap, ctypes.byref(n_hdr), ctypes.byref(bad),
+        )  # fmt: skip
+        if rows != -2:
+            break
+        rows_cap, hdr_cap = rows_cap * 2, hdr_cap * 8
+    if rows < 0:
+        return (None,)
+    texts = [
+        bytes(data[start + o : start + o + n]).decode("ascii")
+        for o, n in zip(key_off[: n_keys.value].tolist(), key_len[: n_keys.value].tolist(), strict=True)
+    ]
+    headers = [
+        bytes(data[start + o : start + o + n]).decode("ascii")
+        for o, n in zip(hdr_off[: n_hdr.value].tolist(), hdr_len[: n_hdr.value].tolist(), strict=True)
+    ]
+    return key[:rows], sample[:rows], value[:rows], texts, headers
+
+
+def _read_native(path: Path, lib: ctypes.CDLL) -> ParsedPerfcounts:
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+    except (OSError, ValueError) as exc:
+        raise ImportInputError(f"{path}: cannot read ({exc})") from None
+    if mm is None:
+        return _scan_parts(path, [_scan_chunk(lib, 0, b"", 0, 0)])
+    view = ctypes.c_char.from_buffer(mm)  # the mapping's address, no copy
+    try:
+        base = ctypes.addressof(view)
+        bounds = [0, size]
+        if size >= 2 * _NATIVE_MIN_CHUNK and (os.cpu_count() or 1) > 1:
+            cut = mm.find(b"\n", size // 2)
+            if cut > 0:
+                bounds = [0, cut + 1, size]
+        with ThreadPoolExecutor(max_workers=len(bounds) - 1) as pool:  # ctypes releases the GIL
+            parts = list(
+                pool.map(
+                    lambda i: _scan_chunk(lib, base, mm, bounds[i], bounds[i + 1]), range(len(bounds) - 1)
+                )
+            )
+    finally:
+        del view
+        mm.close()
+    return _scan_parts(path, parts)
+
+
+def _scan_parts(path: Path, parts: list[tuple[Any, ...]]) -> ParsedPerfcounts:
+    if any(part[0] is None for part in parts):
+        raise _Fallback("native")
+    parsed = ParsedPerfcounts(path)
+    texts: dict[str, int] = {}
+    codes_all, samples_all, values_all = [], [], []
+    for key, sample, value, chunk_texts, headers in parts:
+        for line in headers:
+            m = _LINE.match(line.strip())
+            if m is None:
+                raise _Fallback("header")
+            _fast_header(parsed, m.group(1) + m.group(2), m.group(3), path)
+        remap = np.asarray([texts.setdefault(t, len(texts)) for t in chunk_texts] or [0], dtype=np.int64)
+        codes_all.append(remap[key] if len(key) else np.zeros(0, np.int64))
+        samples_all.append(sample)
+        values_all.append(value)
+    try:
+        keys = [parse_key(t, str(path)) for t in texts]
+    except ImportInputError:
+        raise _Fallback("key") from None
+    return _finish(
+        parsed, keys, np.concatenate(codes_all), np.concatenate(samples_all), np.concatenate(values_all)
+    )
+
+
+def _fast_header(parsed: ParsedPerfcounts, name: str, value: str, path: Path) -> None:
+    if _LINE.match(f"{name} = {value}") is None or name in parsed.header:
+        raise _Fallback("header")
+    try:
+        parsed.header[name] = _header_value(value, str(path))
+    except ImportInputError:
+        raise _Fallback("header value") from None
+
+
+# --- structure ----------------------------------------------------------------------------------------------
+def _check_structure(parsed: ParsedPerfcounts, lines: np.ndarray | None) -> None:
+    """Duplicates, contiguous sample numbers, every sample complete; then the per-sample tsc and t_ns."""
+    path = parsed.path
+
+    def line_of(row: int) -> str:
+        if lines is None:
+            raise _Fallback("structure")
+        return f"{path}:{int(lines[row])}"
+
+    if len(parsed.samples) == 0:
+        raise ImportInputError(f"{path}: no samples (expected lines like tsc[0] = 25370245187777968)")
+    codes, samples = parsed.key_codes, parsed.samples
+    first, last = int(samples.min()), int(samples.max())
+    span = last - first + 1
+    n_keys = len(parsed.keys)
+    present = np.zeros(span, dtype=bool)
+    present[samples - first] = True
+    if not present.all():
+        missing = int(np.flatnonzero(~present)[0]) + first
+        row = int(np.flatnonzero(samples > missing)[0])
+        raise ImportInputError(
+            f"{line_of(row)}: sample numbers skip from {missing - 1} to {int(samples[row])} "
+            f"(sample {missing} is missing; expected consecutive sample numbers)"
+        )
+    flat = codes * span + (samples - first)
+    counts = np.bincount(flat, minlength=n_keys * span)
+    if (counts > 1).any():
+        twice = np.flatnonzero(counts[flat] > 1)  # rows of repeated (series, sample) cells, file order
+        row = int(twice[flat[twice] == flat[twice[0]]][1])  # the second assignment of the first one
+        raise ImportInputError(
+            f"{line_of(row)}: {parsed.keys[int(codes[row])].text}[{int(samples[row])}] assigned twice "
+            "(inconsistent sample numbering)"
+        )
+    per_sample = np.bincount(samples - first, minlength=span)
+    short = np.flatnonzero(per_sample != n_keys)
+    if len(short):
+        bad = int(short[0]) + first
+        have = set(codes[samples == bad].tolist())
+        lacking = next(k for i, k in enumerate(parsed.keys) if i not in have)
+        rows = np.flatnonzero(samples == bad)
+        row = int(rows[-1])
+        truncated = " (file truncated?)" if bad == last else ""
+        raise ImportInputError(
+            f"{line_of(row)}: sample {bad} has {int(per_sample[bad - first])} of the {n_keys} "
+            "series the file "
+            f"holds (no {lacking.text}[{bad}]){truncated}"
+        )
+    parsed.sample_numbers = np.arange(first, last + 1, dtype=np.int64)
+    by_array = {k.array: i for i, k in enumerate(parsed.keys) if k.array in ("tsc",)}
+    value_array = np.asarray(parsed.values, dtype=object if isinstance(parsed.values, list) else np.uint64)
+
+    def series(code: int) -> np.ndarray:
+        rows = np.flatnonzero(codes == code)
+        out = np.zeros(span, dtype=np.int64)
+        out[samples[rows] - first] = value_array[rows].astype(np.int64)
+        return out
+
+    parsed.tsc = series(by_array["tsc"]) if "tsc" in by_array else None
+    wall = {k.unit: i for i, k in enumerate(parsed.keys) if k.array == "walltime"}
+    if 0 in wall:
+        micros = series(wall[1]) if 1 in wall else np.zeros(span, dtype=np.int64)
+        parsed.t_ns = series(wall[0]) * 1_000_000_000 + micros * 1000
+    elif (
+        parsed.tsc is not None
+        and {"TSC_ratio", "Reference_TSC", "Reference_WallTime"} <= parsed.header.keys()
+    ):
+        hz = float(parsed.header["TSC_ratio"]) * TSC_REF_HZ
+        if hz <= 0:
+            raise ImportInputError(f"{path}: TSC_ratio must be > 0")
+        offset = (parsed.tsc - int(parsed.header["Reference_TSC"])) / hz
+        parsed.t_ns = np.round((float(parsed.header["Reference_WallTime"]) + offset) * 1e9).astype(np.int64)
+    else:
+        raise ImportInputError(
+            f"{path}: cannot time the samples: no walltime[0][s] lines and no tsc[s] with TSC_ratio, "
+            "Reference_TSC and Reference_WallTime header lines"
+        )
+
+
+def parse(path: Path) -> ParsedPerfcounts:
+    """Parse and check the whole file; raises ImportInputError naming file:line."""
+    path = Path(path)
+    lib = _perfscan()
+    try:
+        return _read_native(path, lib) if lib is not None else _read_fast(path)
+    except _Fallback:
+        return _read_lines(path)
+
+
+# --- into the store -----------------------------------------------------------------------------------------
+def samples_table(parsed: ParsedPerfcounts, node: str, source: str = SOURCE) -> pa.Table:
+    """Rows of the samples table: every series except tsc and walltime, in (sample, series) order."""
+    keep_keys = np.asarray([k.array not in ("tsc", "walltime") for k in parsed.keys] or [False])
+    rows = np.flatnonzero(keep_keys[parsed.key_codes])
+    codes = parsed.key_codes[rows]
+    samples = parsed.samples[rows]
+    order = np.lexsort((codes, samples))
+    rows, codes, samples = rows[order], codes[order], samples[order]
+    if isinstance(parsed.values, list):
+        values = np.asarray([float(parsed.values[int(r)]) for r in rows], dtype=np.float64)
+    else:
+        values = parsed.values[rows].astype(np.float64)
+    first = int(parsed.sample_numbers[0])
+    pmus = pa.array([k.pmu for k in parsed.keys], pa.string())
+    units = pa.array([k.unit for k in parsed.keys], pa.int32())
+    events = pa.array([k.event for k in parsed.keys], pa.string())
+    code_arr = pa.array(codes)
+    n = len(rows)
+    return pa.table(
+        {
+            "node": pa.nulls(n, pa.string()).fill_null(node),
+            "sample": pa.array(samples, pa.int64()),
+            "t_ns": pa.array(parsed.t_ns[samples - first], pa.int64()),
+            "tsc": pa.array(parsed.tsc[samples - first], pa.int64())
+            if parsed.tsc is not None
+            else pa.nulls(n, pa.int64()),
+            "source": pa.nulls(n, pa.string()).fill_null(source),
+            "pmu": pc.take(pmus, code_arr),
+            "unit": pc.take(units, code_arr),
+            "event": pc.take(events, code_arr),
+            "value": pa.array(values, pa.float64()),
+        },
+        schema=TABLES["samples"].schema,
+    )
+
+
+def node_from_path(path: Path) -> str:
+    """`c591-803.perfcounts.lua` -> `c591-803` (the sampler names its output after the host)."""
+    name = Path(path).name
+    for suffix in (".perfcounts.lua", ".perfcounts", ".lua", ".txt"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)] or name
+    return name
+
+
+def import_perfcounts(
+    path: Path, campaign: Campaign, *, node: str | None = None, task: str, source: str = SOURCE
+) -> dict[str, Any]:
+    """Parse `path` fully, refuse samples already stored for (node, source), then write one shard."""
+    from tailscope.store.views import connect
+
+    parsed = parse(path)
+    node = node or node_from_path(path)
+    con = connect(campaign)
+    try:
+        stored = con.execute(
+            "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
+        ).fetchone()
+    finally:
+        con.close()
+    if stored and stored[0]:
+        raise ImportInputError(
+            f"{path}: campaign {campaign.root} already holds {stored[0]} samples of node {node} "
+            f"from {source}; "
+            "import under another --node"
+        )
+    table = samples_table(parsed, node, source)
+    header = {k: v for k, v in parsed.header.items()}
+
+    def remember(manifest: dict[str, Any]) -> None:
+        manifest.setdefault("sample_headers", {}).setdefault(node, {})[source] = header
+
+    campaign.update_manifest(remember)
+    campaign.write_shard("samples", table, node=node, task=task, chunk=1)
+    return {"samples": parsed.n_samples, "rows": table.num_rows, "series": len(parsed.keys), "node": node}
