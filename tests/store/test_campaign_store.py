@@ -8,6 +8,7 @@ import os
 import uuid
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tailscope.store.campaign import Campaign, StoreError, conform, utcnow
@@ -195,3 +196,8 @@ def test_64_concurrent_writers_lose_nothing(tmp_path):
     assert con.execute("SELECT count(*) FROM iterations").fetchone()[0] == 960
     values = {r[0] for r in con.execute("SELECT value FROM runs").fetchall()}
     assert values == {float(i * 100 + t) for i in range(64) for t in range(5)}
+    # Every shard is complete and readable on its own (what `tailscope campaign collect` checks).
+    shards = c.shard_files("runs") + c.shard_files("iterations")
+    assert len(shards) == 128
+    assert sum(pq.read_table(p).num_rows for p in shards) == 320 + 960
+    assert not list(c.root.rglob("*.tmp"))

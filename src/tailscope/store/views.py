@@ -66,9 +66,10 @@ def connect(campaign: Campaign | Path, *, check: bool = True) -> duckdb.DuckDBPy
     try:
         for table in TABLES:
             con.execute(f"CREATE VIEW {table}_all AS {_source(con, campaign, table)}")
+        # Materialised once per connection: every child view and query filters on it.
         con.execute(
             """
-            CREATE VIEW runs AS
+            CREATE TEMP TABLE runs AS
             SELECT * EXCLUDE (attempt_rank) FROM (
                 SELECT *, row_number() OVER (
                     PARTITION BY node, variant, trial

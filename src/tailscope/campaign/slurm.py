@@ -1,0 +1,457 @@
+"""Campaigns on Slurm: the batch script, submission, per-node progress, shard collection and resume.
+
+One job allocates the nodes exclusively; the batch script starts one `srun` step per node (all at once, or one
+after the other with `steps = "serial"`), each bound to the node's CPUs and running
+
+    python -m tailscope run --resume --campaign DIR --node $SLURMD_NODENAME
+
+i.e. the same LocalRunner as on one node: each node writes its own shards into DIR on the shared file
+system (store/campaign.py: one writer id per process, atomic renames, no locks). The plans (trials per node
+of each probe variant) are written into DIR/campaign.json once, at submission, so every step only runs
+the trials its node is missing: that is also what makes `resume` exact.
+
+Resume after a node failure, a time limit or a preemption: for every node of the campaign, the trials the
+plan wants minus the trials stored with status ok are missing; a new job is submitted for just the nodes
+that miss some, and their steps run just those trials. A trial is never counted twice: the store's `runs`
+view keeps one row per (node, variant, trial) — the first ok attempt (by start time), else the first
+attempt — so even a trial written by two overlapping attempts is counted once (store/views.py), and
+`resume` refuses to submit while a job of the campaign is still queued or running.
+
+Files the campaign gets under DIR/slurm/: the spec it was submitted with (spec.toml), the batch script
+(job.sh), the per-node step script (step.sh), the nodes of each job (job-<id>.nodes, written by the job) and
+the job's output (job-<id>.out, step-<id>.<step>-<node>.out).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from tailscope.campaign.spec import CampaignSpec, load_spec
+from tailscope.store.campaign import MANIFEST, Campaign, StoreError, write_atomic_bytes
+from tailscope.store.schema import TABLES
+from tailscope.store.views import connect
+
+SLURM_DIR = "slurm"
+QUARANTINE = "quarantine"
+DEDUPE_RULE = (
+    "one row per (node, variant, trial): the first ok attempt by start time, else the first attempt "
+    "(store/views.py)"
+)
+_ACTIVE = {
+    "PENDING",
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "REQUEUED",
+    "RESIZING",
+    "SUSPENDED",
+    "STAGE_OUT",
+}
+
+
+class SlurmError(Exception):
+    """sbatch/srun/squeue failed or is missing, or the campaign cannot be submitted as asked."""
+
+
+# --- scripts ----------------------------------------------------------------------------------------------
+def step_script(spec: CampaignSpec, root: Path) -> str:
+    """The per-node step: the node's missing trials through the local runner, beside its co-runner if any."""
+    run = [sys.executable, "-m", "tailscope", "run", "--resume", "--campaign", str(root)]
+    if spec.trial_timeout:
+        run += ["--timeout", f"{spec.trial_timeout:g}"]
+    run_text = " ".join(shlex.quote(a) for a in run) + ' --node "$node"'
+    lines = [
+        "#!/bin/bash",
+        "# One node's step of a tailscope campaign: runs the trials this node is missing (generated).",
+        'node="${SLURMD_NODENAME:-$(hostname -s)}"',
+        'corunner=""',
+    ]
+    if spec.corunners:
+        lines.append('case "$node" in')
+        for node, command in sorted(spec.corunners.items()):
+            lines.append(f"  {shlex.quote(node)}) corunner={shlex.quote(command)} ;;")
+        lines.append("esac")
+    lines += [
+        'if [ -z "$corunner" ]; then',
+        f"  exec {run_text}",
+        "fi",
+        "# A co-runner shares this node's CPUs while the trials run (in its own process group).",
+        'setsid bash -c "exec $corunner" & corunner_pid=$!',
+        "trap 'kill -TERM -- -$corunner_pid 2>/dev/null' EXIT",
+        f"{run_text} &",
+        "runner=$!",
+        "# scancel signals every process of the step: outlive the runner while it stores its trials.",
+        "trap : TERM INT",
+        'while kill -0 "$runner" 2>/dev/null; do wait "$runner"; done',
+        'wait "$runner"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def batch_script(spec: CampaignSpec, root: Path, *, nodelist: str | None, node_count: int | None) -> str:
+    """The sbatch script: exclusive nodes, one srun step per node bound to its CPUs."""
+    slurm_dir = root / SLURM_DIR
+    directives = [
+        f"--job-name=tailscope-{spec.name}"[:80],
+        "--exclusive",
+        "--ntasks-per-node=1",
+        f"--output={slurm_dir}/job-%j.out",
+    ]
+    if nodelist:
+        directives.append(f"--nodelist={nodelist}")
+    if node_count:
+        directives.append(f"--nodes={node_count}")
+    if spec.partition:
+        directives.append(f"--partition={spec.partition}")
+    if spec.constraint:
+        directives.append(f"--constraint={spec.constraint}")
+    if spec.time_limit:
+        directives.append(f"--time={spec.time_limit}")
+    directives += spec.sbatch_options
+    background = " &" if spec.steps == "parallel" else ""
+    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives)]
+    lines += [
+        "# tailscope campaign (generated): one srun step per node; each node writes its own shards.",
+        f"campaign={shlex.quote(str(root))}",
+        f"step={shlex.quote(str(slurm_dir / 'step.sh'))}",
+        'job="${SLURM_JOB_ID:?not inside a Slurm allocation}"',
+        'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'printf "%s\\n" $nodes > "$campaign/slurm/job-$job.nodes"',
+        "for node in $nodes; do",
+        '  cpus=$(scontrol show node "$node" -o | sed -n "s/.* CPUTot=\\([0-9]*\\).*/\\1/p")',
+        '  srun --nodes=1 --ntasks=1 --nodelist="$node" --exact --cpus-per-task="${cpus:-1}" \\',
+        f"    --cpu-bind={shlex.quote(spec.cpu_bind)} --kill-on-bad-exit=0 \\",
+        '    --output="$campaign/slurm/step-$job.%s-$node.out" bash "$step"' + background,
+        "done",
+        "wait",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --- campaign preparation ---------------------------------------------------------------------------------
+def prepare(spec: CampaignSpec) -> Campaign:
+    """Create (or open) the campaign, write the plans, the spec copy and the scripts."""
+    campaign = Campaign.open_or_create(spec.directory, name=spec.name)
+    for entry in spec.probes:
+        campaign.add_plan(entry.variant.to_plan(entry.trials))
+
+    def record(manifest: dict[str, Any]) -> None:
+        cluster = manifest.setdefault("cluster", {})
+        cluster.update(spec.to_manifest())
+        cluster.setdefault("jobs", [])
+
+    campaign.update_manifest(record)
+    slurm_dir = campaign.root / SLURM_DIR
+    slurm_dir.mkdir(exist_ok=True)
+    if spec.path.resolve() != (slurm_dir / "spec.toml").resolve():
+        write_atomic_bytes(slurm_dir / "spec.toml", spec.path.read_bytes())
+    write_atomic_bytes(slurm_dir / "step.sh", step_script(spec, campaign.root).encode())
+    return campaign
+
+
+def _record_job(campaign: Campaign, job_id: str, kind: str, nodelist: str | None) -> None:
+    def change(manifest: dict[str, Any]) -> None:
+        manifest.setdefault("cluster", {}).setdefault("jobs", []).append(
+            {
+                "job_id": job_id,
+                "kind": kind,
+                "nodelist": nodelist,
+                "submitted": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            }
+        )
+
+    campaign.update_manifest(change)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SlurmError(f"{name} not found: is Slurm installed and on PATH (and SLURM_CONF set)?")
+    return path
+
+
+def _sbatch(script: Path) -> str:
+    proc = subprocess.run([_tool("sbatch"), "--parsable", str(script)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SlurmError(f"sbatch {script}: {proc.stderr.strip() or f'exit code {proc.returncode}'}")
+    return proc.stdout.strip().split(";")[0]
+
+
+def submit(spec: CampaignSpec, *, dry_run: bool = False) -> tuple[Campaign, str | None, Path]:
+    """Prepare the campaign and submit its job; returns (campaign, job id or None when dry, script)."""
+    campaign = prepare(spec)
+    script = campaign.root / SLURM_DIR / "job.sh"
+    text = batch_script(spec, campaign.root, nodelist=spec.nodelist, node_count=spec.node_count)
+    write_atomic_bytes(script, text.encode())
+    if dry_run:
+        return campaign, None, script
+    job_id = _sbatch(script)
+    _record_job(campaign, job_id, "submit", spec.nodelist)
+    return campaign, job_id, script
+
+
+def srun_in_allocation(spec: CampaignSpec) -> tuple[Campaign, int]:
+    """Run the campaign's steps inside the current allocation (`salloc`, or a batch script of the user's)."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        raise SlurmError(
+            "campaign srun: not inside a Slurm allocation (no SLURM_JOB_ID); use salloc or submit"
+        )
+    campaign = prepare(spec)
+    script = campaign.root / SLURM_DIR / f"srun-{job_id}.sh"
+    write_atomic_bytes(script, batch_script(spec, campaign.root, nodelist=None, node_count=None).encode())
+    _record_job(campaign, job_id, "srun", os.environ.get("SLURM_JOB_NODELIST"))
+    proc = subprocess.run(["bash", str(script)])
+    return campaign, proc.returncode
+
+
+# --- progress ---------------------------------------------------------------------------------------------
+def spec_of(campaign: Campaign) -> CampaignSpec:
+    path = campaign.root / SLURM_DIR / "spec.toml"
+    if not path.is_file():
+        raise StoreError(f"{campaign.root}: not a cluster campaign (no {SLURM_DIR}/spec.toml)")
+    spec = load_spec(path)
+    # The copy may hold a relative directory: the campaign is where it was found.
+    return _with_directory(spec, campaign.root)
+
+
+def _with_directory(spec: CampaignSpec, root: Path) -> CampaignSpec:
+    from dataclasses import replace
+
+    return replace(spec, directory=root.resolve())
+
+
+def expand_hostlist(expression: str) -> list[str]:
+    """`n[1-3],m5` -> n1 n2 n3 m5, with scontrol when present (it knows every form), else a small parser."""
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        proc = subprocess.run([scontrol, "show", "hostnames", expression], capture_output=True, text=True)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout.split()
+    import re
+
+    out: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expression):
+        m = re.match(r"^(.*)\[([^\]]*)\](.*)$", part)
+        if not m:
+            out.append(part)
+            continue
+        prefix, ranges, suffix = m.groups()
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{i:0{width}d}{suffix}")
+    return out
+
+
+def campaign_nodes(campaign: Campaign, stored: set[str] | None = None) -> list[str]:
+    """The campaign's nodes: those the spec names, those its jobs were given, and those that stored data."""
+    nodes: set[str] = set()
+    nodelist = campaign.manifest.get("cluster", {}).get("nodelist")
+    if nodelist:
+        nodes.update(expand_hostlist(nodelist))
+    for path in (campaign.root / SLURM_DIR).glob("job-*.nodes"):
+        nodes.update(path.read_text().split())
+    if stored is None:
+        con = connect(campaign, check=False)
+        try:
+            stored = {r[0] for r in con.execute("SELECT DISTINCT node FROM runs").fetchall()}
+        finally:
+            con.close()
+    return sorted(nodes | stored)
+
+
+@dataclass
+class NodeProgress:
+    node: str
+    planned: int
+    done: int  # ok trials, counted once each
+    attempts_failed: int  # stored attempts that were not ok (each trial once)
+    missing: dict[str, list[int]] = field(default_factory=dict)  # variant -> trial indices
+
+
+def progress(campaign: Campaign, *, check: bool = True) -> list[NodeProgress]:
+    plans = {
+        p["variant"]: int(p["trials"]) for p in campaign.manifest.get("plans", []) if not p.get("imported")
+    }
+    con = connect(campaign, check=check)
+    try:
+        rows = con.execute("SELECT node, variant, trial, status FROM runs").fetchall()
+    finally:
+        con.close()
+    ok: dict[tuple[str, str], set[int]] = {}
+    failed: dict[str, int] = {}
+    for node, variant, trial, status in rows:
+        if status == "ok":
+            ok.setdefault((node, variant), set()).add(int(trial))
+        else:
+            failed[node] = failed.get(node, 0) + 1
+    out = []
+    for node in campaign_nodes(campaign, {str(r[0]) for r in rows}):
+        missing = {}
+        done = 0
+        for variant, trials in sorted(plans.items()):
+            have = ok.get((node, variant), set())
+            done += len(have & set(range(trials)))
+            gap = [t for t in range(trials) if t not in have]
+            if gap:
+                missing[variant] = gap
+        out.append(NodeProgress(node, sum(plans.values()), done, failed.get(node, 0), missing))
+    return out
+
+
+def job_states(job_ids: Sequence[str]) -> dict[str, str]:
+    """State of each job: sacct when accounting works, else squeue (queued/running), else scontrol."""
+    if not job_ids:
+        return {}
+    states: dict[str, str] = {}
+    sacct = shutil.which("sacct")
+    if sacct:
+        proc = subprocess.run(
+            [sacct, "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(job_ids)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode == 0:
+            for line in proc.stdout.splitlines():
+                job, _, state = line.partition("|")
+                if job in job_ids and state:
+                    states[job] = state.split()[0]
+    rest = [j for j in job_ids if j not in states]
+    squeue = shutil.which("squeue")
+    if rest and squeue:
+        proc = subprocess.run(
+            [squeue, "-h", "-o", "%i|%T", "-j", ",".join(rest)], capture_output=True, text=True
+        )
+        if proc.returncode == 0:
+            for line in proc.stdout.splitlines():
+                job, _, state = line.partition("|")
+                if job in rest:
+                    states[job] = state
+    scontrol = shutil.which("scontrol")
+    for job in [j for j in job_ids if j not in states]:
+        if scontrol:
+            proc = subprocess.run([scontrol, "show", "job", "-o", job], capture_output=True, text=True)
+            for token in proc.stdout.split():
+                if token.startswith("JobState="):
+                    states[job] = token.split("=", 1)[1]
+        states.setdefault(job, "UNKNOWN")
+    return states
+
+
+def active_jobs(campaign: Campaign) -> dict[str, str]:
+    jobs = [
+        j["job_id"] for j in campaign.manifest.get("cluster", {}).get("jobs", []) if j.get("kind") != "srun"
+    ]
+    return {j: s for j, s in job_states(jobs).items() if s in _ACTIVE}
+
+
+# --- collect ---------------------------------------------------------------------------------------------
+@dataclass
+class BadShard:
+    path: Path
+    reason: str
+
+
+@dataclass
+class Collected:
+    shards: int
+    bad: list[BadShard]
+    quarantined: list[Path]
+    nodes: list[NodeProgress]
+
+
+def validate_shards(campaign: Campaign) -> tuple[int, list[BadShard]]:
+    """Open every shard's footer and check its columns; each bad one is named, the others are unaffected."""
+    count, bad = 0, []
+    for table in TABLES:
+        required = {c.name for c in TABLES[table].columns if not c.nullable}
+        for path in campaign.shard_files(table):
+            count += 1
+            try:
+                meta = pq.read_metadata(path)
+                names = set(meta.schema.to_arrow_schema().names)
+            except Exception as exc:  # pyarrow raises ArrowInvalid/OSError variants for damaged files
+                text = str(exc).strip().splitlines()
+                bad.append(
+                    BadShard(path, f"not a readable Parquet file ({text[0] if text else type(exc).__name__})")
+                )
+                continue
+            lacking = required - names
+            if lacking:
+                bad.append(BadShard(path, f"lacks required columns {sorted(lacking)}"))
+    return count, bad
+
+
+def collect(campaign: Campaign, *, quarantine: bool = True) -> Collected:
+    """Validate shards; move every chunk with a bad shard aside (its trials become missing); summarise.
+
+    A chunk is a writer's (node, task, chunk) set of shards across tables; a bad child shard makes the whole
+    chunk's trials suspect (their runs row would claim iterations that cannot be read), so the whole chunk
+    goes to DIR/quarantine/<table>/ and `resume` redoes its trials. Nothing is deleted.
+    """
+    count, bad = validate_shards(campaign)
+    moved: list[Path] = []
+    if bad and not quarantine:
+        return Collected(count, bad, [], [])  # no summary: the views cannot read past a damaged shard
+    if bad:
+        stems = {b.path.name for b in bad}
+        for table in TABLES:
+            for path in campaign.shard_files(table):
+                if path.name in stems:
+                    target = campaign.root / QUARANTINE / table / path.name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(path, target)
+                    moved.append(target)
+    nodes = progress(campaign, check=False)  # every remaining shard was just validated
+    return Collected(count, bad, moved, nodes)
+
+
+# --- resume ----------------------------------------------------------------------------------------------
+def resume(campaign: Campaign, *, dry_run: bool = False) -> tuple[list[NodeProgress], str | None]:
+    """Submit a job for exactly the nodes that miss trials; returns (those nodes, job id or None)."""
+    running = active_jobs(campaign)
+    if running:
+        listed = ", ".join(f"{j} ({s})" for j, s in sorted(running.items()))
+        raise SlurmError(
+            f"{campaign.root}: job {listed} of this campaign is still queued or running; wait for it or "
+            "scancel it, then resume (two writers of one trial would waste the node time)"
+        )
+    spec = spec_of(campaign)
+    collect(campaign)  # damaged chunks first, so their trials count as missing
+    todo = [p for p in progress(campaign) if p.missing]
+    if not todo:
+        return [], None
+    nodes = [p.node for p in todo]
+    nodelist = ",".join(nodes)
+    text = batch_script(spec, campaign.root, nodelist=nodelist, node_count=len(nodes))
+    write_atomic_bytes(campaign.root / SLURM_DIR / "step.sh", step_script(spec, campaign.root).encode())
+    script = (
+        campaign.root / SLURM_DIR / f"resume-{len(campaign.manifest.get('cluster', {}).get('jobs', []))}.sh"
+    )
+    write_atomic_bytes(script, text.encode())
+    if dry_run:
+        return todo, None
+    job_id = _sbatch(script)
+    _record_job(campaign, job_id, "resume", nodelist)
+    return todo, job_id
+
+
+def open_campaign(target: Path) -> Campaign:
+    """A campaign directory, or a spec file whose campaign directory exists."""
+    target = Path(target)
+    if target.is_file() and target.name != MANIFEST:
+        return Campaign.open(load_spec(target).directory)
+    return Campaign.open(target)
