@@ -63,13 +63,16 @@ def main() -> int:
             robust_cv = ROBUST_SIGMA * group["mad"] / group["median"]
             visible = VISIBLE_SIGMAS * robust_cv
             drop = group["quantile_rule"]["drop"]
-            ok = "above the floor" if DEFAULT_THRESHOLD > visible else "BELOW the floor: raise --threshold"
+            ok = "above the floor" if visible < DEFAULT_THRESHOLD else "BELOW the floor: raise --threshold"
             median = f"{group['median']:.4g} {group['unit']}"
             print(
                 f"{probe:7s} {group['n']:4d} {median:>12s} {group['cv']:7.2%} {robust_cv:9.2%} "
                 f"{drop:8.2%} {visible:8.2%}  {ok}  ({elapsed:.0f} s)"
             )
-    print(f"campaigns in {workdir}; command: tailscope run PROBE --trials {args.trials}, tailscope analyze --json")
+    print(
+        f"campaigns in {workdir}; commands: tailscope run PROBE --trials {args.trials}; "
+        "tailscope analyze DIR --json"
+    )
     return 0
 
 

@@ -19,8 +19,15 @@ from tailscope import __version__
 from tailscope.addr.cli import add_addr_parser
 from tailscope.addr.errors import AddrInputError
 from tailscope.analysis.model import Settings
+from tailscope.campaign.cli import CampaignCliError, add_campaign_parser
 from tailscope.campaign.runner import ProbeUsageError, RunOutcome
+from tailscope.campaign.verdict import VerdictInputError, add_verdict_parser
+from tailscope.counters.errors import MetricsInputError
+from tailscope.counters.eventsets import EventSetError
+from tailscope.counters.metrics_cli import add_metrics_parser
+from tailscope.counters.monitor import MonitorInputError, add_monitor_parser, parse_interval
 from tailscope.importers import ImportInputError
+from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser, run_counter_import
 from tailscope.native import NativeMissingError
 from tailscope.probes.catalogue import (
     COMMON_OPTIONS,
@@ -165,6 +172,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             show_progress=not args.no_progress,
             label=args.probe or "run",
+            monitor=args.monitor,
+            monitor_interval_s=parse_interval(args.monitor_interval),
+            monitor_events=args.monitor_events,
         )
     )
     _print_outcome(outcome)
@@ -175,6 +185,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from tailscope.importers.iterations_csv import import_iterations
     from tailscope.store.campaign import Campaign, new_task_id
 
+    if args.format in COUNTER_FORMATS:
+        return run_counter_import(args)
     if args.format != "iterations":
         raise UsageError(f"import: unknown format {args.format!r}")
     if not args.file.is_file():
@@ -236,6 +248,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if result.analysis is None or result.report is None:
         return _outcome_code(result.outcome)
     print("\n".join(render_summary(result.analysis)))
+    print("\n".join(result.pages_advice))
     print(f"report: {result.report.resolve()}")
     return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
 
@@ -273,6 +286,9 @@ def cmd_facts(args: argparse.Namespace) -> int:
         print(f"{key:16s} {facts.get(key)}")
     for line in advice(facts):
         print(f"advice: {line}")
+    from tailscope.node.hugepages import advice_lines
+
+    print("\n".join(advice_lines(facts)))
     return EXIT_OK
 
 
@@ -293,13 +309,20 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--node", help="node name to record (default $SLURMD_NODENAME or the host name)")
     p.add_argument("--timeout", type=float, metavar="S", help="per-trial time limit in seconds")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--monitor", action="store_true", help="run the background monitor beside the trials")
+    p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
+    p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("import", help="import results of other tools into a campaign")
     p.add_argument(
-        "format", choices=["iterations"], help="iterations: CSV node,run,iteration,value[,unit,...]"
+        "format",
+        choices=["iterations", *COUNTER_FORMATS],
+        help="iterations: CSV node,run,iteration,value[,unit,...]; perfcounts: the seed sampler's text; "
+        "perf-csv: perf stat -I -x, output; likwid-csv: likwid-perfctr -O output",
     )
+    p.add_argument("--node", help="node the counter samples belong to (default: from the file)")
     p.add_argument("file", type=Path)
     p.add_argument("--campaign", type=Path, required=True, metavar="DIR")
     p.add_argument("--name", help="probe name to import under (default: the file's stem)")
@@ -339,6 +362,11 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_facts)
 
     add_addr_parser(sub)
+    add_campaign_parser(sub)
+    add_verdict_parser(sub)
+    add_export_parser(sub)
+    add_metrics_parser(sub)
+    add_monitor_parser(sub)
     return parser
 
 
@@ -359,6 +387,11 @@ _ERRORS: tuple[type[BaseException], ...] = (
     NativeMissingError,
     UnknownProbeError,
     AddrInputError,
+    CampaignCliError,
+    VerdictInputError,
+    MetricsInputError,
+    MonitorInputError,
+    EventSetError,
 )
 
 

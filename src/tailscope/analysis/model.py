@@ -148,6 +148,17 @@ class KindEvidence:
 
 
 @dataclass(frozen=True)
+class ClusterSettings:
+    """How nodes are screened against their peers; set in the campaign spec's [cluster] table."""
+
+    alpha_drain: float = 0.05  # family-wise error across the nodes (Bonferroni)
+    alpha_retest: float = 0.10  # false-discovery rate (Benjamini-Hochberg)
+    min_node_effect: float = 0.01  # a flagged node is at least this much slower than the median node
+    bins: int = 0  # speed bins; 0 = the smallest k whose bins span at most bin_tolerance
+    bin_tolerance: float = 0.01
+
+
+@dataclass(frozen=True)
 class RunVerdict:
     run_id: str
     node: str
@@ -196,6 +207,10 @@ class CampaignAnalysis:
     verdict: Verdict
     notes: tuple[str, ...]  # plain-words findings and warnings, most important first
     methods: dict[str, str] = field(default_factory=dict)  # statistic -> how it was computed, with source
+    # Node ensembles (analysis/cluster.py ClusterSummary), one per variant with >= 3 nodes; empty otherwise.
+    cluster: tuple[Any, ...] = ()
+    # Which counters explain the slow runs (analysis/attribution.py); None when no run has counters.
+    attribution: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The `analyze --json` object: runs, groups, variants, verdict, settings, notes, methods."""

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tailscope.analysis import binomial, classify, fwq_noise, power, quantiles, robust, scaling
+from tailscope.analysis import binomial, classify, cluster, fwq_noise, power, quantiles, robust, scaling
 from tailscope.analysis.binomial import tail_count, trials_to_observe
 from tailscope.analysis.model import (
     CampaignAnalysis,
+    ClusterSettings,
     GroupSummary,
     KindEvidence,
     QuantileRule,
@@ -72,7 +73,11 @@ METHODS = {
 
 
 def analyze(
-    runs: pd.DataFrame, iterations: pd.DataFrame, settings: Settings, campaign: str
+    runs: pd.DataFrame,
+    iterations: pd.DataFrame,
+    settings: Settings,
+    campaign: str,
+    cluster_settings: ClusterSettings | None = None,
 ) -> CampaignAnalysis:
     """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows.
 
@@ -104,6 +109,7 @@ def analyze(
     groups = _group_summaries(scored, failed, kinds, noise, settings)
     run_verdicts = _run_verdicts(scored, kinds, noise)
     verdict = make_verdict(groups, settings)
+    node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
     notes = compose_notes(
         campaign=campaign,
         settings=settings,
@@ -122,7 +128,8 @@ def analyze(
         runs=run_verdicts,
         verdict=verdict,
         notes=notes,
-        methods=dict(METHODS),
+        methods=dict(METHODS) | ({"cluster": cluster.METHOD} if node_ensembles else {}),
+        cluster=node_ensembles,
     )
 
 

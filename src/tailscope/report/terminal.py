@@ -19,13 +19,16 @@ import textwrap
 from collections import Counter
 
 from tailscope.analysis.model import CampaignAnalysis, GroupSummary
-from tailscope.analysis.wording import pct
+from tailscope.analysis.wording import pct, pct_range
 from tailscope.report.numbers import kinds_text, median_ci_text, tail_text
 
 __all__ = ["MAX_FAILED_CHECKS", "MAX_NOTES", "render_summary"]
 
 MAX_NOTES = 3  # the most important notes; the rest are in the report and --json
 MAX_FAILED_CHECKS = 10
+MAX_GROUP_ROWS = 30  # beyond this many (variant, node) rows only the slowest nodes of each variant are listed
+SLOWEST_SHOWN = 10
+MAX_NAMED_NODES = 12  # drain / re-test lists longer than this are cut, with the count
 WIDTH = 100  # notes are wrapped to this many columns
 
 
@@ -49,10 +52,17 @@ def render_summary(analysis: CampaignAnalysis) -> list[str]:
             *(f"slow >{pct(d)}" for d in s.thresholds),
             "kinds",
         ]
-        rows = [[_printable(c) for c in _row(g, per_probe[g.probe] > 1)] for g in analysis.groups]
+        groups, hidden = _shown_groups(analysis)
+        rows = [[_printable(c) for c in _row(g, per_probe[g.probe] > 1)] for g in groups]
         lines += _columns([header, *rows])
+        if hidden:
+            lines.append(
+                f"  ({hidden} faster (variant, node) rows not shown: the slowest {SLOWEST_SHOWN} nodes of "
+                "each variant are listed; all in the report and in --json)"
+            )
     else:
         lines.append("no successful runs to analyse")
+    lines += _cluster_lines(analysis)
     lines += _verdict_lines(analysis)
     if analysis.notes:
         lines.append("notes:")
@@ -62,6 +72,50 @@ def render_summary(analysis: CampaignAnalysis) -> list[str]:
         if rest > 0:
             lines.append(f"  ({rest} more note{'s' if rest != 1 else ''} in the report and in --json)")
     return lines
+
+
+def _shown_groups(analysis: CampaignAnalysis) -> tuple[list[GroupSummary], int]:
+    """Every group on small campaigns; on fleets, the slowest nodes of each variant (by node ratio)."""
+    groups = list(analysis.groups)
+    if len(groups) <= MAX_GROUP_ROWS:
+        return groups, 0
+    shown: list[GroupSummary] = []
+    for variant in dict.fromkeys(g.variant for g in groups):
+        mine = [g for g in groups if g.variant == variant]
+        mine.sort(key=lambda g: g.node_ratio)
+        shown += mine[:SLOWEST_SHOWN]
+    return shown, len(groups) - len(shown)
+
+
+def _cluster_lines(analysis: CampaignAnalysis) -> list[str]:
+    """One block per variant measured on >= 3 nodes: variance split, drain / re-test nodes, speed bins."""
+    lines: list[str] = []
+    for c in analysis.cluster:
+        v = c.components
+        icc = f"ICC {v.icc:.2f}" + (
+            f" [{v.icc_low:.2f}, {v.icc_high:.2f}]"
+            if v.icc_low is not None and v.icc_high is not None
+            else ""
+        )
+        rate = pct_range(c.slow_rate_low, c.slow_rate_high)
+        lines.append(
+            f"cluster {_printable(c.variant)}: {v.nodes} nodes, fleet median {c.fleet_median:.4g} {c.unit}; "
+            f"node-to-node {pct(v.node_sd_pct)}, run-to-run {pct(v.run_sd_pct)} ({icc}); "
+            f"slow runs {c.slow_runs}/{c.runs} ({pct(c.slow_rate)}, CI {rate})"
+        )
+        lines.append(f"  drain (Bonferroni): {_node_list(c.drain)}")
+        lines.append(f"  re-test (Benjamini-Hochberg): {_node_list(c.retest)}")
+        if c.bins:
+            bins = "; ".join(f"{b.index}: {len(b.nodes)} nodes {b.low:.4g}-{b.high:.4g}" for b in c.bins)
+            lines.append(f"  speed bins (1 = slowest): {bins}")
+    return lines
+
+
+def _node_list(nodes: tuple[str, ...]) -> str:
+    if not nodes:
+        return "none"
+    named = ", ".join(_printable(n) for n in nodes[:MAX_NAMED_NODES])
+    return named + (f" (+{len(nodes) - MAX_NAMED_NODES} more)" if len(nodes) > MAX_NAMED_NODES else "")
 
 
 def _row(g: GroupSummary, several_variants: bool) -> list[str]:
