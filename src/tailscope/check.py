@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.campaign.runner import RunOutcome, default_campaign_dir
-from tailscope.node.facts import node_name
+from tailscope.node.facts import collect, node_name
+from tailscope.node.hugepages import advice_lines
 from tailscope.probes.catalogue import ParamValue, ProbeVariant
 from tailscope.workflow import RunRequest, analyze_campaign, run_campaign, write_report
 
@@ -30,6 +31,7 @@ class CheckResult:
     outcome: RunOutcome
     analysis: CampaignAnalysis | None
     report: Path | None
+    pages_advice: tuple[str, ...] = ()  # THP/hugetlb status of this node and the 1 GiB sweep (node.hugepages)
 
 
 def check_variants(
@@ -64,4 +66,4 @@ def run_check(
         return CheckResult(outcome, None, None)
     analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
-    return CheckResult(outcome, analysis, report)
+    return CheckResult(outcome, analysis, report, tuple(advice_lines(collect(), brief=True)))

@@ -209,3 +209,53 @@ def test_a_campaign_from_other_nodes_needs_a_named_model(tmp_path, rng):
     assert code == 2 and "ran on elsewhere-n7, not on this node" in text and "--model" in text
     code, out = run(["addr", "explain", str(tmp_path / "c"), "--permutations", "99"])
     assert code == 0 and "no slice-hash model" in out
+
+
+def test_a_vm_campaign_says_guest_physical_addresses_do_not_determine_host_slices(tmp_path, rng, capsys):
+    """addr map --campaign (a note on stderr, stdout stays one table; `notes` in JSON) and addr explain, for a
+    campaign whose node facts say kvm; nothing is said for a bare-metal campaign."""
+    trials = [("n1", 100.0, random_pages(rng, 2, 1 << 37), None) for _ in range(8)]
+    write_campaign(tmp_path / "vm", trials, virtualization="kvm")
+    write_campaign(tmp_path / "metal", trials, virtualization="none")
+    statement = "guest-physical addresses do not determine host slices"
+    code, out = run(["addr", "map", "--model", "SKX_24", "--campaign", str(tmp_path / "vm")])
+    err = capsys.readouterr().err
+    assert code == 0 and out.splitlines()[0].startswith("run_id\t") and len(out.splitlines()) == 17
+    assert statement in err and "n1 ran in a virtual machine (kvm)" in err and "only a model check" in err
+    code, out = run(["addr", "map", "--model", "SKX_24", "--campaign", str(tmp_path / "vm"), "--json"])
+    (note,) = json.loads(out)["notes"]
+    assert statement in note
+    code, out = run(["addr", "explain", str(tmp_path / "vm"), "--model", "SKX_24", "--permutations", "99"])
+    assert code == 0 and statement in out
+    code, out = run(["addr", "map", "--model", "SKX_24", "--campaign", str(tmp_path / "metal"), "--json"])
+    assert json.loads(out)["notes"] == [] and statement not in capsys.readouterr().err
+    code, out = run(["addr", "explain", str(tmp_path / "metal"), "--model", "SKX_24", "--permutations", "99"])
+    assert code == 0 and statement not in out
+
+
+def test_infer_writes_only_the_range_its_data_span(tmp_path, rng):
+    """Frames that tie bit 25 to bit 24: the tables cover addresses below 2^24 only, and say so; frames whose
+    span misses frame 0: no table can hold the model, exit 2 with the reason, nothing written."""
+    truth = builtin_model("SKX_24")
+    pages = random_pages(rng, 40, truth.valid_limit)
+    bit24 = (pages >> np.uint64(24)) & np.uint64(1)
+    tied = np.unique((pages & ~np.uint64(1 << 25)) | (bit24 << np.uint64(25)))
+    for name, frames in (("tied", tied), ("no0", np.unique(pages | np.uint64(1 << 21)))):
+        a = every_line(frames)
+        lines = ["address,slice"] + [
+            f"0x{x:x},{s}" for x, s in zip(a.tolist(), truth.slices(a).tolist(), strict=True)
+        ]
+        (tmp_path / f"{name}.csv").write_text("\n".join(lines) + "\n")
+    code, out = run(["addr", "infer", str(tmp_path / "tied.csv"), "-o", str(tmp_path / "t"), "--seed", "1"])
+    assert code == 0 and "only on the span of the measured frames" in out
+    assert "tables hold the model on addresses below 2^24 = 16 MiB" in out
+    written = load_model(
+        tmp_path / "t" / "BaseSequence_inferred_24-slice.tbl",
+        tmp_path / "t" / "PermSelectMasks_inferred_24-slice.tbl",
+    )
+    low = rng.integers(0, 1 << 24, 50_000, dtype=np.uint64)
+    assert written.high_bit == 23 and (written.slices(low) == truth.slices(low)).all()
+    # every frame has bit 21 set: frame 0 (bit 21 clear) is outside the span of any odd number of them
+    code, text = run(["addr", "infer", str(tmp_path / "no0.csv"), "-o", str(tmp_path / "n"), "--seed", "1"])
+    assert code == 2 and "determine the map only on their span" in text and "measure more" in text
+    assert "address 0 is outside it" in text and not (tmp_path / "n").exists()

@@ -134,10 +134,20 @@ def test_a_bit_tied_to_another_is_reported_not_guessed(rng, seed):
     addresses = every_line(pages)
     result = infer(addresses, truth.slices(addresses), InferSettings(seed=seed))
     assert result.undetermined_bits == (24, 25)
-    assert result.model.high_bit == 23
+    # exact on the span of the pages (bit 25 == bit 24) up to the data's top bit, refused elsewhere
+    assert result.model.span == (((1 << 24) | (1 << 25), 0),)
+    assert result.model.high_bit == result.top_data_bit and result.model.covered_high_bit == 23
     assert any("do not determine address bits 24-25" in note for note in result.notes)
     low = rng.integers(0, 1 << 24, 50_000, dtype=np.uint64)
     assert (result.model.slices(low) == truth.slices(low)).all()
+    fresh = rng.integers(0, result.model.valid_limit, 100_000, dtype=np.uint64)
+    tied = ((fresh >> np.uint64(24)) & np.uint64(1)) == ((fresh >> np.uint64(25)) & np.uint64(1))
+    assert (result.model.covers(fresh) == tied).all()
+    assert (result.model.slices(fresh[tied]) == truth.slices(fresh[tied])).all()
+    with pytest.raises(AddrInputError, match=r"outside the span .*parity\(PA & 0x3000000\) must be 0"):
+        result.model.slices(fresh[~tied][:1])
+    covered = result.model.covered_model()
+    assert covered is not None and covered.span == () and covered.valid_limit == 1 << 24
 
 
 def test_scattered_lines_of_a_non_linear_hash_are_refused_with_the_reason(rng, seed):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from addr_builders import every_line
 
 from tailscope.addr.addresses import read_samples
 from tailscope.addr.detect import slice_pmus
@@ -21,7 +24,7 @@ from tailscope.addr.measure import (
     classify,
     measure,
 )
-from tailscope.addr.tables import builtin_model
+from tailscope.addr.tables import builtin_model, builtin_names
 
 
 def test_classify_by_hand():
@@ -39,33 +42,117 @@ def test_classify_by_hand():
     assert share[0] == pytest.approx(0.99) and share[2] == pytest.approx(0.5)
 
 
-def test_simulated_measurement_feeds_inference_and_resumes(tmp_path, rng, seed):
-    """Pages below 1 GiB: the inferred model is exact there and refuses addresses above (valid range)."""
-    truth = builtin_model("SKX_24")
-    out = tmp_path / "map.csv"
-    settings = MeasureSettings(pages=14, rounds=300, backoff_s=0.0)
+def frames_in_span(measured: np.ndarray, top_bit: int) -> np.ndarray:
+    """For every 2 MiB frame below 2^(top_bit + 1): is it in the affine span of the measured frames (the
+    XOR of an odd number of them)? Decided by rank, frame by frame, independently of the inference."""
+    width = top_bit + 1 - 21
+    design = np.hstack([np.ones((measured.size, 1), dtype=bool), bits_matrix(measured, width)])
+    r = rank(design)
+    every = np.arange(1 << width, dtype=np.uint64)
+    rows = np.hstack([np.ones((every.size, 1), dtype=bool), bits_matrix(every, width)])
+    return np.array([rank(np.vstack([design, row])) == r for row in rows], dtype=bool)
+
+
+def assert_exact_on_the_span_only(result, truth, addresses: np.ndarray, rng: np.random.Generator) -> None:
+    """The inferred model maps exactly the addresses whose frame is in the span of the measured frames
+    (below the data's top bit), agrees with the truth there, and refuses every other address."""
+    model = result.model
+    measured = np.unique(addresses >> np.uint64(21))
+    top = result.top_data_bit
+    assert model.high_bit == top and top == int(addresses.max()).bit_length() - 1
+    in_span = frames_in_span(measured, top)
+    assert in_span[measured.astype(np.int64)].all()
+    if in_span.all():
+        assert model.span == () and result.undetermined_bits == () and model.covered_high_bit == top
+    else:
+        assert model.span and result.undetermined_bits
+        assert any("only on the span of the measured frames" in note for note in result.notes)
+        assert (model.covered_high_bit is None) == (not in_span[0])
+    # fresh addresses anywhere below the range, and fresh addresses in frames of the span
+    fresh = rng.integers(0, model.valid_limit, 100_000, dtype=np.uint64)
+    span_frames = np.flatnonzero(in_span).astype(np.uint64)
+    on_span = (rng.choice(span_frames, 100_000) << np.uint64(21)) + rng.integers(
+        0, 1 << 21, 100_000, dtype=np.uint64
+    )
+    for sample in (fresh, on_span):
+        covered = model.covers(sample)
+        assert (covered == in_span[(sample >> np.uint64(21)).astype(np.int64)]).all()
+        assert (model.slices(sample[covered]) == truth.slices(sample[covered])).all()
+        if not covered.all():
+            with pytest.raises(AddrInputError, match="outside the span"):
+                model.slices(sample[~covered][:1])
+    with pytest.raises(AddrInputError, match="beyond the valid range"):
+        model.slices(np.array([model.valid_limit], dtype=np.uint64))
+    tables = model.covered_model()  # what `addr infer -o` writes: a whole range, no conditions
+    if tables is not None:
+        low = rng.integers(0, tables.valid_limit, 50_000, dtype=np.uint64)
+        assert tables.span == () and (tables.slices(low) == truth.slices(low)).all()
+
+
+def measure_and_infer(truth, tmp_path: Path, seed: int, pages: int = 14):
+    out = tmp_path / f"map-{truth.name}-{seed}.csv"
+    settings = MeasureSettings(pages=pages, rounds=300, backoff_s=0.0)
     source = SimulatedCounterSource(truth, seed=seed, memory_bytes=1 << 30, ambiguous=0.02, failed=0.01)
-    sleeps: list[float] = []
-    summary = measure(source, out, settings, sleep=sleeps.append)
+    summary = measure(source, out, settings, sleep=lambda s: None)
+    samples = read_samples(out)
+    result = infer(samples.addresses, samples.slices, InferSettings(seed=seed, holdout=0))
+    return out, settings, source, summary, samples, result
+
+
+def test_simulated_measurement_feeds_inference_and_resumes(tmp_path, rng, seed):
+    """14 frames below 1 GiB: the inferred model is exact on the span of the measured frames (almost always
+    every frame below 1 GiB; for some seeds not, and then not frame 0 either) and refuses everything else."""
+    truth = builtin_model("SKX_24")
+    out, settings, source, summary, samples, result = measure_and_infer(truth, tmp_path, seed)
     assert summary.pages_complete == 14 and summary.lines_failed == 0 and source.released
     assert summary.lines_measured == 14 * LINES_PER_PAGE
     assert summary.attempts > summary.lines_measured  # ambiguous and failed readings were retried
-    samples = read_samples(out)
     assert samples.addresses.size == 14 * LINES_PER_PAGE
     assert (samples.slices == truth.slices(samples.addresses)).all()  # only clear readings were written
     again = measure(SimulatedCounterSource(truth, seed=seed + 1), out, settings)
     assert again.pages_complete_before == 14 and again.lines_measured == 0  # nothing left to do
-    result = infer(samples.addresses, samples.slices, InferSettings(seed=seed, holdout=0))
-    frames = np.unique(samples.addresses >> np.uint64(21))
-    design = np.hstack([np.ones((frames.size, 1), dtype=bool), bits_matrix(frames, 9)])  # bits 21..29
-    if rank(design) == 10:  # 14 random frames of 512 almost always span bits 21..29
-        assert result.model.high_bit == 29 and result.undetermined_bits == ()
-    else:  # otherwise the inference must say which bits it cannot tell, and stop below them
-        assert result.undetermined_bits and result.model.high_bit == result.undetermined_bits[0] - 1
-    fresh = rng.integers(0, result.model.valid_limit, 100_000, dtype=np.uint64)
-    assert (result.model.slices(fresh) == truth.slices(fresh)).all()
-    with pytest.raises(AddrInputError, match="beyond the valid range"):
-        result.model.slices(np.array([result.model.valid_limit], dtype=np.uint64))
+    assert_exact_on_the_span_only(result, truth, samples.addresses, rng)
+
+
+def test_frames_missing_frame_zero_from_their_span_are_not_claimed_below_2_mib(rng, seed):
+    """Frames whose span misses frame 0 (here: bit 21 XOR bit 22 is 1 in all of them): the base sequence
+    (slices from address 0) is not determined, so nothing below 2 MiB is mapped and no table is written."""
+    truth = builtin_model("SKX_24")
+    frames = rng.choice(1 << 9, size=40, replace=False).astype(np.uint64)
+    frames = frames ^ ((frames ^ (frames >> np.uint64(1)) ^ np.uint64(1)) & np.uint64(1))  # bit 0 != bit 1
+    addresses = every_line(np.unique(frames) << np.uint64(21))
+    result = infer(addresses, truth.slices(addresses), InferSettings(seed=seed, holdout=0))
+    assert result.model.covered_high_bit is None and result.model.covered_model() is None
+    assert result.undetermined_bits[:2] == (21, 22)
+    assert any("frame at address 0 is outside that span" in note for note in result.notes)
+    with pytest.raises(AddrInputError, match="outside the span"):
+        result.model.slices(rng.integers(0, 1 << 21, 10, dtype=np.uint64))
+    assert_exact_on_the_span_only(result, truth, addresses, rng)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", builtin_names())
+def test_inference_claims_only_the_span_over_many_seeds(name, seed):
+    """Frames drawn as the measurement draws them (14 of the 512 below 1 GiB; 8 to 14 for more partial
+    spans), over consecutive seeds per shared table (McCalpin's, the built-in copies of
+    ../shared/data/slicehash): never a claim the data do not back. 30 seeds for SKX_24 (where seed 1 showed
+    the fault), 4 for the others."""
+    truth = builtin_model(name)
+    runs = 30 if name.startswith("SKX_24") else 4
+    partial = 0
+    for k in range(runs):
+        s = (seed + 1000 * builtin_names().index(name) + k) % (1 << 32)
+        rng = np.random.default_rng(s)
+        pages = 14 if k % 2 == 0 else int(rng.integers(8, 15))
+        frames = SimulatedCounterSource(truth, seed=s, memory_bytes=1 << 30).allocate_pages(pages)
+        addresses = every_line(np.array(frames, dtype=np.uint64))
+        result = infer(addresses, truth.slices(addresses), InferSettings(seed=s, holdout=0))
+        try:
+            assert_exact_on_the_span_only(result, truth, addresses, rng)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}, seed {s}, {pages} frames: {exc}") from exc
+        partial += bool(result.model.span)
+    print(f"{name}: {partial} of {runs} runs with a partial span")
 
 
 class Interrupting(SimulatedCounterSource):
@@ -185,3 +272,89 @@ def test_bad_settings_are_refused(tmp_path):
             tmp_path / "x.csv",
             MeasureSettings(dominance=0.3),
         )
+
+
+FIXTURE_SYSFS = Path(__file__).resolve().parents[1] / "counters" / "fixtures" / "sysfs-skx-2s"
+
+STAND_IN = '''#!{python}
+"""Stand-in for addr_chamap where no CHA PMU exists: the same protocol, counts from a simulated {model}."""
+import json, sys
+sys.path[:0] = {path!r}
+import numpy as np
+from tailscope.addr.measure import SimulatedCounterSource
+from tailscope.addr.tables import builtin_model
+
+args = sys.argv[1:]
+open({argv_file!r}, "w").write(json.dumps(args))
+pages = int(args[args.index("--pages") + 1])
+source = SimulatedCounterSource(builtin_model({model!r}), seed={seed})
+frames = source.allocate_pages(pages)
+print(json.dumps({{"record": "ready", "chas": source.n_chas, "pages": [hex(p) for p in frames]}}), flush=True)
+for request in sys.stdin:
+    if request.startswith("quit"):
+        break
+    _, page, rounds, *lines = request.split()
+    counts = source.lookups(int(page), np.array(lines, dtype=np.int64), int(rounds))
+    sys.stdout.write("".join(" ".join(map(str, row)) + "\\n" for row in counts.tolist()))
+    sys.stdout.flush()
+'''
+
+
+def test_the_helper_protocol_end_to_end_with_a_stand_in_helper(tmp_path, monkeypatch, seed):
+    """PerfChaCounterSource -> open_cha_helper -> the helper process protocol -> measure -> map file, with a
+    stand-in executable that answers like addr_chamap from a simulated 16-CHA part (no PMU exists here)."""
+    import sys
+
+    truth = builtin_model("SKX_16")
+    for i in range(16):
+        _fake_pmu(tmp_path / "sys/bus/event_source/devices", f"uncore_cha_{i}", 40 + i, {
+            "event": "config:0-7", "umask": "config:8-15", "filter_state5": "config1:17-26"
+        })  # fmt: skip
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    helper = bindir / "addr_chamap"
+    helper.write_text(
+        STAND_IN.format(
+            python=sys.executable, path=sys.path, model="SKX_16", seed=seed, argv_file=str(tmp_path / "argv")
+        )
+    )
+    helper.chmod(0o755)
+    monkeypatch.setenv("TAILSCOPE_NATIVE_DIR", str(bindir))
+    source = PerfChaCounterSource(tmp_path / "sys/bus/event_source/devices")
+    out = tmp_path / "map.csv"
+    summary = measure(source, out, MeasureSettings(pages=1, rounds=200, backoff_s=0.0), sleep=lambda s: None)
+    assert summary.pages_complete == 1 and summary.lines_failed == 0
+    samples = read_samples(out)
+    assert samples.addresses.size == LINES_PER_PAGE
+    assert (samples.slices == truth.slices(samples.addresses)).all()
+    argv = json.loads((tmp_path / "argv").read_text())
+    assert (
+        argv[:2] == ["--pages", "1"]
+        and "--sysfs" in argv
+        and argv[argv.index("--sysfs") + 1] == str(tmp_path / "sys")
+    )
+    assert argv[argv.index("--event") + 1] == "uncore_cha/event=0x34,umask=0x3,filter_state5=0xf1/"
+
+
+def test_the_real_helper_explains_why_it_cannot_measure_here(tmp_path):
+    """The built addr_chamap: on this machine's sysfs (no uncore_cha PMUs) and on an SKX fixture tree whose
+    CHA PMU types the kernel does not have, it exits 3 with a one-line reason that measure passes on."""
+    from tailscope.native import NativeMissingError, native_path
+
+    try:
+        exe = native_path("addr_chamap")
+    except NativeMissingError:
+        pytest.skip("addr_chamap is not built (TAILSCOPE_NATIVE_DIR without it)")
+    if slice_pmus():
+        pytest.skip("this machine has uncore CHA PMUs: the helper would measure")
+    done = subprocess.run([str(exe), "--pages", "1"], capture_output=True, text=True, check=False)
+    assert done.returncode == 3 and done.stderr.startswith(
+        "addr_chamap: error: no uncore_cha PMUs under /sys"
+    )
+    assert "not in a VM" in done.stderr
+    done = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "--pages is required" in done.stderr
+    source = PerfChaCounterSource(FIXTURE_SYSFS / "bus/event_source/devices")
+    assert source.n_chas > 1
+    with pytest.raises(MeasureUnavailableError, match=r"addr_chamap did not start: .*uncore_cha"):
+        source.allocate_pages(1)

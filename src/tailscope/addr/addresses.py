@@ -176,6 +176,22 @@ def campaign_pages(campaign_dir: Path) -> pd.DataFrame:
     return pages
 
 
+def campaign_virtual_nodes(campaign_dir: Path) -> dict[str, str]:
+    """node -> hypervisor for the campaign's nodes whose recorded facts say they are virtual machines."""
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.views import connect
+
+    con = connect(Campaign.open(Path(campaign_dir)))
+    try:
+        rows = con.execute(
+            "SELECT DISTINCT node, virtualization FROM nodes "
+            "WHERE virtualization IS NOT NULL AND lower(virtualization) NOT IN ('none', '')"
+        ).fetchall()
+    finally:
+        con.close()
+    return {str(node): str(virt) for node, virt in rows}
+
+
 def campaign_nodes(campaign_dir: Path) -> list[str]:
     """The nodes a campaign's trials ran on."""
     from tailscope.store.campaign import Campaign

@@ -18,6 +18,7 @@ import numpy as np
 from tailscope.addr.addresses import (
     campaign_nodes,
     campaign_pages,
+    campaign_virtual_nodes,
     map_or_refuse,
     parse_address_args,
     read_address_file,
@@ -31,6 +32,7 @@ from tailscope.addr.model import SliceHashModel, format_bytes
 from tailscope.addr.properties import BlockUniformity, block_uniformity, page_slice_counts, slice_loads
 from tailscope.addr.tables import builtin_model, builtin_names, load_model, write_tables
 from tailscope.node.facts import node_name
+from tailscope.node.hugepages import vm_statement
 
 EXIT_OK = 0
 
@@ -85,6 +87,8 @@ def _model_json(model: SliceHashModel) -> dict[str, Any]:
         "high_bit": model.high_bit,
         "valid_below": hex(model.valid_limit),
         "masks": [hex(model.mask(k)) for k in range(model.index_bits)],
+        "span": [{"mask": hex(m), "parity": v} for m, v in model.span],
+        "covered_below": None if model.covered_high_bit is None else hex(1 << (model.covered_high_bit + 1)),
     }
 
 
@@ -150,6 +154,12 @@ def cmd_map(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 def _map_campaign(model: SliceHashModel, campaign: Path, as_json: bool, out: TextIO) -> int:
     pages = campaign_pages(campaign)
+    if pages.empty:
+        raise AddrInputError(
+            f"{campaign}: no physical pages were recorded: probes read frame numbers from "
+            "/proc/self/pagemap, which gives them only to root (CAP_SYS_ADMIN); "
+            "run the campaign as root, without --no-pages"
+        )
     pa = pages["physical_address"].to_numpy(dtype=np.int64).astype(np.uint64)
     try:
         first = model.slices(pa)
@@ -157,6 +167,8 @@ def _map_campaign(model: SliceHashModel, campaign: Path, as_json: bool, out: Tex
     except AddressRangeError as exc:
         row = pages.iloc[min(exc.position, len(pages) - 1)]
         raise AddrInputError(f"{campaign}: run {row['run_id']}: {exc}") from None
+    virtual = campaign_virtual_nodes(campaign)
+    notes = [vm_statement(virtual)] if virtual else []
     if as_json:
         rows = []
         for i, row in enumerate(pages.itertuples(index=False)):
@@ -166,22 +178,31 @@ def _map_campaign(model: SliceHashModel, campaign: Path, as_json: bool, out: Tex
                     "node": row.node,
                     "trial": int(row.trial),
                     "array": row.array,
-                    "thread": None if row.thread is None or row.thread != row.thread else int(row.thread),
+                    "thread": _thread(row.thread),
                     "physical_address": hex(int(row.physical_address)),
                     "page_size": int(row.page_size),
                     "slice": int(first[i]),
                     "lines_per_slice": counts[i].tolist(),
                 }
             )
-        _emit_json({"model": _model_json(model), "pages": rows}, out)
+        _emit_json({"model": _model_json(model), "notes": notes, "pages": rows}, out)
         return EXIT_OK
+    for note in notes:  # stderr: stdout stays one table
+        print(f"note: {note}", file=sys.stderr)
     out.write("run_id\tarray\tthread\tphysical_address\tpage_size\tslice\n")
     for i, row in enumerate(pages.itertuples(index=False)):
-        thread = "" if row.thread is None or row.thread != row.thread else str(int(row.thread))
+        thread = "" if _thread(row.thread) is None else str(_thread(row.thread))
         out.write(
             f"{row.run_id}\t{row.array}\t{thread}\t0x{int(row.physical_address):x}\t{int(row.page_size)}\t{int(first[i])}\n"
         )
     return EXIT_OK
+
+
+def _thread(value: object) -> int | None:
+    """A page's thread, None when the probe did not say (None, NaN or pandas' NA)."""
+    import pandas as pd
+
+    return None if pd.isna(value) else int(value)  # type: ignore[call-overload]
 
 
 # --- properties ----------------------------------------------------------------------------------------
@@ -268,15 +289,26 @@ def cmd_infer(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     )
     result = infer(samples.addresses, samples.slices, settings)
     stem = f"{args.name}_{result.model.n_slices}-slice"
-    base_path, masks_path = write_tables(result.model, args.output, stem)
+    # the table format says only "valid below 2^(h+1)": write the largest whole range the span covers
+    tables = result.model.covered_model()
+    if tables is None:
+        raise AddrInputError(
+            f"{samples.source}: the measured frames determine the map only on their span "
+            f"({result.model.describe_range()}); the table format cannot hold that: measure more "
+            "2 MiB frames (a few dozen at random addresses usually span every address bit)"
+        )
+    base_path, masks_path = write_tables(tables, args.output, stem)
     if args.json:
         data = asdict(result)
         data["model"] = _model_json(result.model)
+        data["tables_model"] = _model_json(tables)
         data["held_back_accuracy"] = result.held_back_accuracy
         data["written"] = [str(base_path), str(masks_path)]
         _emit_json(data, out)
     else:
         out.write(_infer_text(result, samples.source, base_path, masks_path))
+        if tables is not result.model:
+            out.write(f"tables hold the model on {tables.describe_range()} only\n")
     return EXIT_OK
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 from tailscope.addr.errors import AddressRangeError, AddrInputError
 from tailscope.addr.model import SliceHashModel
 from tailscope.addr.snoop import SnoopFilterModel, estimate
+from tailscope.node.hugepages import vm_statement
 
 MAX_CANDIDATES = 20000
 PAGES_PER_PASS = 4096  # pages whose parities are held at once (x candidates booleans)
@@ -351,12 +352,10 @@ def explain(
     campaign, runs, pages, nodes = _load(campaign_dir)
     verdicts = _slow_runs(runs, settings.threshold, campaign)
     notes: list[str] = []
-    virtual = nodes[nodes["virtualization"].fillna("none").str.lower() != "none"]
+    virtual = nodes[~nodes["virtualization"].fillna("none").str.lower().isin(["none", ""])]
     if len(virtual):
         notes.append(
-            f"node(s) {', '.join(sorted(virtual['node']))} ran in a VM: "
-            "recorded addresses are guest-physical and "
-            "do not determine host slices or sets; findings here describe guest frames only"
+            vm_statement(dict(zip(virtual["node"].astype(str), virtual["virtualization"], strict=True)))
         )
     if model is None:
         notes.append("no slice-hash model: slice and set loads are not modelled (give --model or the tables)")

@@ -20,9 +20,15 @@ Two methods, both GF(2) linear algebra over the address bits; the first that exp
   errors). A base sequence with XOR symmetries (Base[i ^ t] = Base[i]) fixes offsets only modulo them:
   they are reduced to a canonical representative first, which leaves every mapped slice unchanged.
 
-What the data cannot determine is reported, not guessed: address bits that never vary independently in
-the data (the null space of the design) limit the valid range to below the lowest of them. A fraction of
-the 2 MiB frames is held back and predicted by the model fit without them.
+What the data cannot determine is reported, not guessed. The model (d = A h + c, or the parities of the
+linear method) is fixed exactly on the affine span of the measured rows (frames/blocks/lines with a constant
+1) and nowhere else: every vector of the design's null space is a parity condition parity(PA & mask) = value
+that all measured rows meet, and an address that breaks one lies in a direction no measurement fixed. So the
+inferred model carries those conditions (`SliceHashModel.span`) and refuses addresses outside them, and the
+address bits they involve are reported as undetermined. A condition with value 1 says the frame at address 0
+is not in the span (14 random frames of 512 can miss it): then not even the base sequence, the slices from
+address 0, is known, and the table format, which can only say "valid below 2^(h+1)", cannot hold the model.
+A fraction of the 2 MiB frames is held back and predicted by the model fit without them.
 """
 
 from __future__ import annotations
@@ -73,9 +79,9 @@ class InferenceResult:
     training_disagreements: int  # training lines the model maps to another slice (wrong labels)
     held_back: int
     held_back_correct: int
-    held_back_outside: int  # held-back lines beyond the model's valid range (not predicted)
+    held_back_outside: int  # held-back lines outside the model's valid range or span (not predicted)
     top_data_bit: int  # highest address bit set in the training data
-    undetermined_bits: tuple[int, ...]  # bits <= top_data_bit the data cannot separate
+    undetermined_bits: tuple[int, ...]  # bits <= top_data_bit the data cannot separate (in span conditions)
     symmetries: tuple[int, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -87,7 +93,7 @@ class InferenceResult:
 
 @dataclass
 class _Fit:
-    model: SliceHashModel  # valid below the lowest undetermined bit
+    model: SliceHashModel  # valid on the span of the measured rows (span conditions)
     full: SliceHashModel  # the same fit to the data's top bit (undetermined directions set to 0)
     method: str
     design_rows: np.ndarray  # packed address rows (with a constant bit) whose span decides determinacy
@@ -135,15 +141,13 @@ def infer(
     model = fit.model
     disagreements = int(np.count_nonzero(fit.full.slices(t_lines << np.uint64(LINE_BITS)) != t_labels))
     h_lines, h_labels = lines[held], labels[held]
-    h_in = (h_lines << np.uint64(LINE_BITS)) < np.uint64(model.valid_limit)
+    h_in = model.covers(h_lines << np.uint64(LINE_BITS))
     h_pred = model.slices(h_lines[h_in] << np.uint64(LINE_BITS))
     undetermined = _undetermined_bits(fit.design_rows, fit.design_first_bit, top)
     notes = list(fit.notes)
-    above = int(np.count_nonzero((t_lines << np.uint64(LINE_BITS)) >= np.uint64(model.valid_limit)))
-    if above:
-        notes.append(
-            f"{above} fitting lines lie above the valid range (they fit, but the range cannot cover them)"
-        )
+    outside = int(np.count_nonzero(~model.covers(t_lines << np.uint64(LINE_BITS))))
+    if outside:  # cannot happen for rows of the design; said rather than hidden if it does
+        notes.append(f"{outside} fitting lines lie outside the model's span (they were left out of the fit)")
     return InferenceResult(
         model=model,
         method=fit.method,
@@ -216,18 +220,39 @@ def _undetermined_bits(design_rows: np.ndarray, first_bit: int, top: int) -> tup
     return tuple(first_bit + int(j) for j in np.flatnonzero(support))
 
 
-def _valid_high_bit(design_rows: np.ndarray, first_bit: int, top: int, notes: list[str]) -> int:
+def _span(design_rows: np.ndarray, first_bit: int, top: int, notes: list[str]) -> tuple[tuple[int, int], ...]:
+    """The parity conditions (mask, value) that every measured row meets: the design's null space.
+
+    An address meets them all iff its row is in the affine span of the measured rows, where the fit is
+    exact. Reduced so that at most one condition has value 1 (the constant is the first pivot).
+    """
+    width = top - first_bit + 1
+    if width <= 0:
+        return ()
+    basis, _ = gf2.rank_prefix(design_rows)
+    matrix = gf2.bits_matrix(basis, width + 1) if basis.size else np.zeros((0, width + 1), dtype=bool)
+    null = gf2.null_space(matrix)
+    if not null.shape[0]:
+        return ()
+    reduced = gf2.row_basis(null)
+    conditions = tuple(
+        (int(gf2.pack_rows(row[1:][None, :], first_bit=first_bit)[0]), int(row[0])) for row in reduced
+    )
     undetermined = _undetermined_bits(design_rows, first_bit, top)
-    if not undetermined:
-        return top
-    high = undetermined[0] - 1
-    above = [b for b in range(undetermined[0], top + 1) if b not in undetermined]
+    zero_outside = any(value for _, value in conditions)
     notes.append(
         f"the data do not determine address bit{'s' if len(undetermined) > 1 else ''} "
-        f"{_bit_list(undetermined)} (never varied independently): valid range cut below bit {undetermined[0]}"
-        + (f"; bits {_bit_list(above)} are determined but lie above it" if above else "")
+        f"{_bit_list(undetermined)} (never varied independently): the model holds only on the span of the "
+        f"measured frames ({len(conditions)} parity condition{'s' if len(conditions) > 1 else ''}) "
+        "and refuses other addresses"
+        + (
+            "; the frame at address 0 is outside that span, so the base sequence is not determined and the "
+            "table format cannot hold the model (measure more frames)"
+            if zero_outside
+            else ""
+        )
     )
-    return high
+    return conditions
 
 
 def _bit_list(bits: tuple[int, ...] | list[int]) -> str:
@@ -332,7 +357,7 @@ def _fit_linear(
     w = np.array([v[n : n + m] for v in chosen])  # r x m, column j = address bit 6 + j
     c = np.array([v[n + m] for v in chosen])
     notes: list[str] = []
-    high = _valid_high_bit(design, LINE_BITS, top, notes)
+    span = _span(design, LINE_BITS, top, notes)
     # b' low line bits must already reach every code: index = low(x) ^ A hi(x), code = W_low index ^ c
     for bprime in range(r, min(MAX_INDEX_BITS, w.shape[1]) + 1):
         if gf2.rank(w[:, :bprime]) == r:
@@ -360,11 +385,8 @@ def _fit_linear(
     full = SliceHashModel(
         name=settings.name, base=base, masks=masks, low_bit=low_bit, high_bit=top, source="inferred"
     )
-    if high < low_bit:
-        attempts.append(f"linear: the data do not determine address bit {high + 1}, below the masks")
-        return None
     _, needed = gf2.rank_prefix(design)
-    return _Fit(_cut(full, high), full, "linear", design, LINE_BITS, int(needed), notes=notes)
+    return _Fit(_with_span(full, span), full, "linear", design, LINE_BITS, int(needed), notes=notes)
 
 
 # --- blocks method ---------------------------------------------------------------------------------------
@@ -433,7 +455,7 @@ def _fit_blocks(
                 f"at L = {length} the block offsets are not an affine function of the address bits"
             )
             continue
-        model, full, design, notes, symmetries = fit
+        model, full, (design, span_design), notes, symmetries = fit
         explained = float(np.mean(full.slices(lines << np.uint64(LINE_BITS)) == labels))
         if explained < need:
             reasons.append(f"at L = {length} the model explains only {explained:.1%} of the lines")
@@ -453,7 +475,7 @@ def _fit_blocks(
                     model,
                     full,
                     "blocks",
-                    design,
+                    span_design,
                     LINE_BITS + b,
                     int(blocks_needed * length),
                     blocks_used=int(np.count_nonzero(aligned)),
@@ -529,7 +551,7 @@ def _fit_offsets(
     top: int,
     settings: InferSettings,
     rng: np.random.Generator,
-) -> tuple[SliceHashModel, SliceHashModel, np.ndarray, list[str], tuple[int, ...]] | None:
+) -> tuple[SliceHashModel, SliceHashModel, tuple[np.ndarray, np.ndarray], list[str], tuple[int, ...]] | None:
     length = 1 << b
     notes: list[str] = []
     agree = gf2.xor_agreement(reference, reference[None, :], n)[0]
@@ -559,7 +581,10 @@ def _fit_offsets(
     if solution is None:
         return None
     c = int(gf2.pack_rows(solution[0][None, :])[0]) if b else 0
-    high = _valid_high_bit(design, LINE_BITS + b, top, notes)
+    # the solution is fixed only on the span of the blocks it fits (RANSAC may have left some out)
+    fitted = (gf2.matmul(x, solution) == target).all(axis=1) if b else np.ones(block_ids.size, dtype=bool)
+    span_design = design if fitted.all() else _design(block_ids[fitted], 0)
+    span = _span(span_design, LINE_BITS + b, top, notes)
     low_bit = LINE_BITS + b
     a = solution[1:].T  # b x block-id bits
     masks = tuple(int(gf2.pack_rows(a[k][None, :], first_bit=low_bit)[0]) if width else 0 for k in range(b))
@@ -572,21 +597,19 @@ def _fit_offsets(
         high_bit=max(top, low_bit),
         source="inferred",
     )
-    if high < low_bit:
-        return None
-    return _cut(full, high), full, design, notes, symmetries
+    return _with_span(full, span), full, (design, span_design), notes, symmetries
 
 
-def _cut(model: SliceHashModel, high: int) -> SliceHashModel:
-    """The model restricted to addresses below 2^(high + 1): mask bits above are dropped."""
-    keep = (1 << (high + 1)) - 1
+def _with_span(model: SliceHashModel, span: tuple[tuple[int, int], ...]) -> SliceHashModel:
+    """The model restricted to the span of the measured rows."""
     return SliceHashModel(
         name=model.name,
         base=model.base,
-        masks=tuple(m & keep for m in model.masks),
+        masks=model.masks,
         low_bit=model.low_bit,
-        high_bit=high,
+        high_bit=model.high_bit,
         source=model.source,
+        span=span,
     )
 
 

@@ -17,12 +17,14 @@ so an interrupted run keeps what it measured and a rerun skips every line alread
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import numpy as np
 
@@ -281,23 +283,90 @@ class ChaHelper(Protocol):
     def close(self) -> None: ...
 
 
-def open_cha_helper(pmus: Sequence[UncorePmu], pages: int) -> ChaHelper:
-    """THE seam to the native helper (`addr_chamap`, to be written on the project's perf_event counter
-    library). Its contract: allocate `pages` 2 MiB pages (hugetlb, or THP verified through smaps), resolve
-    their physical addresses through /proc/self/pagemap (root), open LLC_LOOKUP (CHA_LOOKUP_EVENT with
-    CHA_LOOKUP_FILTER0) on every PMU in `pmus` (type, cpumask from sysfs), then for each requested line:
-    read all CHA counters, `rounds` x (load; mfence; clflush), read them again, and return the deltas.
-    Until that helper exists this raises MeasureUnavailableError saying so."""
+def lookup_event(pmu: UncorePmu) -> str:
+    """The perf event string of LLC_LOOKUP.DATA_READ for this CHA PMU: event and umask, plus the SKX/CLX
+    FILTER0 state bits (config1:17-26, `filter_state5` in format/) where the PMU has that field."""
+    spec = f"uncore_cha/event=0x{CHA_LOOKUP_EVENT['event']:x},umask=0x{CHA_LOOKUP_EVENT['umask']:x}"
+    if "filter_state5" in pmu.formats:
+        spec += f",filter_state5=0x{CHA_LOOKUP_FILTER0 >> 17:x}"
+    return spec + "/"
+
+
+def open_cha_helper(pmus: Sequence[UncorePmu], pages: int, root: Path = EVENT_SOURCE) -> ChaHelper:
+    """THE seam to the native helper `addr_chamap` (native/addr/addr_chamap.c, on the project's perf_event
+    counter library): it allocates `pages` 2 MiB hugetlb pages, resolves their physical addresses through
+    /proc/self/pagemap (root), opens LLC_LOOKUP (`lookup_event`) on every uncore_cha unit of socket 0, and
+    answers `lookups` requests with per-CHA count deltas over `rounds` x (load; mfence; clflush). A helper
+    that cannot start (no PMU it can open, no huge pages, no root) raises MeasureUnavailableError with its
+    own one-line reason."""
     try:
-        native_path(HELPER)
-    except NativeMissingError:
+        exe = native_path(HELPER)
+    except NativeMissingError as exc:
+        raise MeasureUnavailableError(f"the CHA measurement helper is missing: {exc}") from None
+    argv = [str(exe), "--pages", str(pages), "--event", lookup_event(pmus[0])]
+    if Path(root) != EVENT_SOURCE:  # a sysfs tree elsewhere (tests): <root>/bus/event_source/devices
+        argv += ["--sysfs", str(Path(root).parents[2])]
+    return NativeChaHelper(argv, len(pmus))
+
+
+class NativeChaHelper:
+    """A running `addr_chamap`: a `ready` JSON line, then one `lookups` request per batch on stdin and one
+    line of K counts per cache line on stdout."""
+
+    def __init__(self, argv: list[str], n_chas: int) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        first = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not first:
+            self._fail("did not start")
+        try:
+            ready = json.loads(first)
+        except json.JSONDecodeError:
+            self._fail(f"answered {first[:80]!r} instead of its ready record")
+        if ready.get("record") != "ready" or int(ready.get("chas", -1)) != n_chas:
+            self._fail(
+                f"opened {ready.get('chas')} CHA counters, expected {n_chas} (one per uncore_cha unit)"
+            )
+        self.n_chas = n_chas
+        self.pages = [int(p, 16) for p in ready["pages"]]
+
+    def _fail(self, what: str) -> NoReturn:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        _, err = self.proc.communicate()
+        reason = (err or "").strip().splitlines()
         raise MeasureUnavailableError(
-            f"the CHA measurement helper {HELPER!r} is not part of this build (it is written on the "
-            "perf_event counter library, not yet available); slice maps cannot be measured on this node yet"
-        ) from None
-    raise MeasureUnavailableError(
-        f"{HELPER} was found but this tailscope does not speak its protocol yet; update tailscope"
-    )
+            f"{HELPER} {what}" + (f": {reason[-1]}" if reason else f" (exit code {self.proc.returncode})")
+        )
+
+    def lookups(self, page: int, lines: np.ndarray, rounds: int) -> np.ndarray:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        wanted = [int(x) for x in np.asarray(lines).tolist()]
+        try:
+            self.proc.stdin.write(f"lookups {page} {rounds} {' '.join(map(str, wanted))}\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self._fail("stopped")
+        rows = [self.proc.stdout.readline() for _ in wanted]
+        if any(not r for r in rows):
+            self._fail("stopped answering")
+        counts = np.array([r.split() for r in rows], dtype=np.int64).reshape(len(wanted), self.n_chas)
+        return counts
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 class PerfChaCounterSource:
@@ -320,6 +389,7 @@ class PerfChaCounterSource:
                 f"{root}/{self.pmus[0].name}/format lacks {', '.join(missing)}: not a CHA PMU this "
                 "procedure knows how to program"
             )
+        self.root = Path(root)
         self._helper: ChaHelper | None = None
 
     @property
@@ -327,7 +397,7 @@ class PerfChaCounterSource:
         return len(self.pmus)
 
     def allocate_pages(self, count: int) -> list[int]:
-        self._helper = open_cha_helper(self.pmus, count)
+        self._helper = open_cha_helper(self.pmus, count, self.root)
         return list(self._helper.pages)
 
     def lookups(self, page: int, lines: np.ndarray, rounds: int) -> np.ndarray:

@@ -250,6 +250,9 @@ def collect() -> dict[str, Any]:
     facts["boot_cmdline"] = read_text("/proc/cmdline")
     for knob in KNOBS:
         facts[knob.name] = knob.read()
+    from tailscope.node import hugepages  # pools per NUMA node, glibc, hugectl: the mitigation advice's facts
+
+    facts.update(hugepages.collect())
     return facts
 
 

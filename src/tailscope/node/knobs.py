@@ -148,8 +148,7 @@ def advice(facts: dict[str, object]) -> list[str]:
     virt = facts.get("virtualization")
     if virt not in (None, "none"):
         out.append(
-            f"this node is a virtual machine ({virt}): no hardware counters, other guests share the host, "
-            "and guest-physical addresses do not determine host cache slices; use it to test tailscope, "
-            "not to judge hardware"
+            f"this node is a virtual machine ({virt}): no hardware counters and other guests share the host "
+            "(for its addresses see the pages advice); use it to test tailscope, not to judge hardware"
         )
     return out

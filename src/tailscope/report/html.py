@@ -32,6 +32,8 @@ from tailscope.analysis.model import (
 )
 from tailscope.analysis.wording import p_value, pct, period
 from tailscope.report import explain, figures
+from tailscope.report.cluster_section import render_cluster_section
+from tailscope.report.counters_section import counters_section
 from tailscope.report.numbers import (
     bytes_text,
     decimals_for,
@@ -41,6 +43,7 @@ from tailscope.report.numbers import (
     tail_text,
     value_text,
 )
+from tailscope.report.pages_section import pages_section
 from tailscope.report.svg import esc
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
 from tailscope.store.schema import NODES
@@ -95,6 +98,7 @@ def render_html(
     nodes: pd.DataFrame,
     iterations: pd.DataFrame,
     generated_at: str,
+    samples: pd.DataFrame | None = None,
 ) -> str:
     """The whole report as one HTML document (str)."""
     name = str(manifest.get("name") or analysis.campaign)
@@ -129,7 +133,10 @@ def render_html(
             )
         )
     body += [
+        counters_section(analysis, samples),
+        render_cluster_section(analysis),
         _nodes_section(nodes),
+        pages_section(nodes),
         _methods_section(analysis),
         f'<footer class="explain">Generated {esc(generated_at)} by tailscope '
         f"{esc(manifest.get('tool_version', ''))}. This file is self-contained: it loads nothing from the "
