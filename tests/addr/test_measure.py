@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from addr_builders import every_line
 
+from tailscope.addr import kernel
 from tailscope.addr.addresses import read_samples
 from tailscope.addr.detect import slice_pmus
 from tailscope.addr.errors import AddrInputError
@@ -319,6 +320,8 @@ def test_the_helper_protocol_end_to_end_with_a_stand_in_helper(tmp_path, monkeyp
         )
     )
     helper.chmod(0o755)
+    # the stand-in maps with the real kernel library: keep it findable when the executables move to bindir
+    monkeypatch.setenv("TAILSCOPE_NATIVE_LIB_DIR", str(kernel.library_path().parent))
     monkeypatch.setenv("TAILSCOPE_NATIVE_DIR", str(bindir))
     source = PerfChaCounterSource(tmp_path / "sys/bus/event_source/devices")
     out = tmp_path / "map.csv"

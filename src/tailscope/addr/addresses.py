@@ -13,12 +13,15 @@ import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tailscope.addr.errors import AddressRangeError, AddrInputError
 from tailscope.addr.kernel import AddressHash, parse_addresses
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where used: `tailscope --help` must not load pandas
 
 STDIN = "-"
 
@@ -96,6 +99,8 @@ class Samples:
 
 def read_samples(path: Path | str) -> Samples:
     """Read a sample CSV (`address,slice[,...]` header). Empty slice fields are refused, not skipped."""
+    import pandas as pd
+
     where = "<stdin>" if str(path) == STDIN else str(path)
     raw = _read_bytes(path)
     try:

@@ -11,12 +11,15 @@ max(lines per slice) / (B / n) - 1: the most loaded slices overflow that much be
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tailscope.addr import gf2
 from tailscope.addr.model import LINE_BITS, SliceHashModel
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where used: `tailscope --help` must not load pandas
 
 LINE = 1 << LINE_BITS
 
@@ -133,6 +136,8 @@ def imbalance(counts: np.ndarray) -> np.ndarray:
 def slice_loads(model: SliceHashModel, pages: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
     """Lines per slice summed over the pages of each group (`by`: () per page, ("run_id",) per run,
     ("run_id", "thread") per thread chunk); columns: the group keys, pages, lines, slice_0.., imbalance."""
+    import pandas as pd
+
     counts = page_slice_counts(
         model, pages["physical_address"].to_numpy(np.uint64), pages["page_size"].to_numpy(np.uint64)
     )
