@@ -24,6 +24,18 @@ pytestmark = pytest.mark.slow
 
 WINDOW_START_S, WINDOW_LEN_S = 4.0, 4.0
 MARGIN_S = 0.3  # trials this close to a window edge are ambiguous and not judged
+# 4000 sums: a ~50 ms timed region. At the default 12 ms a fresh probe process can finish inside the CPU time
+# the scheduler owes a newcomer and escape the co-runner altogether (seen: 2 of 60 in-window trials).
+SUMS = 4000
+# The co-runner takes about half of one probe CPU, so in-window trials run at 0.4-0.65 of the node median.
+# The slow threshold sits between that and the node's own noise: on the shared KVM hosts this suite runs on,
+# quiet l2sum trials spread 15-25% around their median (bench/bench_noise_floor.py), so the default 5% would
+# flag quiet trials too. Even so, the host itself now and then takes half a vCPU from this guest for a second
+# or two, invisibly to the guest (no steal time in this hypervisor): seen without any co-runner, 11 of 150
+# consecutive quiet trials at 0.56. Those are real slow runs the test cannot prevent, so at most
+# MAX_OUTSIDE_SLOW_RATE of the outside trials may be slow; on a dedicated node there are none.
+THRESHOLD = 0.3
+MAX_OUTSIDE_SLOW_RATE = 0.10
 
 
 @pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
@@ -40,6 +52,8 @@ def test_corunner_window(tmp_path):
             "150",
             "--cpus",
             "0,1",
+            "--sums",
+            str(SUMS),
             "--campaign",
             str(campaign),
             "--no-progress",
@@ -61,7 +75,16 @@ def test_corunner_window(tmp_path):
     assert run.returncode == 0, err
 
     analyze = subprocess.run(
-        [sys.executable, "-m", "tailscope", "analyze", str(campaign), "--json"],
+        [
+            sys.executable,
+            "-m",
+            "tailscope",
+            "analyze",
+            str(campaign),
+            "--json",
+            "--threshold",
+            str(THRESHOLD),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -93,4 +116,4 @@ def test_corunner_window(tmp_path):
         (r["trial"], r["kind"], r["evidence"]) for r in slow_inside
     ]
     slow_outside = [(r["trial"], r["perf_ratio"]) for r in outside if r["slow"]]
-    assert not slow_outside
+    assert len(slow_outside) <= MAX_OUTSIDE_SLOW_RATE * len(outside), slow_outside

@@ -29,7 +29,8 @@ seed's Fig. 9 reading). tau_test^2 = tau^2 with at least 8 nodes; below that the
 and tau_test^2 = 0: a node is then judged against run-to-run noise only ("slower than the median node by more
 than its runs can explain"). False alarms across N nodes (notes/statistics.md "Many nodes"): drain when
 p < alpha_drain / N (Bonferroni, family-wise), re-test when Benjamini-Hochberg at rate alpha_retest selects
-it. Both also need a practical effect: a shrunken slowdown of at least min_node_effect.
+it. Both also need a practical effect: a measured slowdown of at least min_node_effect (not the shrunken
+one: when the rest of the fleet is uniform, tau^2 ~ 0 and shrinkage would erase a real outlier).
 
 Speed bins. Optimal 1-D k-means on the log node medians (Fisher 1958 / Jenks natural breaks; exact dynamic
 programme over the sorted medians, O(k N^2)). With bins = 0 the smallest k (up to 8) whose bins each span at
@@ -104,7 +105,7 @@ class NodeEffect:
     ratio: float  # node median vs the median node, oriented (< 1 = slower)
     effect: float  # log(ratio)
     shrunk_effect: float
-    slowdown: float  # 1 - exp(shrunk_effect), >= 0 only on the slow side
+    slowdown: float  # 1 - exp(effect): the measured slowdown vs the median node, >= 0 only on the slow side
     rank: int  # 1 = slowest (shrunken)
     z: float
     p_value: float
@@ -215,12 +216,15 @@ def _variant_cluster(
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(denom > 0, effect / denom, np.where(effect < 0, -np.inf, 0.0))
     p = norm.cdf(z)
-    slowdown = np.maximum(0.0, 1.0 - np.exp(shrunk))
+    # The practical-size test uses the measured effect, not the shrunken one: in an otherwise uniform fleet
+    # tau^2 ~ 0 and shrinkage would erase a real outlier (a 15% slow node among identical ones); thin
+    # evidence is already guarded by z, whose variance includes v_i.
+    slowdown = np.maximum(0.0, 1.0 - np.exp(effect))
     big_enough = slowdown >= cs.min_node_effect
     drain = (p < cs.alpha_drain / k) & big_enough
     retest = benjamini_hochberg(p, cs.alpha_retest) & big_enough
 
-    order = np.lexsort((names.to_numpy(dtype=str), shrunk))
+    order = np.lexsort((names.to_numpy(dtype=str), effect, shrunk))  # ties of shrunk (tau^2 = 0): by effect
     rank = np.empty(k, dtype=int)
     rank[order] = np.arange(1, k + 1)
 
