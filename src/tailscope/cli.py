@@ -254,7 +254,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    from tailscope.node.facts import collect
+    from tailscope.node.facts import NODE_COLUMNS, collect
     from tailscope.node.knobs import advice
 
     facts = collect()
@@ -262,27 +262,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
         json.dump(facts, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return EXIT_OK
-    for key in (
-        "node",
-        "cpu_model_name",
-        "cpu_family",
-        "cpu_model",
-        "cpu_stepping",
-        "microcode",
-        "sockets",
-        "cores",
-        "threads",
-        "l2_bytes",
-        "l3_bytes",
-        "memory_bytes",
-        "kernel",
-        "virtualization",
-        "thp_enabled",
-        "hugepages_2m",
-        "hugepages_1g",
-        "governor",
-        "turbo",
-    ):
+    for key in ("node", *NODE_COLUMNS):  # the columns of the nodes table, in its order
         print(f"{key:16s} {facts.get(key)}")
     for line in advice(facts):
         print(f"advice: {line}")

@@ -8,11 +8,12 @@ analysis/cluster.py; nothing is computed here except formatting.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
 from tailscope.analysis.cluster import ClusterSummary, NodeEffect
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.analysis.wording import pct
+from tailscope.report.markup import explain as _explain
+from tailscope.report.markup import table as _table
+from tailscope.report.markup import td as _td
 from tailscope.report.svg import GREY, PALETTE, Chart, axis_label, esc
 
 MAX_NODE_ROWS = 40  # ranked nodes listed per variant (flagged nodes always are)
@@ -213,19 +214,3 @@ def _node_row(s: ClusterSummary, n: NodeEffect) -> list[str]:
         _td(f"{n.slow_runs} ({pct(n.slow_rate_low)}-{pct(n.slow_rate_high)})", num=True),
         _td(n.verdict, css=css),
     ]
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    head = "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr></thead>"
-    body = "\n".join(f"<tr>{''.join(r)}</tr>" for r in rows)
-    return f'<div class="scroll"><table>{head}<tbody>\n{body}\n</tbody></table></div>'
-
-
-def _td(text: object, *, num: bool = False, css: str = "", title: str = "") -> str:
-    classes = " ".join(c for c in ("num" if num else "", css) if c)
-    attrs = (f' class="{classes}"' if classes else "") + (f' title="{esc(title)}"' if title else "")
-    return f"<td{attrs}>{esc(text)}</td>"
-
-
-def _explain(text: str) -> str:
-    return f'<p class="explain">{esc(text)}</p>'

@@ -18,7 +18,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -34,6 +34,9 @@ from tailscope.analysis.wording import p_value, pct, period
 from tailscope.report import explain, figures
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
+from tailscope.report.markup import explain as _explain
+from tailscope.report.markup import table as _table
+from tailscope.report.markup import td as _td
 from tailscope.report.numbers import (
     bytes_text,
     decimals_for,
@@ -153,24 +156,6 @@ def render_html(
 
 
 # --- small HTML helpers ----------------------------------------------------------------------------------
-
-
-def _table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]], *, css: str = "") -> str:
-    """A table in a horizontally scrolling box; headers are escaped here, cells must be HTML (`_td`)."""
-    cls = f' class="{css}"' if css else ""
-    head = "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr></thead>" if headers else ""
-    body = "\n".join(f"<tr>{''.join(r)}</tr>" for r in rows)
-    return f'<div class="scroll"><table{cls}>{head}<tbody>\n{body}\n</tbody></table></div>'
-
-
-def _td(text: object, *, num: bool = False, css: str = "", title: str = "") -> str:
-    classes = " ".join(c for c in ("num" if num else "", css) if c)
-    attrs = (f' class="{classes}"' if classes else "") + (f' title="{esc(title)}"' if title else "")
-    return f"<td{attrs}>{esc(text)}</td>"
-
-
-def _explain(text: str) -> str:
-    return f'<p class="explain">{esc(text)}</p>'
 
 
 def _count(n: int, word: str) -> str:

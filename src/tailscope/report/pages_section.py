@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from tailscope.node.hugepages import Advice, mitigation, pools_from_facts, vm_statement
+from tailscope.report.markup import table, td
 from tailscope.report.svg import esc
 
 __all__ = ["pages_section", "virtual_nodes"]
@@ -50,14 +51,7 @@ def virtual_nodes(nodes: pd.DataFrame | None) -> dict[str, str]:
 
 
 def _cell(text: object, num: bool = False) -> str:
-    attrs = ' class="num"' if num else ""
-    return f"<td{attrs}>{esc('-' if text is None else text)}</td>"
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "\n".join(f"<tr>{''.join(r)}</tr>" for r in rows)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table></div>'
+    return td("-" if text is None else text, num=num)
 
 
 def _advice_html(advice: Advice, nodes: list[str], all_nodes: int) -> str:
@@ -104,7 +98,7 @@ def pages_section(nodes: pd.DataFrame | None) -> str:
                 _cell(facts.get("glibc")),
             ]
         )
-    out.append(_table(["node", "THP", "THP defrag", "virtualization", "glibc"], rows))
+    out.append(table(["node", "THP", "THP defrag", "virtualization", "glibc"], rows))
     pool_rows = []
     for node, facts in facts_of.items():
         for p in pools_from_facts(facts):
@@ -119,7 +113,7 @@ def pages_section(nodes: pd.DataFrame | None) -> str:
                 ]
             )
     if pool_rows:
-        out.append(_table(["node", "NUMA node", "page size", "reserved", "free", "surplus"], pool_rows))
+        out.append(table(["node", "NUMA node", "page size", "reserved", "free", "surplus"], pool_rows))
     else:
         out.append("<p>No huge-page pools were recorded (facts from an older tailscope or no hugetlb).</p>")
     # advice: the same text for every node is shown once; otherwise per group of nodes

@@ -1,0 +1,25 @@
+"""The HTML pieces every report section builds with: tables, cells, explanations (text always escaped)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from tailscope.report.svg import esc
+
+
+def table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]], *, css: str = "") -> str:
+    """A scrollable table; `rows` are sequences of ready `td(...)` cells."""
+    cls = f' class="{css}"' if css else ""
+    head = "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr></thead>" if headers else ""
+    body = "\n".join(f"<tr>{''.join(r)}</tr>" for r in rows)
+    return f'<div class="scroll"><table{cls}>{head}<tbody>\n{body}\n</tbody></table></div>'
+
+
+def td(text: object, *, num: bool = False, css: str = "", title: str = "") -> str:
+    classes = " ".join(c for c in ("num" if num else "", css) if c)
+    attrs = (f' class="{classes}"' if classes else "") + (f' title="{esc(title)}"' if title else "")
+    return f"<td{attrs}>{esc(text)}</td>"
+
+
+def explain(text: str) -> str:
+    return f'<p class="explain">{esc(text)}</p>'
