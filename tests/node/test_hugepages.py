@@ -278,3 +278,22 @@ def test_facts_without_pools_say_so():
     old = by_topic({"node": "n1", "thp_enabled": "madvise"})
     assert old["reserve 1 GiB pages"].text.startswith("The 1 GiB pool was not recorded.")
     assert "no huge-page pools visible" in old["status"].text
+
+
+def test_every_tailscope_command_in_the_advice_parses():
+    """Recipes users copy: each `tailscope ...` command in the advice is accepted by the real CLI parser."""
+    import shlex
+
+    from tailscope.cli import _probe_named, build_parser
+
+    commands = [
+        c for a in mitigation(facts_of(virtualization="kvm")) for c in a.commands for c in c.split(";")
+    ]
+    found = 0
+    for command in commands:
+        if "tailscope " not in command:
+            continue
+        argv = shlex.split(command[command.index("tailscope ") :].replace("$off", "64m"))[1:]
+        build_parser(_probe_named(argv)).parse_args(argv)  # SystemExit(2) on a wrong recipe
+        found += 1
+    assert found >= 2, commands

@@ -262,7 +262,7 @@ def sweep_advice() -> Advice:
         (
             f"for off in {offsets}; do tailscope run l2sum --page 1g --offset $off --trials 10 "
             "--campaign sweep-1g; done",
-            "tailscope report sweep-1g",
+            "tailscope report sweep-1g -o sweep-1g.html",
         ),
     )
 
