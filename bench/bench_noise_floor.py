@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from tailscope.analysis.robust import noise_floor, robust_cv
+
 DEFAULT_THRESHOLD = 0.05
-ROBUST_SIGMA = 1.4826  # MAD -> standard deviation of a normal distribution
-VISIBLE_SIGMAS = 3.0
 
 
 def tailscope(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -60,13 +60,13 @@ def main() -> int:
         elapsed = time.monotonic() - started
         analysis = json.loads(tailscope("analyze", str(campaign), "--json").stdout)
         for group in analysis["groups"]:
-            robust_cv = ROBUST_SIGMA * group["mad"] / group["median"]
-            visible = VISIBLE_SIGMAS * robust_cv
+            cv = robust_cv(group["mad"], group["median"])
+            visible = noise_floor(group["mad"], group["median"])
             drop = group["quantile_rule"]["drop"]
             ok = "above the floor" if visible < DEFAULT_THRESHOLD else "BELOW the floor: raise --threshold"
             median = f"{group['median']:.4g} {group['unit']}"
             print(
-                f"{probe:7s} {group['n']:4d} {median:>12s} {group['cv']:7.2%} {robust_cv:9.2%} "
+                f"{probe:7s} {group['n']:4d} {median:>12s} {group['cv']:7.2%} {cv:9.2%} "
                 f"{drop:8.2%} {visible:8.2%}  {ok}  ({elapsed:.0f} s)"
             )
     print(

@@ -61,7 +61,7 @@ from scipy.stats import norm
 
 from tailscope.analysis.binomial import clopper_pearson, prob_any_slow
 from tailscope.analysis.model import ClusterSettings, Settings
-from tailscope.analysis.robust import mad
+from tailscope.analysis.robust import MAD_TO_SD, mad
 
 METHOD = (
     "cluster: one-way random-effects ANOVA on log performance (moment/REML-equivalent estimators, ICC with "
@@ -74,7 +74,6 @@ METHOD = (
 MIN_NODES = 3  # a cluster section needs at least this many nodes of one variant
 MIN_NODES_FOR_SPREAD = 8  # below this the fleet's own node-to-node spread is not estimated for the test
 MAX_BINS = 8
-_MAD_TO_SD = 1.4826
 _GRID = 1024
 JOB_SIZES = (1, 8, 32, 128, 512, 1000)
 
@@ -200,13 +199,13 @@ def _variant_cluster(
     mad_i = pd.Series(dev).groupby(codes).median().to_numpy()
 
     components = variance_components(y, codes, n_i, mean_i, settings.confidence)
-    s_w = float(np.median(_MAD_TO_SD * mad_i))
+    s_w = float(np.median(MAD_TO_SD * mad_i))
     if s_w == 0.0:  # quantised values: fall back to the pooled within-node sd
         s_w = math.sqrt(components.run_variance)
     v_i = (math.pi / 2.0) * s_w**2 / n_i
     centre = float(np.median(m_i))
     effect = m_i - centre
-    robust_var = (_MAD_TO_SD * mad(m_i)) ** 2
+    robust_var = (MAD_TO_SD * mad(m_i)) ** 2
     tau2 = max(0.0, robust_var - float(np.median(v_i)))
     tau2_shrink = tau2 if k >= MIN_NODES_FOR_SPREAD else components.node_variance
     tau2_test = tau2 if k >= MIN_NODES_FOR_SPREAD else 0.0

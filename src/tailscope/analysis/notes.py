@@ -10,6 +10,7 @@ an interval.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -26,6 +27,7 @@ from tailscope.analysis.binomial import (
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary, Verdict
 from tailscope.analysis.power import runs_to_detect_shift
 from tailscope.analysis.quantiles import min_trials_for_ci
+from tailscope.analysis.robust import VISIBLE_SDS, noise_floor, robust_cv
 from tailscope.analysis.wording import (
     p_value,
     pct,
@@ -43,9 +45,11 @@ MAX_GROUP_NOTES = 10  # slow-run notes written one per node; the rest are counte
 SCREEN_SHIFT = 0.01  # the node slowdown the screening advice is about (1%)
 JOB_NODES = (32, 1000)  # synchronous job sizes to illustrate 1 - (1-p)^N (notes/statistics.md)
 MANY_TESTS = 10  # from this many node tests on, say how many rejections chance alone explains
-ROBUST_SD = 1.4826  # MAD x 1.4826 estimates sigma for normal data
 
 Note = tuple[int, str]  # (priority, text): lower priority number comes first
+
+
+MIN_RUNS_FOR_FLOOR = 10  # fewer runs say little about the noise floor
 
 
 def compose_notes(
@@ -71,6 +75,7 @@ def compose_notes(
         *_failed_checks(verdict),
         *_slow_nodes(groups, by_variant, settings),
         *_slow_runs(groups, slow_runs, settings),
+        *_threshold_in_noise(groups, settings),
         *_quantile_rule_blind(groups, settings),
         *_many_tests(groups, settings),
         *_robust_only(variants, runs, settings),
@@ -421,13 +426,36 @@ def _unclassified(runs: Sequence[RunVerdict], iterations_given: bool) -> list[No
     return notes
 
 
+def _threshold_in_noise(groups: Sequence[GroupSummary], settings: Settings) -> list[Note]:
+    """Where the primary slow threshold sits inside the run-to-run noise, 'slow' counts noise as well."""
+    notes = []
+    threshold = settings.primary_threshold
+    for g in groups:
+        if g.n < MIN_RUNS_FOR_FLOOR or g.median <= 0:
+            continue
+        floor = noise_floor(g.mad, g.median)
+        if floor <= threshold:
+            continue
+        notes.append(
+            (
+                32,
+                f"node {g.node}, {g.variant}: runs here vary by {pct(robust_cv(g.mad, g.median))} (robust CV "
+                f"over {g.n} runs), so one run must be about {pct(floor)} slower than the median "
+                f"({VISIBLE_SDS:g} robust sds) to stand out of the noise; at the {pct(threshold)} threshold "
+                "the slow-run count includes ordinary noise. Quiet the node (idle, pinned, huge pages, fixed "
+                f"frequency) or judge with --threshold {math.ceil(floor * 100) / 100:g} or more.",
+            )
+        )
+    return notes
+
+
 def _noise_vs_screening(variants: Sequence[VariantSummary], groups: Sequence[GroupSummary]) -> list[Note]:
     notes = []
     for v in variants:
         mine = [g for g in groups if g.variant == v.variant and g.n >= 2]
         if not mine:
             continue
-        sigma = float(np.median([ROBUST_SD * g.mad / g.median for g in mine]))
+        sigma = float(np.median([robust_cv(g.mad, g.median) for g in mine]))
         if sigma <= 0.0:
             continue
         needed = runs_to_detect_shift(sigma, SCREEN_SHIFT)

@@ -30,7 +30,23 @@ METHOD = (
 )
 
 _MAD_TO_Z = 0.6745  # Phi^-1(0.75): MAD / 0.6745 estimates sigma for normal data
+MAD_TO_SD = 1.4826  # 1 / 0.6745: MAD x 1.4826 estimates sigma for normal data
 _MEANAD_TO_SIGMA = math.sqrt(math.pi / 2.0)  # 1.2533: sigma / E|X - mu| for normal data
+VISIBLE_SDS = 3.0  # a single run this many robust sds below the median stands out of the noise
+
+
+def robust_cv(mad_value: float, median: float) -> float:
+    """Robust coefficient of variation: 1.4826 x MAD / median (what a few outliers do not inflate)."""
+    return MAD_TO_SD * mad_value / median
+
+
+def noise_floor(mad_value: float, median: float) -> float:
+    """The smallest relative slowdown one run can show above the run-to-run noise: 3 robust CVs.
+
+    A run that much below the median has a robust z beyond -3; smaller systematic slowdowns need many runs
+    (the tail-count test) to be seen.
+    """
+    return VISIBLE_SDS * robust_cv(mad_value, median)
 
 
 def mad(values: ArrayLike) -> float:
