@@ -302,18 +302,16 @@ def abnormal_counters(
 ) -> list[dict[str, Any]]:
     """Per slow run (slowest first, at most `limit`): the counters furthest above the normal runs.
 
-    Robust z = (x - median of normal runs) / (MAD / 0.6745) (meanAD x 1.2533 when MAD = 0; robust.py's rule);
-    counters with z > robust_cut are listed, highest first. It answers "what was different in this run"
-    where the ranking answers "what separates the slow runs as a group".
+    Robust z = (x - median of normal runs) / robust.robust_sigma(normal runs) (MAD / 0.6745, meanAD x 1.2533
+    when MAD = 0); counters with z > robust_cut are listed, highest first. It answers "what was different in
+    this run" where the ranking answers "what separates the slow runs as a group".
     """
     slow = info[info["slow"]].sort_values("perf_ratio").head(limit)
     normal = table.loc[info.index[~info["slow"].to_numpy(dtype=bool)]]
     if normal.empty or slow.empty:
         return []
     centre = normal.median()
-    spread = normal.apply(lambda c: robust.mad(c.dropna()) / 0.6745 if c.notna().any() else np.nan)
-    mean_ad = (normal - centre).abs().mean() * 1.2533
-    scale = spread.where(spread > 0, mean_ad)
+    scale = normal.apply(lambda c: robust.robust_sigma(c.dropna()))
     out = []
     for run_id, row in slow.iterrows():
         x = table.loc[run_id]

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.stats import f as f_dist
-from scipy.stats import norm
+from scipy.stats import false_discovery_control, norm
 
 from tailscope.analysis.binomial import clopper_pearson, prob_any_slow
 from tailscope.analysis.model import ClusterSettings, Settings
@@ -355,16 +355,9 @@ def variance_components(
 def benjamini_hochberg(p: Sequence[float] | np.ndarray, q: float) -> np.ndarray:
     """Benjamini-Hochberg step-up: True for the hypotheses rejected at false-discovery rate q."""
     p = np.asarray(p, dtype=float)
-    m = p.size
-    if m == 0:
+    if p.size == 0:
         return np.zeros(0, dtype=bool)
-    order = np.argsort(p, kind="stable")
-    passed = p[order] <= q * np.arange(1, m + 1) / m
-    out = np.zeros(m, dtype=bool)
-    if passed.any():
-        last = int(np.flatnonzero(passed).max())
-        out[order[: last + 1]] = True
-    return out
+    return np.asarray(false_discovery_control(p, method="bh")) <= q  # BH-adjusted p (scipy), as attribution
 
 
 def optimal_bins(x: np.ndarray, k: int) -> np.ndarray:

@@ -57,19 +57,27 @@ def mad(values: ArrayLike) -> float:
     return float(np.median(np.abs(x - np.median(x))))
 
 
+def robust_sigma(values: ArrayLike) -> float:
+    """Robust estimate of sigma: MAD / 0.6745, or 1.2533 x mean absolute deviation when MAD = 0 (0 when
+    every value is the same). NaN for an empty sample."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return float("nan")
+    deviation = np.abs(x - np.median(x))
+    spread = float(np.median(deviation))
+    if spread > 0.0:
+        return spread / _MAD_TO_Z
+    return _MEANAD_TO_SIGMA * float(np.mean(deviation))
+
+
 def modified_z(values: ArrayLike) -> NDArray[np.float64]:
     """Modified z-score of every value, with the MAD = 0 fallback described in the module docstring."""
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return np.zeros(0)
-    centre = np.median(x)
-    deviation = x - centre
-    spread = float(np.median(np.abs(deviation)))
-    if spread > 0.0:
-        return _MAD_TO_Z * deviation / spread
-    mean_ad = float(np.mean(np.abs(deviation)))
-    if mean_ad > 0.0:
-        return deviation / (_MEANAD_TO_SIGMA * mean_ad)
+    sigma = robust_sigma(x)
+    if sigma > 0.0:
+        return (x - np.median(x)) / sigma
     return np.zeros_like(x)
 
 
