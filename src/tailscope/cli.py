@@ -27,7 +27,7 @@ from tailscope.counters.eventsets import EventSetError
 from tailscope.counters.metrics_cli import add_metrics_parser
 from tailscope.counters.monitor import MonitorInputError, add_monitor_parser, parse_interval
 from tailscope.importers import ImportInputError
-from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser, run_counter_import
+from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser
 from tailscope.native import NativeMissingError
 from tailscope.probes.catalogue import (
     COMMON_OPTIONS,
@@ -182,29 +182,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from tailscope.importers.iterations_csv import import_iterations
-    from tailscope.store.campaign import Campaign, new_task_id
+    from tailscope.importers.cli import run_import
 
-    if args.format in COUNTER_FORMATS:
-        return run_counter_import(args)
-    if args.format != "iterations":
-        raise UsageError(f"import: unknown format {args.format!r}")
-    if not args.file.is_file():
-        raise UsageError(f"{args.file}: no such file")
-    campaign = Campaign.open_or_create(args.campaign)
-    counts = import_iterations(
-        args.file,
-        campaign,
-        name=args.name,
-        unit=args.unit,
-        higher_is_better=args.higher_is_better,
-        task=new_task_id(),
-    )
-    print(
-        f"imported {counts['runs']} runs ({counts['iterations']} iterations, {counts['nodes']} nodes) "
-        f"into {campaign.root}"
-    )
-    return EXIT_OK
+    return run_import(args)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -302,7 +282,13 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
         help="iterations: CSV node,run,iteration,value[,unit,...]; perfcounts: the seed sampler's text; "
         "perf-csv: perf stat -I -x, output; likwid-csv: likwid-perfctr -O output",
     )
-    p.add_argument("--node", help="node the counter samples belong to (default: from the file)")
+    p.add_argument(
+        "--node",
+        help="node the data belongs to (perf-csv, likwid-csv: neither format records one, so the importing "
+        "host's name is used unless --node is given; perfcounts: the file name's <host>.perfcounts.lua)",
+    )
+    p.add_argument("--start", metavar="T", help="perf-csv: start time (epoch seconds or ISO 8601) when the "
+                   "file has no '# started on' line (default: its modification time minus its duration)")
     p.add_argument("file", type=Path)
     p.add_argument("--campaign", type=Path, required=True, metavar="DIR")
     p.add_argument("--name", help="probe name to import under (default: the file's stem)")

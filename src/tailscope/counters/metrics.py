@@ -43,23 +43,38 @@ from tailscope.store.views import connect
 BYTES_PER_CAS = 64
 
 _ALIASES = {
-    "instructions": {"inst_retired_any", "instructions", "inst_retired_any_p"},
-    "core_cycles": {"cpu_clk_unhalted_core", "cpu_clk_unhalted_thread", "cycles", "cpu_cycles"},
-    "ref_cycles": {"cpu_clk_unhalted_ref", "cpu_clk_unhalted_ref_tsc", "ref_cycles"},
+    "instructions": {"inst_retired_any", "instructions", "inst_retired_any_p", "instr_retired_any",
+                     "retired_instructions"},
+    "core_cycles": {"cpu_clk_unhalted_core", "cpu_clk_unhalted_thread", "cycles", "cpu_cycles",
+                    "actual_cpu_clock", "cpu_clocks_unhalted"},
+    "ref_cycles": {"cpu_clk_unhalted_ref", "cpu_clk_unhalted_ref_tsc", "ref_cycles", "max_cpu_clock"},
     "cas_reads": {"cas_count_reads", "cas_count_read", "cas_count_rd", "unc_m_cas_count_rd"},
     "cas_writes": {"cas_count_writes", "cas_count_write", "cas_count_wr", "unc_m_cas_count_wr"},
     "act": {"act_all", "act_count", "unc_m_act_count", "unc_m_act_count_all", "act_count_all"},
     "pre_miss": {"pre_count_miss", "pre_count_page_miss", "unc_m_pre_count_page_miss"},
+    "task_clock": {"task_clock", "cpu_clock"},  # ns of CPU time (perf's msec, imported as ns)
 }
+_CORE_ROLES = ("instructions", "core_cycles", "ref_cycles", "task_clock")
 _NORMAL = re.compile(r"[^a-z0-9]+")
+_MODIFIERS = re.compile(r":[ukhHGIpPSDWeb]+$")
+_GAUGE_EVENT = re.compile(r"^(temp|pkg_temperature)", re.IGNORECASE)
 _SEED_WIDTH = {spec.name: spec.width for spec in ARRAYS.values()}
 _UNCORE_SEED = re.compile(r"^(uncore_[a-z]+):(\d+)$")
 _UNCORE_PERF = re.compile(r"^(uncore_[a-z]+)_(\d+)$")
 
 
+def base_event(event: str) -> str:
+    """An event without perf's modifiers: `cycles:D`, `instructions:u`, `cycles:ppp` -> the base event.
+
+    Only a suffix made of modifier letters (u k h H G I p P S D W e b) is removed, so a libpfm/likwid unit
+    mask (`UNC_M_CAS_COUNT:RD`) stays. A PMU prefix (`cpu_core/cycles/`) is the pmu column, not the event.
+    """
+    return _MODIFIERS.sub("", event)
+
+
 def role(event: str) -> str | None:
     """Which seed quantity an event name is (instructions, core_cycles, ref_cycles, cas_reads, ...)."""
-    name = _NORMAL.sub("_", event.lower()).strip("_")
+    name = _NORMAL.sub("_", base_event(event).lower()).strip("_")
     for key, names in _ALIASES.items():
         if name in names:
             return key
@@ -68,6 +83,8 @@ def role(event: str) -> str | None:
 
 def series_width(source: str, pmu: str, event: str) -> int | None:
     """Counter width for wraparound: the seed format's registers, else 64 (perf_event's counts)."""
+    if is_gauge(pmu, event):
+        return None
     if source != PERFCOUNTS_SOURCE:
         return 64
     kind = pmu.split(":")[0]
@@ -76,6 +93,11 @@ def series_width(source: str, pmu: str, event: str) -> int | None:
     if event in _SEED_WIDTH:
         return _SEED_WIDTH[event]
     return None if kind == "package" else 64
+
+
+def is_gauge(pmu: str, event: str) -> bool:
+    """A reading, not a count (temperatures: likwid's TEMP_CORE, pmu `thermal`): no delta is taken of it."""
+    return pmu.split(":")[0] == "thermal" or bool(_GAUGE_EVENT.match(event))
 
 
 def corrected_delta(after: np.ndarray, before: np.ndarray, width: int | None) -> np.ndarray:
@@ -145,41 +167,111 @@ def compute(frame: pd.DataFrame, first: int, last: int, header: Mapping[str, Any
         "tsc_delta": d_tsc,
         "tsc_ghz": tsc_ghz,
         "cpus": _cpu_metrics(deltas, d_tsc, tsc_ghz),
+        "system": _system_metrics(deltas, d_tsc, tsc_ghz),
+        "gauges": _gauges(frame, last),
         "sockets": _socket_metrics(deltas, seconds),
         "units": _unit_totals(deltas),
         "socket_totals": _socket_totals(deltas),
         "other": {
             f"{r.pmu}/{r.event}" + ("" if r.unit is None else f"/{r.unit}"): r.delta
             for r in deltas.itertuples()
-            if not str(r.pmu).startswith("uncore_") and role(str(r.event)) is None
+            if not str(r.pmu).startswith("uncore_") and role(str(r.event)) in (None, "task_clock")
         },
     }
     return result
 
 
+def _core_entry(d: dict[str, float], d_tsc: float | None, tsc_ghz: float | None) -> dict[str, Any]:
+    """IPC, GHz and fraction halted of one CPU, or of one PMU over the whole system.
+
+    GHz = dCoreCycles / dRefCycles x TSC GHz (the seed's formula) when both are known; else, for Linux perf
+    imports, dCycles / dTaskClock (cycles per ns of CPU time, perf stat's own GHz).
+    """
+    inst, core, ref, clock = (d.get(k) for k in _CORE_ROLES)
+    ghz, basis = None, None
+    if core is not None and ref is not None and tsc_ghz is not None and ref > 0:
+        ghz, basis = core / ref * tsc_ghz, "ref_cycles"
+    elif core is not None and clock:
+        ghz, basis = core / clock, "task_clock"
+    halted = None
+    if ref is not None and d_tsc:
+        halted = max(0.0, 1.0 - ref / d_tsc)
+    return {
+        "instructions": inst,
+        "core_cycles": core,
+        "ref_cycles": ref,
+        "task_clock_ns": clock,
+        "ghz": ghz,
+        "ghz_from": basis,
+        "ipc": _ratio(inst, core) if inst is not None and core is not None else None,
+        "fraction_halted": halted,
+    }
+
+
+def _core_pmu(pmu: str) -> str | None:
+    """The core PMU a row counts on: `cpu` (also cpu_fixed, software), or a hybrid part's own (`cpu_core`,
+    `cpu_atom`), which are kept apart; None for uncore and other PMUs."""
+    if pmu in ("cpu", "cpu_fixed", "software", "msr"):
+        return "cpu"
+    if pmu.startswith("cpu_"):
+        return pmu
+    return None
+
+
+def _keep(d: dict[str, float], what: str, event: str, delta: float) -> None:
+    """One value per role: the event as written without modifiers wins over `cycles:u` and the like (a file
+    may count both); otherwise the first one seen."""
+    plain = base_event(event) == event
+    marker = f"_{what}_plain"
+    if what not in d or (plain and not d.get(marker)):
+        d[what] = delta
+        d[marker] = 1.0 if plain else 0.0
+
+
 def _cpu_metrics(deltas: pd.DataFrame, d_tsc: float | None, tsc_ghz: float | None) -> dict[str, Any]:
+    """Per CPU (rows with a CPU in `unit`)."""
     per_cpu: dict[int, dict[str, float]] = {}
     for r in deltas.itertuples():
         what = role(str(r.event))
-        if what in ("instructions", "core_cycles", "ref_cycles") and r.unit is not None:
-            if str(r.pmu).startswith("uncore_"):
-                continue
-            per_cpu.setdefault(int(r.unit), {})[what] = float(r.delta)
+        if what in _CORE_ROLES and r.unit is not None and _core_pmu(str(r.pmu)) is not None:
+            _keep(per_cpu.setdefault(int(r.unit), {}), what, str(r.event), float(r.delta))
+    return {
+        str(cpu): _core_entry(d, d_tsc, tsc_ghz)
+        for cpu, d in sorted(per_cpu.items())
+        if set(d) & {"instructions", "core_cycles", "ref_cycles"}
+    }
+
+
+def _system_metrics(deltas: pd.DataFrame, d_tsc: float | None, tsc_ghz: float | None) -> dict[str, Any]:
+    """System-wide rows (no CPU column: `perf stat -a -I` without -A), per core PMU: {"cpu": {...}} or, on a
+    hybrid part, {"cpu_core": {...}, "cpu_atom": {...}}. The task clock (a software event) is shared by all."""
+    per_pmu: dict[str, dict[str, float]] = {}
+    clock: float | None = None
+    for r in deltas.itertuples():
+        what = role(str(r.event))
+        pmu = _core_pmu(str(r.pmu))
+        if what not in _CORE_ROLES or r.unit is not None or pmu is None:
+            continue
+        if what == "task_clock":
+            clock = float(r.delta) if clock is None else max(clock, float(r.delta))
+        else:
+            _keep(per_pmu.setdefault(pmu, {}), what, str(r.event), float(r.delta))
     out: dict[str, Any] = {}
-    for cpu, d in sorted(per_cpu.items()):
-        inst, core, ref = d.get("instructions"), d.get("core_cycles"), d.get("ref_cycles")
-        ghz = _ratio(core, ref) if core is not None and ref is not None else None
-        halted = None
-        if ref is not None and d_tsc:
-            halted = max(0.0, 1.0 - ref / d_tsc)
-        out[str(cpu)] = {
-            "instructions": inst,
-            "core_cycles": core,
-            "ref_cycles": ref,
-            "ghz": ghz * tsc_ghz if ghz is not None and tsc_ghz is not None else None,
-            "ipc": _ratio(inst, core) if inst is not None and core is not None else None,
-            "fraction_halted": halted,
-        }
+    for pmu, d in sorted(per_pmu.items()):
+        if clock is not None:
+            d["task_clock"] = clock
+        out[pmu] = _core_entry(d, None, tsc_ghz)
+    return out
+
+
+def _gauges(frame: pd.DataFrame, last: int) -> dict[str, float]:
+    """Readings (temperatures) at the interval's last sample: `pmu/event[/unit]` -> value."""
+    out: dict[str, float] = {}
+    part = frame[frame["sample"] == last]
+    for r in part.itertuples():
+        if is_gauge(str(r.pmu), str(r.event)):
+            key = f"{r.pmu}/{r.event}" + ("" if pd.isna(r.unit) else f"/{int(r.unit)}")
+            out[key] = float(r.value)
     return out
 
 
@@ -332,6 +424,50 @@ def campaign_metrics(
     return result
 
 
+def run_metrics(
+    campaign_dir: Path, *, trial: int, node: str | None = None, probe: str | None = None
+) -> dict[str, Any]:
+    """`tailscope metrics DIR --trial N`: the same metrics over one run's counters (likwid-csv imports and
+    runs measured with counters): each counter row is a count over the run, so the interval is the run
+    (seconds = the run's `seconds`), the TSC rate is the run's `tsc_hz` (likwid's "CPU clock"), and gauges
+    (temperatures) are readings, not deltas."""
+    campaign = Campaign.open(campaign_dir)
+    con = connect(campaign)
+    try:
+        runs = con.execute(
+            "SELECT r.run_id, r.node, r.probe, r.started_at, r.seconds, r.tsc_hz FROM runs r "
+            "WHERE r.trial = ? AND (? IS NULL OR r.node = ?) AND (? IS NULL OR r.probe = ?) "
+            "AND EXISTS (SELECT 1 FROM counters c WHERE c.run_id = r.run_id) ORDER BY r.node, r.probe",
+            [trial, node, node, probe, probe],
+        ).fetchall()
+        if len(runs) != 1:
+            listed = ", ".join(f"{r[1]} {r[2]}" for r in runs) or "none"
+            raise MetricsInputError(
+                f"{campaign_dir}: {len(runs)} runs with counters at trial {trial} ({listed}); "
+                "expected one (pick with --node/--probe)"
+            )
+        run_id, node, probe, started, seconds, tsc_hz = runs[0]
+        counters = con.execute(
+            "SELECT source, pmu, unit, event, value FROM counters WHERE run_id = ?", [run_id]
+        ).df()
+    finally:
+        con.close()
+    t0 = int(pd.Timestamp(started).value)
+    t1 = t0 + int(round(float(seconds or 0.0) * 1e9))
+    start = counters.assign(
+        sample=0, t_ns=t0, tsc=None,
+        value=[v if is_gauge(str(p), str(e)) else 0.0
+               for p, e, v in zip(counters["pmu"], counters["event"], counters["value"], strict=True)],
+    )  # fmt: skip
+    end = counters.assign(sample=1, t_ns=t1, tsc=None)
+    frame = pd.concat([start, end], ignore_index=True)
+    header = {"TSC_ratio": float(tsc_hz) / 1e8} if tsc_hz else {}
+    result: dict[str, Any] = {"node": node, "probe": probe, "trial": trial, "run_id": run_id}
+    result.update(compute(frame, 0, 1, header))
+    result["seconds"] = float(seconds) if seconds is not None else result["seconds"]
+    return result
+
+
 __all__ = [
     "MetricsInputError",
     "StoreError",
@@ -339,7 +475,10 @@ __all__ = [
     "compute",
     "corrected_delta",
     "interval_deltas",
+    "is_gauge",
+    "base_event",
     "parse_time",
+    "run_metrics",
     "role",
     "series_width",
     "uncore_location",

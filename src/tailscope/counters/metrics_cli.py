@@ -12,30 +12,38 @@ from tailscope.counters.errors import MetricsInputError
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from tailscope.counters.metrics import campaign_metrics, parse_time
+    from tailscope.counters.metrics import campaign_metrics, parse_time, run_metrics
 
     by_sample = args.from_sample is not None or args.to_sample is not None
     by_time = args.t_from is not None or args.t_to is not None
     if by_sample and by_time:
         raise MetricsInputError("metrics: give --from-sample/--to-sample or --from/--to, not both")
-    result = campaign_metrics(
-        args.campaign,
-        node=args.node,
-        source=args.source,
-        from_sample=args.from_sample,
-        to_sample=args.to_sample,
-        t0_ns=parse_time(args.t_from) if args.t_from is not None else None,
-        t1_ns=parse_time(args.t_to) if args.t_to is not None else None,
-    )
+    if args.trial is not None:
+        if by_sample or by_time or args.source is not None:
+            raise MetricsInputError("metrics: --trial reads one run's counters; it takes no interval or --source")
+        result = run_metrics(args.campaign, trial=args.trial, node=args.node, probe=args.probe)
+    else:
+        result = campaign_metrics(
+            args.campaign,
+            node=args.node,
+            source=args.source,
+            from_sample=args.from_sample,
+            to_sample=args.to_sample,
+            t0_ns=parse_time(args.t_from) if args.t_from is not None else None,
+            t1_ns=parse_time(args.t_to) if args.t_to is not None else None,
+        )
     if args.json:
         json.dump(result, sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    print(
-        f"node {result['node']} ({result['source']}): samples "
-        f"{result['from_sample']}..{result['to_sample']}, "
-        f"{result['seconds']:.6g} s, TSC {_fmt(result['tsc_ghz'])} GHz"
+    what = (
+        f"{result['probe']} trial {result['trial']}"
+        if "trial" in result
+        else f"({result['source']}): samples {result['from_sample']}..{result['to_sample']}"
     )
+    print(f"node {result['node']} {what}, {result['seconds']:.6g} s, TSC {_fmt(result['tsc_ghz'])} GHz")
+    for pmu, m in result["system"].items():
+        print(f"system {pmu}: {_fmt(m['ghz'])} GHz  IPC {_fmt(m['ipc'])}")
     for cpu, m in result["cpus"].items():
         print(
             f"cpu {cpu:>4}: {_fmt(m['ghz'])} GHz  IPC {_fmt(m['ipc'])}  halted {_fmt(m['fraction_halted'])}"
@@ -69,5 +77,9 @@ def add_metrics_parser(sub: Any) -> None:
     p.add_argument("--to-sample", type=int, metavar="B", help="last sample (default: the last)")
     p.add_argument("--from", dest="t_from", metavar="T0", help="start time: epoch seconds or ISO 8601")
     p.add_argument("--to", dest="t_to", metavar="T1", help="end time: epoch seconds or ISO 8601")
+    p.add_argument(
+        "--trial", type=int, metavar="N", help="one run's counters instead of samples (e.g. a likwid-csv import)"
+    )
+    p.add_argument("--probe", help="with --trial: the run's probe (needed when several have trial N)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_metrics)

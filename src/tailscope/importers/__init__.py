@@ -1,11 +1,55 @@
 """Importers: one module per foreign format, each producing rows of the store's tables (store/schema.py).
 
-Analysis never learns where data came from. Every importer parses and checks its whole input before it writes
-anything, and raises `ImportInputError` naming file:line and what was expected.
+Analysis never learns where data came from. Every importer reads its input as a stream (never the whole file
+in memory), writes bounded Arrow chunks through one load (importers/loading.py), and raises `ImportInputError`
+naming file:line and what was expected; an import that fails leaves nothing in the campaign.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+BOM = "\ufeff"
+
 
 class ImportInputError(ValueError):
     """Input an importer cannot take; the message names the file, the line and what was expected."""
+
+
+class TextLines:
+    """The lines of one open UTF-8 file: (line number, text), a leading BOM removed; bad bytes name their
+    line. `sha256` covers the bytes read so far (the whole file once the lines are exhausted)."""
+
+    def __init__(self, path: Path, handle: BinaryIO) -> None:
+        self.path, self.handle = path, handle
+        self.sha256 = hashlib.sha256()
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        number = 0
+        try:
+            for number, raw in enumerate(self.handle, start=1):
+                self.sha256.update(raw)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ImportInputError(f"{self.path}:{number}: not UTF-8 text ({exc.reason})") from None
+                if number == 1 and text.startswith(BOM):
+                    text = text[1:]
+                yield number, text
+        except OSError as exc:
+            raise ImportInputError(f"{self.path}:{number + 1}: cannot read ({exc.strerror or exc})") from None
+
+
+@contextlib.contextmanager
+def open_text(path: Path) -> Iterator[TextLines]:
+    """Open `path` for an importer; an unopenable file is an ImportInputError naming it."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise ImportInputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    with handle:
+        yield TextLines(Path(path), handle)

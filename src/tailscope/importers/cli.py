@@ -1,6 +1,6 @@
-"""CLI glue for the counter importers and the exporter: `import perfcounts|perf-csv|likwid-csv FILE
---campaign DIR`
-and `export perfcounts DIR -o FILE`. Errors are ImportInputError (exit 2 through cli._ERRORS)."""
+"""CLI glue for the importers and the exporter: `import iterations|perfcounts|perf-csv|likwid-csv FILE
+--campaign DIR` and `export perfcounts DIR -o FILE`. Errors are ImportInputError (exit 2 through
+cli._ERRORS)."""
 
 from __future__ import annotations
 
@@ -13,42 +13,65 @@ from tailscope.importers import ImportInputError
 COUNTER_FORMATS = ("perfcounts", "perf-csv", "likwid-csv")
 
 
-def run_counter_import(args: argparse.Namespace) -> int:
-    """The `import` verb for the counter formats (called from cli.cmd_import)."""
-    from tailscope.store.campaign import Campaign, new_task_id
-
+def run_import(args: argparse.Namespace) -> int:
+    """The `import` verb (called from cli.cmd_import): one line saying what was stored, or exit 2."""
     path: Path = args.file
     if not path.is_file():
         raise ImportInputError(f"{path}: no such file")
-    campaign = Campaign.open_or_create(args.campaign)
     node = getattr(args, "node", None)
-    counts: dict[str, Any]
-    if args.format == "perfcounts":
+    if args.format == "iterations":
+        from tailscope.importers.iterations_csv import import_iterations
+
+        counts: dict[str, Any] = import_iterations(
+            path, args.campaign, name=args.name, unit=args.unit, higher_is_better=args.higher_is_better
+        )
+        print(
+            f"imported {counts['runs']} runs ({counts['iterations']} iterations, {counts['nodes']} nodes) "
+            f"into {args.campaign}"
+        )
+    elif args.format == "perfcounts":
         from tailscope.importers.perfcounts import import_perfcounts
 
-        counts = import_perfcounts(path, campaign, node=node, task=new_task_id())
+        counts = import_perfcounts(path, args.campaign, node=node)
         print(
-            f"imported {counts['samples']} samples ({counts['rows']} values, {counts['series']} "
-            "series) of node "
-            f"{counts['node']} into {campaign.root}"
+            f"imported {counts['samples']} samples ({counts['rows']} values, {counts['series']} series) of "
+            f"node {counts['node']} into {args.campaign}{_notes(counts)}"
         )
     elif args.format == "perf-csv":
         from tailscope.importers.perf_csv import import_perf_csv
 
-        counts = import_perf_csv(path, campaign, node=node, task=new_task_id())
-        print(
-            f"imported {counts['samples']} intervals ({counts['rows']} values) of node "
-            f"{counts['node']} into {campaign.root}"
+        start_ns = None
+        if getattr(args, "start", None) is not None:
+            from tailscope.counters.metrics import parse_time
+
+            start_ns = parse_time(args.start)
+        counts = import_perf_csv(path, args.campaign, node=node, start_ns=start_ns)
+        guessed = (
+            "; start time guessed from the file's modification time minus its last interval (pass --start "
+            "or keep perf's '# started on' line for the real one)"
+            if counts["start_from"] == "mtime"
+            else ""
         )
-    else:
+        print(
+            f"imported {counts['samples']} intervals ({counts['rows']} values, {counts['mode']} layout) of "
+            f"node {counts['node']} into {args.campaign}{guessed}"
+        )
+    elif args.format == "likwid-csv":
         from tailscope.importers.likwid_csv import import_likwid_csv
 
-        counts = import_likwid_csv(path, campaign, node=node, name=args.name, task=new_task_id())
+        counts = import_likwid_csv(path, args.campaign, node=node, name=args.name)
         print(
-            f"imported {counts['rows']} counter values ({counts['runs']} runs) of node "
-            f"{counts['node']} into {campaign.root}"
+            f"imported {counts['rows']} counter values (trial {counts['trial']}, likwid {counts['likwid']}) "
+            f"of node {counts['node']} into {args.campaign}"
         )
+    else:
+        raise ImportInputError(f"import: unknown format {args.format!r}")
     return 0
+
+
+def _notes(counts: dict[str, Any]) -> str:
+    notes = counts.get("notes") or []
+    return "".join(f"; {n}" for n in notes)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

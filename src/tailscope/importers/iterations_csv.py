@@ -5,28 +5,38 @@ booleans; warm-up iterations are kept but excluded from the run's value), `secon
 becomes one trial of the variant `imported:<name>`; its value is the mean of the iteration values for costs
 (lower is better) and the harmonic mean for rates (higher is better), warm-ups excluded.
 
-The whole file is parsed and checked before anything is written; errors name file:line and what was expected.
+The file is read as a stream: iteration rows are written in chunks of at most CHUNK_ROWS rows as they come;
+memory holds one chunk and, per (node, run), its running sums and the ranges of iteration numbers seen (for
+the duplicate check). The runs themselves are written last, in the same load: an error anywhere (file:line
+and what was expected) leaves nothing in the campaign.
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import json
 import math
 import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from tailscope.importers import ImportInputError
-from tailscope.store.campaign import Campaign, utcnow
+from tailscope.importers import ImportInputError, open_text
+from tailscope.importers.loading import import_load, stored_count
+from tailscope.store.campaign import utcnow
 from tailscope.store.schema import TABLES
 
+FORMAT = "iterations"
 REQUIRED = ("node", "run", "iteration", "value")
 OPTIONAL = ("unit", "higher_is_better", "warmup", "seconds")
+CHUNK_ROWS = 65536
+MAX_ITERATION = 2**31 - 1  # the store's iteration column is int32
+MAX_LINE = 1 << 20
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 # Units whose smaller values are better (times); rates and throughputs are higher-is-better.
@@ -53,6 +63,16 @@ def _parse_float(text: str, where: str, column: str) -> float:
     return value
 
 
+def _parse_iteration(text: str, where: str) -> int:
+    try:
+        iteration = int(text)
+    except ValueError:
+        raise ImportInputError(f"{where}: iteration {text!r} is not an integer") from None
+    if not 0 <= iteration <= MAX_ITERATION:
+        raise ImportInputError(f"{where}: iteration {text.strip()} is outside 0..{MAX_ITERATION}")
+    return iteration
+
+
 def direction_from_unit(unit: str) -> bool | None:
     """True for rates, False for times, None when the unit does not say."""
     if _TIME_UNIT.match(unit.strip()):
@@ -62,27 +82,131 @@ def direction_from_unit(unit: str) -> bool | None:
     return None
 
 
+def run_value(values: list[float], higher_is_better: bool) -> float:
+    """Mean for costs, harmonic mean for rates (notes/statistics.md)."""
+    if higher_is_better:
+        return len(values) / sum(1.0 / v for v in values)
+    return sum(values) / len(values)
+
+
+class IterationSet:
+    """Iteration numbers seen, as sorted disjoint ranges [lo, hi] (memory grows with gaps, not rows)."""
+
+    __slots__ = ("his", "los")
+
+    def __init__(self) -> None:
+        self.los: list[int] = []
+        self.his: list[int] = []
+
+    def add(self, i: int) -> bool:
+        """Add i; False when it was already there."""
+        los, his = self.los, self.his
+        if his and i == his[-1] + 1:  # the common case: the next iteration
+            his[-1] = i
+            return True
+        k = bisect.bisect_right(los, i) - 1
+        if k >= 0 and los[k] <= i <= his[k]:
+            return False
+        join_left = k >= 0 and his[k] == i - 1
+        join_right = k + 1 < len(los) and los[k + 1] == i + 1
+        if join_left and join_right:
+            his[k] = his[k + 1]
+            del los[k + 1], his[k + 1]
+        elif join_left:
+            his[k] = i
+        elif join_right:
+            los[k + 1] = i
+        else:
+            los.insert(k + 1, i)
+            his.insert(k + 1, i)
+        return True
+
+
 @dataclass
-class ParsedIterations:
-    rows: list[dict[str, Any]]  # one per CSV data line, in file order
-    unit: str
-    higher_is_better: bool
+class RunAcc:
+    """One (node, run): its id, first line, and the sums its value needs."""
+
+    run_id: str
+    line: int
+    n: int = 0
+    total: float = 0.0  # sum of values, or of 1/value for rates
+    seen: IterationSet = field(default_factory=IterationSet)
 
 
-def parse(path: Path, *, unit: str | None = None, higher_is_better: bool | None = None) -> ParsedIterations:
-    try:
-        handle = open(path, newline="", encoding="utf-8")  # noqa: SIM115 (closed by the `with` below)
-    except OSError as exc:
-        raise ImportInputError(f"{path}: cannot open ({exc.strerror})") from None
-    with handle:
-        reader = csv.reader(handle)
+@dataclass
+class IterationsSummary:
+    unit: str = ""
+    higher_is_better: bool | None = None
+    runs: dict[tuple[str, str], RunAcc] = field(default_factory=dict)
+    rows: int = 0
+
+
+class _Chunks:
+    """Iteration rows per node, flushed (largest node first) when CHUNK_ROWS rows are pending."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, dict[str, list[Any]]] = {}
+        self.pending = 0
+
+    def add(
+        self, node: str, run_id: str, iteration: int, warmup: bool, seconds: float | None, value: float
+    ) -> None:
+        cols = self.by_node.get(node)
+        if cols is None:
+            cols = self.by_node[node] = {k: [] for k in ("run_id", "iteration", "warmup", "seconds", "value")}
+        cols["run_id"].append(run_id)
+        cols["iteration"].append(iteration)
+        cols["warmup"].append(warmup)
+        cols["seconds"].append(seconds)
+        cols["value"].append(value)
+        self.pending += 1
+
+    def take(self, everything: bool) -> Iterator[tuple[str, pa.Table]]:
+        while self.by_node and (everything or self.pending >= CHUNK_ROWS):
+            node = max(self.by_node, key=lambda n: len(self.by_node[n]["run_id"]))
+            cols = self.by_node.pop(node)
+            self.pending -= len(cols["run_id"])
+            n = len(cols["run_id"])
+            yield (
+                node,
+                pa.table(
+                    {
+                        "run_id": pa.array(cols["run_id"], pa.string()),
+                        "iteration": pa.array(cols["iteration"], pa.int32()),
+                        "thread": pa.nulls(n, pa.int32()),
+                        "kernel": pa.nulls(n, pa.string()),
+                        "cpu": pa.nulls(n, pa.int32()),
+                        "warmup": pa.array(cols["warmup"], pa.bool_()),
+                        "seconds": pa.array(cols["seconds"], pa.float64()),
+                        "value": pa.array(cols["value"], pa.float64()),
+                        "tsc_start": pa.nulls(n, pa.int64()),
+                        "tsc_end": pa.nulls(n, pa.int64()),
+                        "mono_start_ns": pa.nulls(n, pa.int64()),
+                        "mono_end_ns": pa.nulls(n, pa.int64()),
+                    },
+                    schema=TABLES["iterations"].schema,
+                ),
+            )
+
+
+def iteration_chunks(
+    path: Path, summary: IterationsSummary, *, unit: str | None = None, higher_is_better: bool | None = None
+) -> Iterator[tuple[str, pa.Table]]:
+    """(node, Arrow table of `iterations` rows) chunks; `summary` holds the runs when the stream ends."""
+    path = Path(path)
+    chunks = _Chunks()
+    units: str | None = None
+    direction = higher_is_better
+    with open_text(path) as lines:
+        numbered = _long_line_guard(lines, path)
+        reader = csv.reader(line for _, line in numbered)
         try:
             header = next(reader)
         except StopIteration:
             raise ImportInputError(
                 f"{path}:1: empty file (expected a header: {', '.join(REQUIRED)})"
             ) from None
-        except (csv.Error, UnicodeDecodeError) as exc:
+        except csv.Error as exc:
             raise ImportInputError(f"{path}:1: unreadable header ({exc})") from None
         names = [h.strip().lower() for h in header]
         missing = [c for c in REQUIRED if c not in names]
@@ -94,172 +218,151 @@ def parse(path: Path, *, unit: str | None = None, higher_is_better: bool | None 
         unknown = [n for n in names if n not in REQUIRED + OPTIONAL]
         if unknown:
             raise ImportInputError(f"{path}:1: unknown column(s) {', '.join(unknown)}")
+        if len(set(names)) != len(names):
+            raise ImportInputError(f"{path}:1: a column appears twice in the header")
         col = {name: names.index(name) for name in names}
-        rows: list[dict[str, Any]] = []
-        units: set[str] = set()
-        directions: set[bool] = set()
-        seen: set[tuple[str, str, int]] = set()
+        c_node, c_run, c_it, c_val = col["node"], col["run"], col["iteration"], col["value"]
+        c_unit, c_hib = col.get("unit"), col.get("higher_is_better")
+        c_warm, c_sec = col.get("warmup"), col.get("seconds")
+        width = len(names)
+        runs = summary.runs
         try:
             for record in reader:
-                where = f"{path}:{reader.line_num}"
+                number = reader.line_num
                 if not record or all(not f.strip() for f in record):
                     continue
-                if len(record) != len(names):
-                    raise ImportInputError(
-                        f"{where}: {len(record)} fields, expected {len(names)} (as the header)"
-                    )
-                node = record[col["node"]].strip()
-                run = record[col["run"]].strip()
+                where = f"{path}:{number}"
+                if len(record) != width:
+                    raise ImportInputError(f"{where}: {len(record)} fields, expected {width} (as the header)")
+                node = record[c_node].strip()
+                run = record[c_run].strip()
                 if not node or not run:
                     raise ImportInputError(f"{where}: empty node or run")
-                try:
-                    iteration = int(record[col["iteration"]])
-                except ValueError:
+                iteration = _parse_iteration(record[c_it], where)
+                value = _parse_float(record[c_val], where, "value")
+                warmup = _parse_bool(record[c_warm], where, "warmup") if c_warm is not None else False
+                seconds = _parse_float(record[c_sec], where, "seconds") if c_sec is not None else None
+                if c_unit is not None:
+                    row_unit = record[c_unit].strip()
+                    if units is None:
+                        units = row_unit
+                    elif row_unit != units:
+                        raise ImportInputError(
+                            f"{where}: unit {row_unit!r} differs from the file's {units!r} "
+                            "(one unit per file; import them separately)"
+                        )
+                if c_hib is not None:
+                    row_dir = _parse_bool(record[c_hib], where, "higher_is_better")
+                    if summary.higher_is_better is None and higher_is_better is None:
+                        summary.higher_is_better = row_dir
+                    elif higher_is_better is None and row_dir != summary.higher_is_better:
+                        raise ImportInputError(f"{where}: higher_is_better differs from the lines before")
+                if direction is None:
+                    direction = summary.higher_is_better
+                    if direction is None:
+                        direction = direction_from_unit(unit or units or "")
+                    if direction is None:
+                        raise ImportInputError(
+                            f"{path}: cannot tell whether higher values are better (unit "
+                            f"{unit or units or ''!r}); add a higher_is_better column or pass "
+                            "--higher-is-better / --lower-is-better"
+                        )
+                if direction and not warmup and value <= 0:
                     raise ImportInputError(
-                        f"{where}: iteration {record[col['iteration']]!r} is not an integer"
-                    ) from None
-                if (node, run, iteration) in seen:
+                        f"{where}: value {record[c_val].strip()} <= 0: rates must be positive (a value <= 0 "
+                        "cannot enter a harmonic mean)"
+                    )
+                acc = runs.get((node, run))
+                if acc is None:
+                    acc = runs[(node, run)] = RunAcc(uuid.uuid4().hex, number)
+                if not acc.seen.add(iteration):
                     raise ImportInputError(
                         f"{where}: duplicate iteration {iteration} of node {node} run {run}"
                     )
-                seen.add((node, run, iteration))
-                row: dict[str, Any] = {
-                    "node": node,
-                    "run": run,
-                    "iteration": iteration,
-                    "value": _parse_float(record[col["value"]], where, "value"),
-                    "warmup": _parse_bool(record[col["warmup"]], where, "warmup")
-                    if "warmup" in col
-                    else False,
-                    "seconds": _parse_float(record[col["seconds"]], where, "seconds")
-                    if "seconds" in col
-                    else None,
-                }
-                if "unit" in col:
-                    units.add(record[col["unit"]].strip())
-                if "higher_is_better" in col:
-                    directions.add(_parse_bool(record[col["higher_is_better"]], where, "higher_is_better"))
-                rows.append(row)
+                if not warmup:
+                    acc.n += 1
+                    acc.total += 1.0 / value if direction else value
+                chunks.add(node, acc.run_id, iteration, warmup, seconds, value)
+                summary.rows += 1
+                if chunks.pending >= CHUNK_ROWS:
+                    yield from chunks.take(False)
         except csv.Error as exc:
             raise ImportInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
-        except UnicodeDecodeError as exc:
-            raise ImportInputError(f"{path}:{reader.line_num + 1}: not UTF-8 text ({exc.reason})") from None
-    if not rows:
+    if not runs:
         raise ImportInputError(f"{path}: no data lines after the header")
-    if len(units) > 1:
-        raise ImportInputError(
-            f"{path}: several units in one file ({', '.join(sorted(units))}); import them separately"
-        )
-    if len(directions) > 1:
-        raise ImportInputError(f"{path}: higher_is_better differs between lines")
-    file_unit = unit or (units.pop() if units else "")
-    direction = higher_is_better
-    if direction is None and directions:
-        direction = directions.pop()
-    if direction is None:
-        direction = direction_from_unit(file_unit)
-    if direction is None:
-        raise ImportInputError(
-            f"{path}: cannot tell whether higher values are better (unit {file_unit!r}); add a "
-            "higher_is_better "
-            "column or pass --higher-is-better / --lower-is-better"
-        )
-    if direction and any(r["value"] <= 0 for r in rows if not r["warmup"]):
-        raise ImportInputError(f"{path}: rates must be positive (a value <= 0 cannot enter a harmonic mean)")
-    return ParsedIterations(rows, file_unit, direction)
+    summary.unit = unit or units or ""
+    summary.higher_is_better = direction
+    for (node, run), acc in runs.items():
+        if acc.n == 0:
+            raise ImportInputError(f"{path}:{acc.line}: node {node} run {run} has only warm-up iterations")
+        if not math.isfinite(acc.total):
+            raise ImportInputError(
+                f"{path}:{acc.line}: the values of node {node} run {run} overflow their sum"
+            )
+    yield from chunks.take(True)
 
 
-def run_value(values: list[float], higher_is_better: bool) -> float:
-    """Mean for costs, harmonic mean for rates (notes/statistics.md)."""
-    if higher_is_better:
-        return len(values) / sum(1.0 / v for v in values)
-    return sum(values) / len(values)
+def _long_line_guard(lines: Iterator[tuple[int, str]], path: Path) -> Iterator[tuple[int, str]]:
+    for number, line in lines:
+        if len(line) > MAX_LINE:
+            raise ImportInputError(f"{path}:{number}: line longer than {MAX_LINE} characters (not this CSV)")
+        yield number, line
 
 
 def import_iterations(
     path: Path,
-    campaign: Campaign,
+    campaign_dir: Path,
     *,
     name: str | None = None,
     unit: str | None = None,
     higher_is_better: bool | None = None,
-    task: str,
 ) -> dict[str, int]:
-    """Parse `path` fully, refuse overlaps with what is stored, then write one chunk per node."""
-    from tailscope.store.views import connect
-
-    parsed = parse(path, unit=unit, higher_is_better=higher_is_better)
+    """Stream `path` into the campaign; refuse a variant that already holds runs."""
+    path = Path(path)
     probe = f"imported:{name or path.stem}"
+    variant = probe
     params = {"source_file": path.name}
-    variant = f"{probe}"
-    con = connect(campaign)
-    try:
-        stored = con.execute("SELECT count(*) FROM runs WHERE variant = ?", [variant]).fetchone()
-    finally:
-        con.close()
-    if stored and stored[0]:
+    held = stored_count(campaign_dir, "SELECT count(*) FROM runs WHERE variant = ?", [variant])
+    if held:
         raise ImportInputError(
-            f"{path}: campaign {campaign.root} already holds {stored[0]} runs of {variant}; "
+            f"{path}: campaign {campaign_dir} already holds {held} runs of {variant}; "
             "import under another name with --name"
         )
-    by_run: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in parsed.rows:
-        by_run.setdefault((row["node"], row["run"]), []).append(row)
-    trial_of_node: dict[str, int] = {}
-    per_node: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    now = utcnow()
-    for (node, run), its in by_run.items():
-        trial = trial_of_node.get(node, 0)
-        trial_of_node[node] = trial + 1
-        run_id = uuid.uuid4().hex
-        measured = [r["value"] for r in its if not r["warmup"]]
-        if not measured:
-            raise ImportInputError(f"{path}: node {node} run {run} has only warm-up iterations")
-        tables = per_node.setdefault(node, {"runs": [], "iterations": []})
-        tables["runs"].append(
-            {
-                "run_id": run_id,
-                "campaign": campaign.campaign_id,
-                "node": node,
-                "probe": probe,
-                "variant": variant,
-                "params": json.dumps(params, sort_keys=True),
-                "trial": trial,
-                "started_at": now,
-                "metric": "value",
-                "value": run_value(measured, parsed.higher_is_better),
-                "unit": parsed.unit,
-                "higher_is_better": parsed.higher_is_better,
-                "status": "ok",
-                "source": "import:iterations-csv",
-                "task": task,
-                "summary": json.dumps({"source_run": run}),
-            }
-        )
-        for r in sorted(its, key=lambda r: r["iteration"]):
-            tables["iterations"].append(
+    summary = IterationsSummary()
+    with import_load(campaign_dir, FORMAT, path, node=None) as load:
+        for node, chunk in iteration_chunks(path, summary, unit=unit, higher_is_better=higher_is_better):
+            load.write("iterations", chunk, node=node)
+        assert summary.higher_is_better is not None
+        per_node: dict[str, list[tuple[str, RunAcc]]] = {}
+        for (node, run), acc in summary.runs.items():
+            per_node.setdefault(node, []).append((run, acc))
+        now = utcnow()
+        most = 0
+        for node, its in sorted(per_node.items()):
+            trials = load.claim_trials(node, variant, len(its))
+            most = max(most, trials[-1] + 1)
+            rows = [
                 {
-                    "run_id": run_id,
-                    "iteration": r["iteration"],
-                    "warmup": r["warmup"],
-                    "seconds": r["seconds"],
-                    "value": r["value"],
+                    "run_id": acc.run_id,
+                    "campaign": load.campaign_id,
+                    "node": node,
+                    "probe": probe,
+                    "variant": variant,
+                    "params": json.dumps(params, sort_keys=True),
+                    "trial": trial,
+                    "started_at": now,
+                    "metric": "value",
+                    "value": acc.n / acc.total if summary.higher_is_better else acc.total / acc.n,
+                    "unit": summary.unit,
+                    "higher_is_better": summary.higher_is_better,
+                    "status": "ok",
+                    "source": "import:iterations-csv",
+                    "summary": json.dumps({"source_run": run}),
                 }
-            )
-    campaign.add_plan(
-        {
-            "variant": variant,
-            "probe": probe,
-            "params": params,
-            "trials": max(trial_of_node.values()),
-            "imported": True,
-        }
-    )
-    for chunk, (node, tables) in enumerate(sorted(per_node.items()), start=1):
-        campaign.write_chunk(
-            {t: pa.Table.from_pylist(rows, schema=TABLES[t].schema) for t, rows in tables.items()},
-            node=node,
-            task=task,
-            chunk=chunk,
+                for trial, (run, acc) in zip(trials, its, strict=True)
+            ]
+            load.write("runs", pa.Table.from_pylist(rows, schema=TABLES["runs"].schema), node=node)
+        load.add_plan(
+            {"variant": variant, "probe": probe, "params": params, "trials": most, "imported": True}
         )
-    return {"runs": len(by_run), "iterations": len(parsed.rows), "nodes": len(per_node)}
+    return {"runs": len(summary.runs), "iterations": summary.rows, "nodes": len(per_node)}

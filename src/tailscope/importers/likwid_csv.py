@@ -1,22 +1,34 @@
 """likwid-perfctr CSV output (`likwid-perfctr -O -C ... -g GROUP ./app`) into `runs` and `counters`.
 
-Layout (likwid 5.x, `likwid.lua` printcsv: every table is printed one row per event, one column per HW
-thread):
+Layout (likwid 5.x `likwid.lua` printcsv; likwid 4.x writes `Core N` where 5.x writes `HWThread N`, the rest
+is the same for what is read here; every table is one row per event, one column per HW thread):
+    (anything the program printed: stdout and stderr saved in one file)
     STRUCT,Info,3,,,
     CPU name:,...            CPU type:,...            CPU clock:,2.1 GHz,,
     TABLE,Group 1 Raw,MEM_DP,7,,                      (or TABLE,Region R,Group 1 Raw,MEM_DP,7,, with -m)
     [Region Info,HWThread 0,HWThread 1 / RDTSC Runtime [s],... / call count,...]   (marker regions only)
-    Event,Counter,HWThread 0,HWThread 1
+    Event,Counter,HWThread 0,HWThread 1               (likwid 4.x: Event,Counter,Core 0,Core 1)
     Runtime (RDTSC) [s],TSC,1.02e+00,1.02e+00          (groups without metrics)
     INSTR_RETIRED_ANY,FIXC0,123,456
+    CAS_COUNT_RD,MBOX0C0,65,-                          (uncore: on the first HW thread of each socket)
     ...
     TABLE,Group 1 Raw STAT,...   TABLE,Group 1 Metric,...   TABLE,Group 1 Metric STAT,...   (skipped)
-One file is one measured run: it becomes one trial of the variant `imported:likwid-<group>` (value: the RDTSC
-runtime in seconds, lower is better; the longest over the file's groups/regions) and its raw counts go to
-`counters` (source `imported:likwid-csv`), one row per (counter register, HW thread): pmu from the register
-(FIXC -> cpu_fixed, PMC -> cpu, MBOX -> uncore_imc, CBOX -> uncore_cha, PWR -> power, ...), unit = HW thread.
-Values `-` or `nan` (a register likwid did not read on that thread) are skipped. Importing many files of one
-group builds an ensemble the attribution can rank.
+
+One file is one measured run: one trial of the variant `imported:likwid-<group>` (value: the RDTSC runtime in
+seconds, lower is better; the longest over the file's groups/regions). Its counts go to `counters` (source
+`imported:likwid-csv`):
+- core registers (FIXC, PMC, TMP, ...): one row per (register's event, HW thread), unit = HW thread;
+- uncore box registers (MBOX0C0 .. MBOX7C1, CBOX12C0, SBOX, ...): one row per (event, box), pmu
+  `uncore_<box>:<socket>`, unit = box number (the seed format's layout, which `metrics` reads). likwid writes a
+  socket's uncore counts in the column of that socket's first measured HW thread; the socket is the rank of
+  that column among the columns that hold a non-zero count of that box kind (socket 0 = the first such column);
+- power registers (PWR0..): per socket the same way, pmu `power:<socket>`, unit = the PWR index;
+- gauges (TMP registers, `TEMP_CORE`: a temperature reading, not a count) keep `width` null: nothing may take a
+  delta of them; every count has width 64 (likwid already reports per-run differences).
+The same event in several groups of one run (likwid's multiplexing, -g A -g B) is summed; marker regions
+prefix the event with `region:`. Values `-` or `nan` (a register likwid did not read) are skipped.
+The file is read line by line; counts are written in chunks of at most CHUNK_ROWS rows, each region's
+tables together.
 """
 
 from __future__ import annotations
@@ -26,20 +38,27 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from tailscope.importers import ImportInputError
-from tailscope.store.campaign import Campaign, utcnow
+from tailscope.importers import ImportInputError, open_text
+from tailscope.importers.loading import import_load
+from tailscope.store.campaign import utcnow
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:likwid-csv"
+FORMAT = "likwid-csv"
 MAX_LINE = 1 << 20
+CHUNK_ROWS = 65536
+MAX_THREAD = 2**31 - 1  # the store's unit column is int32
 _TABLE_RAW = re.compile(r"^(?:Region ([^,]*),)?Group (\d+) Raw$")
-_HWTHREAD = re.compile(r"^HWThread (\d+)$")
+_THREAD = re.compile(r"^(HWThread|Core) (\d+)$")
+_BOX = re.compile(r"^([A-Z][A-Z0-9]*?BOX)(\d+)(?:FIX|C\d+)?$")
+_PWR = re.compile(r"^PWR(\d+)$")
 _PMU = {
     "FIXC": "cpu_fixed", "PMC": "cpu", "TMP": "thermal", "PWR": "power", "MBOX": "uncore_imc",
     "CBOX": "uncore_cha", "SBOX": "uncore_upi", "QBOX": "uncore_upi", "BBOX": "uncore_ha",
@@ -47,6 +66,7 @@ _PMU = {
     "UBOXFIX": "uncore_ubox", "UBOX": "uncore_ubox", "MBOXFIX": "uncore_imc", "IBOX": "uncore_iio",
     "TSC": "tsc", "RBOX": "uncore_m3upi", "PBOX": "uncore_m2pcie", "VPMC": "cpu",
 }  # fmt: skip
+_PREFIXES = sorted(_PMU, key=len, reverse=True)
 
 
 @dataclass
@@ -55,103 +75,57 @@ class LikwidTable:
     region: str | None
     line: int
     threads: list[int] = field(default_factory=list)
-    rows: list[tuple[str, str, int, float]] = field(default_factory=list)  # event, register, thread, value
     runtime: float | None = None
+    rows: list[tuple[str, str, int, float, int]] = field(
+        default_factory=list
+    )  # event, register, thread, v, line
+    count: int = 0
+
+
+@dataclass
+class LikwidSummary:
+    groups: set[str] = field(default_factory=set)
+    threads: set[int] = field(default_factory=set)
+    runtimes: list[float] = field(default_factory=list)
+    tables: int = 0
+    rows: int = 0
+    version: str = ""  # "4.x" (Core N) or "5.x" (HWThread N)
+    clock_hz: float | None = None  # the Info struct's "CPU clock" (the TSC rate likwid uses)
+    digest: str = ""
 
 
 def pmu_of(register: str) -> str:
-    """likwid's counter register name -> the store's pmu (FIXC0 -> cpu_fixed, MBOX2C1 -> uncore_imc)."""
-    for prefix in sorted(_PMU, key=len, reverse=True):
+    """likwid's counter register name -> the store's pmu kind (FIXC0 -> cpu_fixed, MBOX2C1 -> uncore_imc)."""
+    for prefix in _PREFIXES:
         if register.startswith(prefix):
             return _PMU[prefix]
     return "likwid:" + re.sub(r"\d.*$", "", register).lower()
 
 
-def parse(path: Path) -> list[LikwidTable]:
-    try:
-        handle = open(path, newline="", encoding="utf-8")  # noqa: SIM115 (closed by the `with` below)
-    except OSError as exc:
-        raise ImportInputError(f"{path}: cannot open ({exc.strerror})") from None
-    tables: list[LikwidTable] = []
-    current: LikwidTable | None = None
-    in_header = False
-    number = 0
-    with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                where = f"{path}:{number}"
-                if len(line) > MAX_LINE:
-                    raise ImportInputError(
-                        f"{where}: line longer than {MAX_LINE} characters (not likwid CSV)"
-                    )
-                fields = [f.strip() for f in next(csv.reader([line.rstrip("\r\n")]), [])]
-                while fields and fields[-1] == "":
-                    fields.pop()
-                if not fields:
-                    continue
-                if fields[0] in ("TABLE", "STRUCT"):
-                    current = None
-                    if fields[0] == "TABLE" and len(fields) >= 3:
-                        head = ",".join(fields[1:3]) if fields[1].startswith("Region ") else fields[1]
-                        m = _TABLE_RAW.match(head)
-                        if m:
-                            group = fields[3] if m.group(1) is not None else fields[2]
-                            current = LikwidTable(group=group, region=m.group(1), line=number)
-                            tables.append(current)
-                            in_header = True
-                    continue
-                if current is None:
-                    continue
-                if in_header:
-                    if fields[0] == "Event":
-                        if len(fields) < 3 or fields[1] != "Counter":
-                            raise ImportInputError(
-                                f"{where}: expected Event,Counter,HWThread N,... after the TABLE line"
-                            )
-                        for f in fields[2:]:
-                            m = _HWTHREAD.match(f)
-                            if m is None:
-                                raise ImportInputError(f"{where}: column {f!r} is not 'HWThread N'")
-                            current.threads.append(int(m.group(1)))
-                        in_header = False
-                    elif fields[0] == "RDTSC Runtime [s]" and len(fields) > 1:
-                        current.runtime = max(_value(f, where) or 0.0 for f in fields[1:])
-                    continue
-                if len(fields) != 2 + len(current.threads):
-                    raise ImportInputError(
-                        f"{where}: {len(fields)} fields, expected {2 + len(current.threads)} "
-                        "(event, counter and one value per HW thread)"
-                    )
-                event, register = fields[0], fields[1]
-                if not event or not register:
-                    raise ImportInputError(f"{where}: empty event or counter name")
-                values = [_value(f, where) for f in fields[2:]]
-                if register == "TSC" and event.startswith("Runtime"):
-                    current.runtime = max((v for v in values if v is not None), default=None)
-                    continue
-                for thread, value in zip(current.threads, values, strict=True):
-                    if value is not None:
-                        current.rows.append((event, register, thread, value))
-        except UnicodeDecodeError as exc:
-            raise ImportInputError(f"{path}:{number + 1}: not UTF-8 text ({exc.reason})") from None
-        except csv.Error as exc:
-            raise ImportInputError(f"{path}:{number}: malformed CSV ({exc})") from None
-    if not tables:
-        raise ImportInputError(
-            f"{path}: no 'TABLE,Group N Raw,...' table (expected likwid-perfctr -O output)"
+def is_gauge(register: str, event: str) -> bool:
+    """A reading, not a count: temperatures (likwid's TMP registers, TEMP_CORE)."""
+    return register.startswith("TMP") or event.upper().startswith("TEMP")
+
+
+def _unsupported(line: str) -> str | None:
+    """What another likwid layout is, when a line shows it (None: not recognisably likwid)."""
+    text = line.strip()
+    if text.startswith("+--") or (text.startswith("|") and text.endswith("|")):
+        return (
+            "likwid-perfctr's text table (run without -O) is not supported; "
+            "run likwid-perfctr with -O (CSV) and save its output"
         )
-    for t in tables:
-        if not t.threads:
-            raise ImportInputError(
-                f"{path}:{t.line}: table has no 'Event,Counter,HWThread ...' header (truncated?)"
-            )
-        if not t.rows:
-            raise ImportInputError(f"{path}:{t.line}: table has no counter values")
-    return tables
+    if text.startswith("# GID|") or text.startswith("# Group"):
+        return "likwid-perfctr timeline mode (-t/-S) output is not supported; use -O without -t"
+    if re.match(r"^Event,\s*core \d+", text, re.IGNORECASE) and "Counter" not in text:
+        return (
+            "likwid 3.x CSV (Event,core N without a Counter column) is not supported; use likwid 4.x or 5.x"
+        )
+    return None
 
 
 def _value(text: str, where: str) -> float | None:
-    if text in ("-", "nan", "nil", ""):
+    if text in ("-", "nan", "nil", "", "NaN", "-nan"):
         return None
     try:
         value = float(text)
@@ -162,62 +136,260 @@ def _value(text: str, where: str) -> float | None:
     return value
 
 
+def _fields(line: str, where: str) -> list[str]:
+    try:
+        fields = [f.strip() for f in next(csv.reader([line.rstrip("\r\n")]), [])]
+    except csv.Error as exc:
+        raise ImportInputError(f"{where}: malformed CSV ({exc})") from None
+    while fields and fields[-1] == "":
+        fields.pop()
+    return fields
+
+
+def read_tables(path: Path, summary: LikwidSummary) -> Iterator[LikwidTable]:
+    """Yield each `Group N Raw` table when it is complete; fills `summary` on the way."""
+    current: LikwidTable | None = None
+    in_header = False
+    seen_likwid = False
+    with open_text(path) as lines:
+        for number, line in lines:
+            where = f"{path}:{number}"
+            if len(line) > MAX_LINE:
+                raise ImportInputError(f"{where}: line longer than {MAX_LINE} characters (not likwid CSV)")
+            head = line.lstrip()
+            if head.startswith(("TABLE,", "STRUCT,")):
+                seen_likwid = True
+                if current is not None:
+                    yield _finished(current, path)
+                current = None
+                fields = _fields(line, where)
+                if fields[0] == "TABLE" and len(fields) >= 3:
+                    label = ",".join(fields[1:3]) if fields[1].startswith("Region ") else fields[1]
+                    m = _TABLE_RAW.match(label)
+                    if m:
+                        group_at = 3 if m.group(1) is not None else 2
+                        if len(fields) <= group_at or not fields[group_at]:
+                            raise ImportInputError(f"{where}: TABLE line without a group name")
+                        current = LikwidTable(fields[group_at], m.group(1), number)
+                        summary.tables += 1
+                        summary.groups.add(current.group)
+                        in_header = True
+                continue
+            if current is None:
+                if seen_likwid and head.startswith("CPU clock:"):
+                    summary.clock_hz = _clock_hz(_fields(line, where), where)
+                if not seen_likwid or not head.strip():
+                    reason = _unsupported(line)
+                    if reason is not None:
+                        raise ImportInputError(f"{where}: {reason}")
+                continue  # the program's own output, the Info struct, STAT and Metric tables
+            fields = _fields(line, where)
+            if not fields:
+                continue
+            if in_header:
+                if fields[0] == "Event":
+                    _thread_columns(current, fields, where, summary)
+                    in_header = False
+                elif fields[0] == "RDTSC Runtime [s]" and len(fields) > 1:
+                    current.runtime = max(_value(f, where) or 0.0 for f in fields[1:])
+                continue
+            if len(fields) != 2 + len(current.threads):
+                raise ImportInputError(
+                    f"{where}: {len(fields)} fields, expected {2 + len(current.threads)} "
+                    "(event, counter and one value per HW thread)"
+                )
+            event, register = fields[0], fields[1]
+            if not event or not register:
+                raise ImportInputError(f"{where}: empty event or counter name")
+            values = [_value(f, where) for f in fields[2:]]
+            if register == "TSC" and event.startswith("Runtime"):
+                current.runtime = max((v for v in values if v is not None), default=None)
+                continue
+            for thread, value in zip(current.threads, values, strict=True):
+                if value is not None:
+                    current.rows.append((event, register, thread, value, number))
+        summary.digest = lines.sha256.hexdigest()
+    if current is not None:
+        yield _finished(current, path)
+    if not summary.tables:
+        raise ImportInputError(
+            f"{path}: no 'TABLE,Group N Raw,...' table (expected likwid-perfctr -O output, likwid 4.x or 5.x)"
+        )
+
+
+def _clock_hz(fields: list[str], where: str) -> float | None:
+    m = re.match(r"^([0-9.]+)\s*([GM])Hz$", fields[1]) if len(fields) > 1 else None
+    if m is None:
+        return None
+    try:
+        value = float(m.group(1)) * (1e9 if m.group(2) == "G" else 1e6)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _thread_columns(table: LikwidTable, fields: list[str], where: str, summary: LikwidSummary) -> None:
+    if len(fields) < 3 or fields[1] != "Counter":
+        raise ImportInputError(f"{where}: expected Event,Counter,HWThread N,... after the TABLE line")
+    for f in fields[2:]:
+        m = _THREAD.match(f)
+        if m is None:
+            raise ImportInputError(
+                f"{where}: column {f!r} is neither 'HWThread N' (likwid 5.x) nor 'Core N' (likwid 4.x)"
+            )
+        version = "4.x" if m.group(1) == "Core" else "5.x"
+        if summary.version and summary.version != version:
+            raise ImportInputError(
+                f"{where}: {m.group(1)} columns in a file of likwid {summary.version} tables"
+            )
+        summary.version = version
+        thread = int(m.group(2))
+        if thread > MAX_THREAD:
+            raise ImportInputError(f"{where}: {f}: HW thread number above {MAX_THREAD}")
+        if thread in table.threads:
+            raise ImportInputError(f"{where}: column {f!r} appears twice")
+        table.threads.append(thread)
+        summary.threads.add(thread)
+
+
+def _finished(table: LikwidTable, path: Path) -> LikwidTable:
+    if not table.threads:
+        raise ImportInputError(
+            f"{path}:{table.line}: table has no 'Event,Counter,HWThread N' header (truncated?)"
+        )
+    if not table.rows:
+        raise ImportInputError(f"{path}:{table.line}: table has no counter values")
+    return table
+
+
+def table_counts(table: LikwidTable) -> dict[tuple[str, int | None, str], tuple[float, bool]]:
+    """(pmu, unit, event) -> (value, gauge) of one table: per HW thread, or per uncore box / socket."""
+    prefix = "" if table.region is None else f"{table.region}:"
+    # socket of a column, per box kind: rank among the columns holding a non-zero count of that kind
+    lead: dict[str, list[int]] = {}
+    for event, register, thread, value, _ in table.rows:
+        kind = _socket_kind(register)
+        if kind is not None and value != 0:
+            cols = lead.setdefault(kind, [])
+            if thread not in cols:
+                cols.append(thread)
+    out: dict[tuple[str, int | None, str], tuple[float, bool]] = {}
+    for event, register, thread, value, _ in table.rows:
+        gauge = is_gauge(register, event)
+        kind = _socket_kind(register)
+        if kind is None:
+            key: tuple[str, int | None, str] = (pmu_of(register), thread, prefix + event)
+        else:
+            cols = lead.get(kind, [])
+            if thread not in cols:
+                continue  # not a socket's lead thread: likwid did not read this box there
+            socket = sorted(cols).index(thread)
+            m = _BOX.match(register) or _PWR.match(register)
+            box = int(m.group(m.lastindex or 1)) if m is not None else None
+            key = (f"{pmu_of(register)}:{socket}", box, prefix + event)
+        old = out.get(key)
+        out[key] = (value if old is None or gauge else old[0] + value, gauge)
+    return out
+
+
+def _socket_kind(register: str) -> str | None:
+    """The box kind of a per-socket register (MBOX, CBOX, PWR, ...), None for per-thread registers."""
+    m = _BOX.match(register)
+    if m is not None:
+        return m.group(1)
+    if register in ("UBOXFIX", "MBOXFIX") or register.startswith("UBOX"):
+        return register.rstrip("0123456789")
+    if _PWR.match(register):
+        return "PWR"
+    return None
+
+
+def counter_chunks(path: Path, summary: LikwidSummary, run_id: str) -> Iterator[pa.Table]:
+    """Arrow tables of `counters` rows, at most about CHUNK_ROWS each, region by region."""
+    pending: dict[tuple[str, int | None, str], tuple[float, bool]] = {}
+    region: str | None = None
+    flushed: set[str | None] = set()
+    for table in read_tables(path, summary):
+        if table.runtime is not None:
+            summary.runtimes.append(table.runtime)
+        if table.region != region and len(pending) >= CHUNK_ROWS:
+            flushed.add(region)
+            yield _counters_table(pending, run_id)
+            summary.rows += len(pending)
+            pending = {}
+        if table.region in flushed:
+            raise ImportInputError(
+                f"{path}:{table.line}: region {table.region!r} appears again after other regions "
+                "(expected each region's tables together, as likwid-perfctr -m writes them)"
+            )
+        region = table.region
+        for key, (value, gauge) in table_counts(table).items():
+            old = pending.get(key)
+            pending[key] = (value if old is None or gauge else old[0] + value, gauge)
+    if pending:
+        yield _counters_table(pending, run_id)
+        summary.rows += len(pending)
+
+
+def _counters_table(counts: dict[tuple[str, int | None, str], tuple[float, bool]], run_id: str) -> pa.Table:
+    keys = sorted(counts, key=lambda k: (k[0], -1 if k[1] is None else k[1], k[2]))
+    return pa.table(
+        {
+            "run_id": pa.array([run_id] * len(keys), pa.string()),
+            "source": pa.array([SOURCE] * len(keys), pa.string()),
+            "pmu": pa.array([k[0] for k in keys], pa.string()),
+            "unit": pa.array([k[1] for k in keys], pa.int32()),
+            "event": pa.array([k[2] for k in keys], pa.string()),
+            "value": pa.array([counts[k][0] for k in keys], pa.float64()),
+            "time_enabled": pa.nulls(len(keys), pa.int64()),
+            "time_running": pa.nulls(len(keys), pa.int64()),
+            "width": pa.array([None if counts[k][1] else 64 for k in keys], pa.int32()),
+        },
+        schema=TABLES["counters"].schema,
+    )
+
+
+def parse(path: Path) -> tuple[LikwidSummary, list[pa.Table]]:
+    """Parse the whole file in memory (tests and tools; the import streams)."""
+    summary = LikwidSummary()
+    chunks = list(counter_chunks(Path(path), summary, "parse"))
+    return summary, chunks
+
+
 def import_likwid_csv(
-    path: Path, campaign: Campaign, *, node: str | None = None, name: str | None = None, task: str
+    path: Path, campaign_dir: Path, *, node: str | None = None, name: str | None = None
 ) -> dict[str, Any]:
     """One file -> one run (trial) of `imported:likwid-<group>` with its counters."""
     from tailscope.node.facts import node_name
-    from tailscope.store.views import connect
 
-    tables = parse(path)
+    path = Path(path)
     node = node or node_name()
-    groups = sorted({t.group for t in tables})
-    probe = f"imported:{name or 'likwid-' + '+'.join(groups)}"
-    runtimes = [t.runtime for t in tables if t.runtime is not None]
-    if not runtimes:
-        raise ImportInputError(
-            f"{path}: no 'Runtime (RDTSC) [s]' or 'RDTSC Runtime [s]' line: cannot time the run"
-        )
-    con = connect(campaign)
-    try:
-        row = con.execute(
-            "SELECT count(*) FROM runs_all WHERE variant = ? AND node = ?", [probe, node]
-        ).fetchone()
-    finally:
-        con.close()
-    trial = int(row[0]) if row else 0
     run_id = uuid.uuid4().hex
-    counters: dict[tuple[str, int, str], float] = {}
-    for t in tables:
-        for event, register, thread, value in t.rows:
-            key = (pmu_of(register), thread, event if t.region is None else f"{t.region}:{event}")
-            counters[key] = counters.get(key, 0.0) + value
-    params = {"groups": groups}
-    runs = [
-        {
-            "run_id": run_id, "campaign": campaign.campaign_id, "node": node, "probe": probe,
-            "variant": probe,
+    summary = LikwidSummary()
+    with import_load(campaign_dir, FORMAT, path, node=node) as load:
+        for chunk in counter_chunks(path, summary, run_id):
+            load.write("counters", chunk, node=node)
+        if not summary.runtimes:
+            raise ImportInputError(
+                f"{path}: no 'Runtime (RDTSC) [s]' or 'RDTSC Runtime [s]' line: cannot time the run"
+            )
+        load.check_not_imported(summary.digest)
+        groups = sorted(summary.groups)
+        probe = f"imported:{name or 'likwid-' + '+'.join(groups)}"
+        params = {"groups": groups}
+        (trial,) = load.claim_trials(node, probe, 1)
+        runtime = max(summary.runtimes)
+        run = {
+            "run_id": run_id, "campaign": load.campaign_id, "node": node, "probe": probe, "variant": probe,
             "params": json.dumps(params, sort_keys=True), "trial": trial, "started_at": utcnow(),
-            "seconds": max(runtimes), "metric": "runtime", "value": max(runtimes), "unit": "s",
-            "higher_is_better": False, "status": "ok", "source": "import:likwid-csv", "task": task,
-            "threads": len({th for t in tables for th in t.threads}),
-            "summary": json.dumps({"source_file": Path(path).name}),
-        }
-    ]  # fmt: skip
-    rows = [
-        {"run_id": run_id, "source": SOURCE, "pmu": pmu, "unit": unit, "event": event, "value": value}
-        for (pmu, unit, event), value in sorted(counters.items())
-    ]
-    campaign.add_plan(
-        {"variant": probe, "probe": probe, "params": params, "trials": trial + 1, "imported": True}
-    )
-    campaign.write_chunk(
-        {
-            "counters": pa.Table.from_pylist(rows, schema=TABLES["counters"].schema),
-            "runs": pa.Table.from_pylist(runs, schema=TABLES["runs"].schema),
-        },
-        node=node,
-        task=task,
-        chunk=1,
-    )
-    return {"node": node, "runs": 1, "rows": len(rows), "trial": trial}
+            "seconds": runtime, "metric": "runtime", "value": runtime, "unit": "s",
+            "higher_is_better": False, "status": "ok", "source": "import:likwid-csv",
+            "threads": len(summary.threads), "tsc_hz": summary.clock_hz,
+            "summary": json.dumps({"source_file": path.name, "sha256": summary.digest,
+                                   "likwid": summary.version}),
+        }  # fmt: skip
+        load.write("runs", pa.Table.from_pylist([run], schema=TABLES["runs"].schema), node=node)
+        load.add_plan(
+            {"variant": probe, "probe": probe, "params": params, "trials": trial + 1, "imported": True}
+        )
+    return {"node": node, "runs": 1, "rows": summary.rows, "trial": trial, "likwid": summary.version}

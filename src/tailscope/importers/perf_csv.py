@@ -2,18 +2,25 @@
 
 Line layouts perf writes (perf 6.1, checked on this VM; `<not counted>` / `<not supported>` in the value
 field):
-- aggregated:      time,value,unit,event,run_time,pcnt_running[,metric_value,metric_unit]
+- aggregated (also system-wide `-a` without `-A`): time,value,unit,event,run_time,pcnt_running[,metric,unit]
 - per CPU (-A -a): time,CPUn,value,unit,event,run_time,pcnt_running[,...]
 - per socket:      time,Sn,cpus,value,unit,event,run_time,pcnt_running[,...]   (--per-socket)
-- per die / core:  time,S0-D0[-C3],cpus,value,...                              (refused: not stored per unit)
+- per die / core / node: time,S0-D0[-C3],cpus,value,... / time,N0,...  (refused: not stored per unit)
 `time` is seconds since perf started; each interval's values are deltas. The samples table holds cumulative
 values, so each series is summed over intervals from a sample 0 of zeros at the start; an interval whose
 value is `<not counted>` adds nothing and stores no row (the series' next delta spans it); `<not supported>`
 series are not stored at all. `msec` values (task-clock) are stored in nanoseconds as perf_event counts them.
-Events: `pmu/event/` -> pmu and event (`msr/tsc/`, `uncore_imc_0/cas_count_read/`, `power/energy-pkg/`);
-software events -> pmu `software`; other bare names -> pmu `cpu`. unit: the CPU (-A) or socket (--per-socket).
+Events: `pmu/event/mods` -> pmu and `event:mods` (`msr/tsc/`, `cpu_core/cycles/`, `cpu_atom/instructions/u`,
+`power/energy-pkg/`); bare names keep their modifiers (`cycles:D`, `instructions:u`): metrics read them as the
+base event (counters/metrics.py). Software events -> pmu `software`; other bare names -> pmu `cpu`.
+unit: the CPU (-A) or socket (--per-socket); none for aggregated and system-wide lines.
+Uncore boxes (`uncore_imc_3/cas_count_read/`, perf --no-merge): one series per box, pmu `uncore_imc:<socket>`
+(per socket; per CPU: the socket is the rank of the CPU among those that carry that box kind) or `uncore_imc`
+(aggregated), unit = the box number: the layout the seed format and likwid imports use, which `metrics` reads.
 Start time (CLOCK_REALTIME): the `# started on ...` line perf writes with -o, else `--start`, else the file's
-modification time minus the last interval's time (said in the result).
+modification time minus the last interval's time (said in the result line).
+The file is read line by line and written in chunks of at most CHUNK_ROWS rows; memory holds one chunk and
+one running total per series.
 """
 
 from __future__ import annotations
@@ -21,19 +28,26 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import math
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from tailscope.importers import ImportInputError
-from tailscope.store.campaign import Campaign
+from tailscope.importers import ImportInputError, open_text
+from tailscope.importers.loading import import_load, stored_count
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:perf-csv"
+FORMAT = "perf-csv"
 MAX_LINE = 65536
+CHUNK_ROWS = 65536
+MAX_UNIT = 2**31 - 1  # the store's unit column is int32
+MAX_NS = 2**63 - 1  # t_ns is int64
+MAX_SECONDS = 9.2e9  # below 2^63 ns
 SOFTWARE = {
     "task-clock", "cpu-clock", "context-switches", "cs", "cpu-migrations", "migrations", "page-faults",
     "faults", "minor-faults", "major-faults", "alignment-faults", "emulation-faults", "dummy", "bpf-output",
@@ -42,27 +56,28 @@ _NOT = {"<not counted>", "<not supported>"}
 _CPU = re.compile(r"^CPU(\d+)$")
 _SOCKET = re.compile(r"^S(\d+)$")
 _DIE_CORE = re.compile(r"^S\d+-D\d+(-C\d+)?$")
+_NODE = re.compile(r"^N\d+$")
 _PMU_EVENT = re.compile(r"^([A-Za-z0-9_.-]+)/(.+?)/([a-zA-Z]*)$")
+_UNCORE_BOX = re.compile(r"^(uncore_[a-z0-9_]+?)_(\d+)$")
 _STARTED = re.compile(r"^#\s*started on (.+)$")
+_SEPARATORS = {";": "';'", "\t": "a tab", "|": "'|'", ":": "':'", " ": "spaces"}
 
 
 @dataclass
-class ParsedPerfCsv:
-    path: Path
-    mode: str = "aggregated"
+class PerfSummary:
+    mode: str | None = None
     started_ns: int | None = None
-    times: list[float] = field(
-        default_factory=list
-    )  # interval end, seconds since start (sample k = index + 1)
-    rows: list[tuple[int, str, int | None, str, float]] = field(
-        default_factory=list
-    )  # sample, pmu, unit, ev, delta
+    intervals: int = 0
+    last_time: float | None = None
+    rows: int = 0
+    series: int = 0
     unsupported: set[str] = field(default_factory=set)
     not_counted: int = 0
+    digest: str = ""
 
 
 def split_event(name: str) -> tuple[str, str]:
-    """perf's event column -> (pmu, event)."""
+    """perf's event column -> (pmu, event with its modifiers)."""
     m = _PMU_EVENT.match(name)
     if m:
         return m.group(1), m.group(2) + (f":{m.group(3)}" if m.group(3) else "")
@@ -80,86 +95,11 @@ def _number(text: str, where: str, what: str) -> float:
     return value
 
 
-def parse(path: Path) -> ParsedPerfCsv:
-    parsed = ParsedPerfCsv(Path(path))
-    try:
-        handle = open(path, newline="", encoding="utf-8")  # noqa: SIM115 (closed by the `with` below)
-    except OSError as exc:
-        raise ImportInputError(f"{path}: cannot open ({exc.strerror})") from None
-    seen: set[tuple[int, str, int | None, str]] = set()
-    mode: str | None = None
-    with handle:
-        number = 0
-        try:
-            for number, line in enumerate(handle, start=1):
-                where = f"{path}:{number}"
-                if len(line) > MAX_LINE:
-                    raise ImportInputError(
-                        f"{where}: line longer than {MAX_LINE} characters (not perf stat -x, output)"
-                    )
-                text = line.strip()
-                if not text:
-                    continue
-                if text.startswith("#"):
-                    started = _STARTED.match(text)
-                    if started:
-                        parsed.started_ns = _started(started.group(1), where)
-                    continue
-                fields = next(csv.reader([text]))
-                row_mode, unit, rest = _layout(fields, where)
-                if mode is None:
-                    mode = row_mode
-                elif row_mode != mode:
-                    raise ImportInputError(
-                        f"{where}: {row_mode} line in a file of {mode} lines (expected one layout per file)"
-                    )
-                if len(rest) < 3:
-                    raise ImportInputError(
-                        f"{where}: expected value,unit,event after the time (perf stat -x, output)"
-                    )
-                t = _number(fields[0], where, "time")
-                value_text, value_unit, event_name = rest[0].strip(), rest[1].strip(), rest[2].strip()
-                if not event_name:
-                    raise ImportInputError(f"{where}: empty event name")
-                if t < 0:
-                    raise ImportInputError(
-                        f"{where}: time {fields[0]} is negative (seconds since perf started)"
-                    )
-                if not parsed.times or t > parsed.times[-1]:
-                    parsed.times.append(t)
-                elif t < parsed.times[-1]:
-                    raise ImportInputError(
-                        f"{where}: time {fields[0]} is before the previous interval's {parsed.times[-1]} "
-                        "(expected intervals in order)"
-                    )
-                sample = len(parsed.times)
-                if value_text in _NOT:
-                    if value_text == "<not supported>":
-                        parsed.unsupported.add(event_name)
-                    else:
-                        parsed.not_counted += 1
-                    continue
-                value = _number(value_text, where, "value")
-                if value < 0:
-                    raise ImportInputError(f"{where}: value {value_text} is negative (perf counts are >= 0)")
-                if value_unit == "msec":
-                    value *= 1e6
-                pmu, event = split_event(event_name)
-                key = (sample, pmu, unit, event)
-                if key in seen:
-                    raise ImportInputError(
-                        f"{where}: {event_name} appears twice in the interval at {fields[0]} s"
-                    )
-                seen.add(key)
-                parsed.rows.append((sample, pmu, unit, event, value))
-        except UnicodeDecodeError as exc:
-            raise ImportInputError(f"{path}:{number + 1}: not UTF-8 text ({exc.reason})") from None
-        except csv.Error as exc:
-            raise ImportInputError(f"{path}:{number}: malformed CSV ({exc})") from None
-    parsed.mode = mode or "aggregated"
-    if not parsed.rows:
-        raise ImportInputError(f"{path}: no counted values (expected perf stat -I MS -x, output)")
-    return parsed
+def _index(text: str, where: str, what: str) -> int:
+    value = int(text)
+    if value > MAX_UNIT:
+        raise ImportInputError(f"{where}: {what} {text} is above {MAX_UNIT} (expected a {what} number)")
+    return value
 
 
 def _layout(fields: list[str], where: str) -> tuple[str, int | None, list[str]]:
@@ -169,89 +109,281 @@ def _layout(fields: list[str], where: str) -> tuple[str, int | None, list[str]]:
         )
     second = fields[1].strip()
     if m := _CPU.match(second):
-        return "per-cpu", int(m.group(1)), fields[2:]
+        return "per-cpu", _index(m.group(1), where, "CPU"), fields[2:]
     if m := _SOCKET.match(second):
-        return "per-socket", int(m.group(1)), fields[3:]
+        return "per-socket", _index(m.group(1), where, "socket"), fields[3:]
     if _DIE_CORE.match(second):
         raise ImportInputError(
             f"{where}: per-die/per-core output ({second}) is not supported; use -A or --per-socket"
         )
+    if _NODE.match(second):
+        raise ImportInputError(
+            f"{where}: per-node output ({second}) is not supported; use -A or --per-socket"
+        )
     return "aggregated", None, fields[1:]
+
+
+def _not_this_format(text: str, where: str) -> None:
+    """A line that is not -x, CSV: say what it is when it is something perf writes."""
+    if "Performance counter stats for" in text or re.match(r"^#\s+time\s+counts", text):
+        raise ImportInputError(
+            f"{where}: the human-readable `perf stat` table is not supported; run perf stat with "
+            "-x, (CSV) and -I MS"
+        )
+    if "," not in text:
+        for sep, name in _SEPARATORS.items():
+            parts = text.split(sep)
+            if len(parts) >= 4 and re.match(r"^\s*[0-9.]+\s*$", parts[0]):
+                raise ImportInputError(
+                    f"{where}: fields separated by {name}: perf stat -x with another separator; "
+                    "this importer reads -x, (comma)"
+                )
+    head = text.split(",", 1)[0].strip()
+    if re.match(r"^[0-9.]+ +\S", head):
+        raise ImportInputError(
+            f"{where}: this looks like the human-readable `perf stat -I` table (columns separated by "
+            "spaces); run perf stat with -x, (CSV)"
+        )
+
+
+def _time_range(where: str, text: str) -> str:
+    return (
+        f"{where}: time {text.strip()} s is out of range (expected seconds since perf started, below "
+        f"{MAX_SECONDS:.3g} s: the store keeps times as 64-bit nanoseconds)"
+    )
 
 
 def _started(text: str, where: str) -> int:
     try:
         stamp = dt.datetime.strptime(text.strip(), "%a %b %d %H:%M:%S %Y")
-    except ValueError:
+        return int(stamp.astimezone(dt.UTC).timestamp() * 1e9)
+    except (ValueError, OverflowError, OSError):
         raise ImportInputError(f"{where}: cannot read the start time {text!r}") from None
-    return int(stamp.astimezone(dt.UTC).timestamp() * 1e9)
 
 
-def samples_table(parsed: ParsedPerfCsv, node: str, start_ns: int) -> pa.Table:
-    """Cumulative values per series, with a sample 0 of zeros at the start."""
-    series = sorted(
-        {(pmu, unit, event) for _, pmu, unit, event, _ in parsed.rows}, key=lambda k: (k[0], k[1] or -1, k[2])
-    )
-    total = dict.fromkeys(series, 0.0)
-    by_sample: dict[int, list[tuple[str, int | None, str, float]]] = {}
-    for sample, pmu, unit, event, value in parsed.rows:
-        by_sample.setdefault(sample, []).append((pmu, unit, event, value))
-    rows: list[dict[str, Any]] = [
-        {
-            "node": node,
-            "sample": 0,
-            "t_ns": start_ns,
-            "source": SOURCE,
-            "pmu": p,
-            "unit": u,
-            "event": e,
-            "value": 0.0,
-        }
-        for p, u, e in series
-    ]
-    for sample in sorted(by_sample):
-        t_ns = start_ns + round(parsed.times[sample - 1] * 1e9)
-        for pmu, unit, event, value in by_sample[sample]:
-            total[(pmu, unit, event)] += value
-            rows.append(
-                {"node": node, "sample": sample, "t_ns": t_ns, "source": SOURCE, "pmu": pmu, "unit": unit,
-                 "event": event, "value": total[(pmu, unit, event)]}
-            )  # fmt: skip
-    return pa.Table.from_pylist(rows, schema=TABLES["samples"].schema)
+def last_interval_time(path: Path) -> float | None:
+    """The time of the file's last data line, read from its tail (for a start guessed from the mtime)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - 65536))
+            tail = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(tail):
+        text = line.strip()
+        if text and not text.startswith("#"):
+            try:
+                value = float(text.split(",", 1)[0])
+            except ValueError:
+                return None
+            return value if 0 <= value < MAX_SECONDS else None
+    return None
+
+
+class _Series:
+    """Running totals and the chunk being filled."""
+
+    def __init__(self, node: str, start_ns: int) -> None:
+        self.node, self.start_ns = node, start_ns
+        self.total: dict[tuple[str, int | None, str], float] = {}
+        self.cols: dict[str, list[Any]] = {k: [] for k in ("sample", "t_ns", "pmu", "unit", "event", "value")}
+
+    def add(self, sample: int, t_ns: int, key: tuple[str, int | None, str], delta: float, where: str) -> None:
+        if key not in self.total:
+            self.total[key] = 0.0
+            self._row(0, self.start_ns, key, 0.0)
+        value = self.total[key] + delta
+        if not math.isfinite(value):
+            raise ImportInputError(f"{where}: the running total of {key[2]} overflows (values too large)")
+        self.total[key] = value
+        self._row(sample, t_ns, key, value)
+
+    def _row(self, sample: int, t_ns: int, key: tuple[str, int | None, str], value: float) -> None:
+        c = self.cols
+        c["sample"].append(sample)
+        c["t_ns"].append(t_ns)
+        c["pmu"].append(key[0])
+        c["unit"].append(key[1])
+        c["event"].append(key[2])
+        c["value"].append(value)
+
+    def __len__(self) -> int:
+        return len(self.cols["sample"])
+
+    def take(self) -> pa.Table:
+        n = len(self)
+        c = self.cols
+        table = pa.table(
+            {
+                "node": pa.array([self.node] * n, pa.string()),
+                "sample": pa.array(c["sample"], pa.int64()),
+                "t_ns": pa.array(c["t_ns"], pa.int64()),
+                "tsc": pa.nulls(n, pa.int64()),
+                "source": pa.array([SOURCE] * n, pa.string()),
+                "pmu": pa.array(c["pmu"], pa.string()),
+                "unit": pa.array(c["unit"], pa.int32()),
+                "event": pa.array(c["event"], pa.string()),
+                "value": pa.array(c["value"], pa.float64()),
+            },
+            schema=TABLES["samples"].schema,
+        )
+        self.cols = {k: [] for k in c}
+        return table
+
+
+def sample_chunks(
+    path: Path, node: str, summary: PerfSummary, start_ns: int | None = None
+) -> Iterator[pa.Table]:
+    """Arrow tables of `samples` rows (cumulative per series, sample 0 = zeros), CHUNK_ROWS at most each.
+
+    The start time: `start_ns`, else the file's `# started on` line (which perf writes first), else the file's
+    modification time minus the last interval's time (`summary.started_ns` stays None then).
+    """
+    path = Path(path)
+    start = start_ns
+    seen: set[tuple[str, int | None, str]] = set()  # this interval's series (duplicates)
+    socket_rank: dict[str, list[int]] = {}
+    series: _Series | None = None
+    with open_text(path) as lines:
+        for number, line in lines:
+            where = f"{path}:{number}"
+            if len(line) > MAX_LINE:
+                raise ImportInputError(
+                    f"{where}: line longer than {MAX_LINE} characters (not perf stat -x, output)"
+                )
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("#"):
+                if re.match(r"^#\s+time\s+counts", text):
+                    _not_this_format(text, where)
+                started = _STARTED.match(text)
+                if started and start_ns is None:
+                    if series is not None:
+                        raise ImportInputError(f"{where}: '# started on' after the first interval")
+                    summary.started_ns = start = _started(started.group(1), where)
+                continue
+            _not_this_format(text, where)
+            try:
+                fields = next(csv.reader([text]))
+            except csv.Error as exc:
+                raise ImportInputError(f"{where}: malformed CSV ({exc})") from None
+            row_mode, unit, rest = _layout(fields, where)
+            if summary.mode is None:
+                summary.mode = row_mode
+            elif row_mode != summary.mode:
+                raise ImportInputError(
+                    f"{where}: {row_mode} line in a file of {summary.mode} lines (expected one layout per file)"
+                )
+            if len(rest) < 3:
+                raise ImportInputError(
+                    f"{where}: expected value,unit,event after the time (perf stat -x, output)"
+                )
+            t = _number(fields[0], where, "time")
+            value_text, value_unit, event_name = rest[0].strip(), rest[1].strip(), rest[2].strip()
+            if not event_name:
+                raise ImportInputError(f"{where}: empty event name")
+            if t < 0:
+                raise ImportInputError(f"{where}: time {fields[0]} is negative (seconds since perf started)")
+            if t >= MAX_SECONDS:
+                raise ImportInputError(_time_range(where, fields[0]))
+            if series is None:
+                if start is None:
+                    last = last_interval_time(path)
+                    start = int((path.stat().st_mtime - (last if last is not None else t)) * 1e9)
+                series = _Series(node, start)
+            if summary.last_time is None or t > summary.last_time:
+                summary.last_time = t
+                summary.intervals += 1
+                seen.clear()
+            elif t < summary.last_time:
+                raise ImportInputError(
+                    f"{where}: time {fields[0]} is before the previous interval's {summary.last_time} "
+                    "(expected intervals in order)"
+                )
+            t_ns = series.start_ns + t * 1e9
+            if not -MAX_NS <= t_ns <= MAX_NS:
+                raise ImportInputError(_time_range(where, fields[0]))
+            if value_text in _NOT:
+                if value_text == "<not supported>":
+                    summary.unsupported.add(event_name)
+                else:
+                    summary.not_counted += 1
+                continue
+            value = _number(value_text, where, "value")
+            if value < 0:
+                raise ImportInputError(f"{where}: value {value_text} is negative (perf counts are >= 0)")
+            if value_unit == "msec":
+                value *= 1e6
+            pmu, event = split_event(event_name)
+            key = _series_key(pmu, event, unit, summary.mode, socket_rank)
+            if key in seen:
+                raise ImportInputError(
+                    f"{where}: {event_name} appears twice in the interval at {fields[0]} s"
+                )
+            seen.add(key)
+            series.add(summary.intervals, int(t_ns), key, value, where)
+            if len(series) >= CHUNK_ROWS:
+                summary.rows += len(series)
+                yield series.take()
+        summary.digest = lines.sha256.hexdigest()
+    if series is None or not series.total:
+        raise ImportInputError(f"{path}: no counted values (expected perf stat -I MS -x, output)")
+    summary.series = len(series.total)
+    if len(series):
+        summary.rows += len(series)
+        yield series.take()
+
+
+def _series_key(
+    pmu: str, event: str, unit: int | None, mode: str | None, socket_rank: dict[str, list[int]]
+) -> tuple[str, int | None, str]:
+    """(pmu, unit, event) of a line; uncore boxes become (`uncore_<kind>[:<socket>]`, box, event)."""
+    m = _UNCORE_BOX.match(pmu)
+    if m is None:
+        return pmu, unit, event
+    kind, box = m.group(1), int(m.group(2))
+    if box > MAX_UNIT:
+        return pmu, unit, event
+    if mode == "per-socket" and unit is not None:
+        return f"{kind}:{unit}", box, event
+    if mode == "per-cpu" and unit is not None:
+        cpus = socket_rank.setdefault(kind, [])
+        if unit not in cpus:
+            cpus.append(unit)
+        return f"{kind}:{cpus.index(unit)}", box, event
+    return kind, box, event
 
 
 def import_perf_csv(
-    path: Path, campaign: Campaign, *, node: str | None = None, task: str, start_ns: int | None = None
+    path: Path, campaign_dir: Path, *, node: str | None = None, start_ns: int | None = None
 ) -> dict[str, Any]:
     from tailscope.node.facts import node_name
-    from tailscope.store.views import connect
 
-    parsed = parse(path)
+    path = Path(path)
     node = node or node_name()
-    start = start_ns if start_ns is not None else parsed.started_ns
-    start_from = "file" if start is not None else "mtime"
-    if start is None:
-        start = int((Path(path).stat().st_mtime - parsed.times[-1]) * 1e9)
-    con = connect(campaign)
-    try:
-        stored = con.execute(
-            "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, SOURCE]
-        ).fetchone()
-    finally:
-        con.close()
-    if stored and stored[0]:
+    held = stored_count(
+        campaign_dir, "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, SOURCE]
+    )
+    if held:
         raise ImportInputError(
-            f"{path}: campaign {campaign.root} already holds samples of node {node} from {SOURCE}; "
+            f"{path}: campaign {campaign_dir} already holds samples of node {node} from {SOURCE}; "
             "import under another --node"
         )
-    table = samples_table(parsed, node, start)
-    campaign.write_shard("samples", table, node=node, task=task, chunk=1)
+    summary = PerfSummary()
+    with import_load(campaign_dir, FORMAT, path, node=node) as load:
+        for chunk in sample_chunks(path, node, summary, start_ns):
+            load.write("samples", chunk, node=node)
+        load.check_not_imported(summary.digest)
+    start_from = "option" if start_ns is not None else "file" if summary.started_ns is not None else "mtime"
     return {
         "node": node,
-        "samples": len(parsed.times),
-        "rows": table.num_rows,
-        "mode": parsed.mode,
+        "samples": summary.intervals,
+        "rows": summary.rows,
+        "series": summary.series,
+        "mode": summary.mode,
         "start_from": start_from,
-        "not_supported": sorted(parsed.unsupported),
-        "not_counted": parsed.not_counted,
+        "not_supported": sorted(summary.unsupported),
+        "not_counted": summary.not_counted,
     }

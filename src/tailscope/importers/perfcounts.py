@@ -23,7 +23,11 @@ the metrics use for wraparound):
 - `other_counts["pmu"][unit]["EV"][s]`: any other sample (unit -1 = none); written by `export perfcounts` for
   samples that did not come from this format, so every samples row survives a round trip.
 
-Checks (every error names file:line and what was expected): line syntax, unknown array names, index layout per
+Arrays this importer does not know (the real sampler also writes `ib_recv_bytes[s]`, `ib_xmit_bytes[s]`,
+`iio_<port>_{in,out}_bytes[socket][s]`) are stored as they are under pmu `perfcounts:unknown` (event = the
+array name, unit = its last index before the sample) and named in the import's result line; never refused.
+
+Checks (every error names file:line and what was expected): line syntax, index layout per known
 array, non-numeric or out-of-range values (a 48-bit counter above 2^48 - 1), duplicate assignments, sample
 numbers that skip, and samples that lack counters other samples have (a truncated file). The header names no
 samples' layout; the file's own first sample does.
@@ -53,12 +57,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from tailscope.importers import ImportInputError
+from tailscope.importers import BOM, ImportInputError
+from tailscope.importers.loading import file_digest, import_load, stored_count
 from tailscope.native import NativeMissingError, native_library
-from tailscope.store.campaign import Campaign
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:perfcounts"
+FORMAT = "perfcounts"
+CHUNK_ROWS = 1 << 20  # rows per written shard
 MAX_LINE = 65536  # characters; the seed's longest lines are ~100
 TSC_REF_HZ = 100e6  # TSC_ratio x 100 MHz = TSC frequency (seed: TSC GHz = TSC_ratio x 0.1)
 
@@ -115,6 +121,7 @@ _SAMPLE_VALUE = r"^(?:[0-9]+|0[xX][0-9a-fA-F]+)$"
 _DEC = re.compile(r"^[0-9]+$")
 _HEX = re.compile(r"^0[xX][0-9a-fA-F]+$")
 _MAX_SAMPLE = 2**62
+UNKNOWN_PMU = "perfcounts:unknown"  # arrays this importer does not know are stored under this pmu
 
 
 @dataclass(frozen=True)
@@ -163,8 +170,7 @@ def parse_key(text: str, where: str) -> SeriesKey:
     ]
     spec = ARRAYS.get(name)
     if spec is None:
-        known = ", ".join(sorted(ARRAYS))
-        raise ImportInputError(f"{where}: unknown array {name!r} (expected one of: {known})")
+        return _unknown_key(text, name, indices, where)
     expect = "".join(_LAYOUT_TEXT[k] for k in spec.layout) + "[sample]"
     if len(indices) != len(spec.layout):
         raise ImportInputError(f"{where}: {name} takes {name}{expect}, got {text}[sample]")
@@ -194,6 +200,23 @@ def parse_key(text: str, where: str) -> SeriesKey:
         else:  # cpu, box, unit
             unit = None if value == -1 else int(value)
     return SeriesKey(text, name, pmu.replace("{socket}", str(socket)), unit, event, spec.width)
+
+
+def _unknown_key(text: str, name: str, indices: list[int | str], where: str) -> SeriesKey:
+    """An array this importer does not know (the sampler's ib_recv_bytes[s], iio_<port>_in_bytes[socket][s],
+    ...): stored as it is, source-tagged with pmu UNKNOWN_PMU, unit = its last integer index, event = the
+    array name with any other indices; 64-bit counts. Never interpreted by `metrics`; the import says so."""
+    numbers = [i for i in indices if isinstance(i, int)]
+    if any(i < 0 for i in numbers):
+        raise ImportInputError(f"{where}: negative index in {text} (expected indices >= 0)")
+    unit = numbers[-1] if numbers else None
+    if unit is not None and unit > 2**31 - 1:
+        raise ImportInputError(f"{where}: index {unit} in {text} is above {2**31 - 1}")
+    rest = list(indices)
+    if unit is not None:
+        del rest[len(rest) - 1 - rest[::-1].index(unit)]
+    event = name + "".join(f'["{i}"]' if isinstance(i, str) else f"[{i}]" for i in rest)
+    return SeriesKey(text, name, UNKNOWN_PMU, unit, event, 64)
 
 
 def _header_value(text: str, where: str) -> int | float:
@@ -252,6 +275,8 @@ def _read_lines(path: Path) -> ParsedPerfcounts:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:
                 raise ImportInputError(f"{where}: not UTF-8 text ({exc.reason})") from None
+            if number == 1:
+                line = line.removeprefix(BOM)
             if not line or line.startswith("--"):
                 continue
             match = _LINE.match(line)
@@ -632,32 +657,36 @@ def node_from_path(path: Path) -> str:
 
 
 def import_perfcounts(
-    path: Path, campaign: Campaign, *, node: str | None = None, task: str, source: str = SOURCE
+    path: Path, campaign_dir: Path, *, node: str | None = None, source: str = SOURCE
 ) -> dict[str, Any]:
-    """Parse `path` fully, refuse samples already stored for (node, source), then write one shard."""
-    from tailscope.store.views import connect
-
-    parsed = parse(path)
+    """Parse `path` fully, refuse samples already stored for (node, source), then write CHUNK_ROWS chunks."""
+    path = Path(path)
     node = node or node_from_path(path)
-    con = connect(campaign)
-    try:
-        stored = con.execute(
-            "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
-        ).fetchone()
-    finally:
-        con.close()
-    if stored and stored[0]:
+    held = stored_count(
+        campaign_dir, "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
+    )
+    if held:
         raise ImportInputError(
-            f"{path}: campaign {campaign.root} already holds {stored[0]} samples of node {node} "
-            f"from {source}; "
+            f"{path}: campaign {campaign_dir} already holds {held} samples of node {node} from {source}; "
             "import under another --node"
         )
+    parsed = parse(path)
     table = samples_table(parsed, node, source)
-    header = {k: v for k, v in parsed.header.items()}
+    header = dict(parsed.header)
 
     def remember(manifest: dict[str, Any]) -> None:
         manifest.setdefault("sample_headers", {}).setdefault(node, {})[source] = header
 
-    campaign.update_manifest(remember)
-    campaign.write_shard("samples", table, node=node, task=task, chunk=1)
-    return {"samples": parsed.n_samples, "rows": table.num_rows, "series": len(parsed.keys), "node": node}
+    with import_load(campaign_dir, FORMAT, path, node=node) as load:
+        for offset in range(0, table.num_rows, CHUNK_ROWS):
+            load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)
+        load.check_not_imported(file_digest(path))
+        load.update_manifest(remember)
+    unknown = sorted({k.array for k in parsed.keys if k.pmu == UNKNOWN_PMU})
+    notes = (
+        [f"arrays this importer does not know were stored as they are under pmu {UNKNOWN_PMU} (event = the "
+         f"array name, unit = its last index), not interpreted by metrics: {', '.join(unknown)}"]
+        if unknown else []
+    )  # fmt: skip
+    return {"samples": parsed.n_samples, "rows": table.num_rows, "series": len(parsed.keys), "node": node,
+            "notes": notes, "unknown_arrays": unknown}  # fmt: skip
