@@ -68,7 +68,7 @@ def test_aggregated_with_not_counted_and_not_supported(tmp_path: Path) -> None:
     task = [r for r in rows if r[3] == "task-clock"]
     assert task[-1][4] == pytest.approx(1.07e6)  # msec -> ns
     assert not [r for r in rows if r[3] == "cycles"]
-    parsed = perf_csv.parse(path)
+    parsed, _ = perf_csv.parse(path)
     assert parsed.unsupported == {"cycles"} and parsed.not_counted == 2 and parsed.started_ns is not None
 
 
@@ -93,6 +93,7 @@ def test_per_cpu_and_per_socket(tmp_path: Path) -> None:
     tsc1 = [r for r in b if r[1] == "msr" and r[2] == 1]
     assert [r[4] for r in tsc1] == [0.0, 1077519000.0, 1077519000.0 + 1041455000.0]
     assert perf_csv.split_event("uncore_imc_0/cas_count_read/") == ("uncore_imc_0", "cas_count_read")
+    assert perf_csv.split_event("cpu_atom/instructions/u") == ("cpu_atom", "instructions:u")
     assert perf_csv.split_event("cycles:u") == ("cpu", "cycles:u")
 
 
@@ -128,8 +129,8 @@ def test_real_perf_stat_output(tmp_path: Path) -> None:
          "--", "python3", "-c", "import time; t=time.time()\nwhile time.time()-t<0.35: pass"],
         check=True, capture_output=True, timeout=30,
     )  # fmt: skip
-    parsed = perf_csv.parse(out)
-    assert len(parsed.times) >= 3 and parsed.started_ns is not None
+    parsed, _ = perf_csv.parse(out)
+    assert parsed.intervals >= 3 and parsed.started_ns is not None
     assert main(["import", "perf-csv", str(out), "--campaign", str(tmp_path / "c"), "--node", "n"]) == 0
     task = [r for r in samples(tmp_path / "c") if r[3] == "task-clock"]
     assert task[-1][4] > 0.2e9  # ~0.35 s of CPU in ns
@@ -177,7 +178,8 @@ def test_likwid_files_become_runs_with_counters(tmp_path: Path, capsys: pytest.C
         con.close()
     assert [r[0] for r in runs] == list(range(8)) and runs[5][1] == 1.5 and runs[0][2] == "imported:likwid-L2"
     assert ("cpu", 0, "L2_LINES_IN_ALL", 900000.0) in counters
-    assert ("uncore_imc", 0, "CAS_COUNT_RD", 777.0) in counters and not [
+    # the uncore box MBOX0 of the socket whose lead thread is HW thread 0: pmu uncore_imc:<socket>, unit = box
+    assert ("uncore_imc:0", 0, "CAS_COUNT_RD", 777.0) in counters and not [
         c for c in counters if c[2] == "CAS_COUNT_RD" and c[1] == 1
     ]
     assert not [c for c in counters if "STAT" in c[2]]
@@ -196,7 +198,7 @@ def test_likwid_files_become_runs_with_counters(tmp_path: Path, capsys: pytest.C
             r":3: value 'abc' is not a number",
         ),
         ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,HWThread 0\nX,PMC0,1,2\n", r":3: 4 fields, expected 3"),
-        ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,Core 0\n", r":2: column 'Core 0' is not 'HWThread N'"),
+        ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,Thread 0\n", r":2: column 'Thread 0' is neither 'HWThread N'"),
         ("TABLE,Group 1 Raw,L2,5\n", r":1: table has no 'Event,Counter"),
         ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,HWThread 0\nX,PMC0,5\n", r"cannot time the run"),
     ],
@@ -205,7 +207,8 @@ def test_likwid_errors(tmp_path: Path, text: str, pattern: str) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text)
     with pytest.raises(ImportInputError, match=pattern):
-        likwid_csv.import_likwid_csv(path, Campaign.create(tmp_path / "c"), node="n", task="t")
+        likwid_csv.import_likwid_csv(path, tmp_path / "c", node="n")
+    assert not (tmp_path / "c").exists()  # a failed import creates no campaign
     assert likwid_csv.pmu_of("MBOX3C1") == "uncore_imc" and likwid_csv.pmu_of("FIXC2") == "cpu_fixed"
 
 

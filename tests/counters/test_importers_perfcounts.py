@@ -88,10 +88,10 @@ def test_fast_and_line_readers_agree(tmp_path: Path) -> None:
 BAD_CASES = [
     # (what, edit of the lines, expected line number or None for "last line", message pattern)
     (
-        "unknown array",
+        "unknown array, incomplete",  # stored when complete (below); a sample that lacks it is still truncated
         lambda ls: [*ls[:12], 'foo_counts[0][1]["X"][0] = 5', *ls[12:]],
-        13,
-        r"unknown array 'foo_counts'",
+        None,
+        r"sample 1 has 43 of the 44 series the file holds \(no foo_counts\[0\]\[1\]\[\"X\"\]\[1\]\)",
     ),
     (
         "non-numeric",
@@ -216,3 +216,37 @@ def test_native_scanner_grows_its_buffers(tmp_path: Path) -> None:
     assert native.n_samples == reference.n_samples == 6000
     assert native.header == reference.header and len(native.header) == 6000
     assert np.array_equal(native.t_ns, reference.t_ns)
+
+
+def test_the_real_samplers_unknown_arrays_are_stored_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """perf_counters.c (jdmccalpin/periodic-performance-counters) also writes InfiniBand and IIO byte counts:
+    ib_recv_bytes[s], ib_xmit_bytes[s], iio_<port>_{in,out}_bytes[socket][s]. They are stored, never refused."""
+    extra = {
+        "ib_recv_bytes": [1000, 5000, 9000],
+        "ib_xmit_bytes": [10, 20, 40],
+        "iio_pcie0_in_bytes[0]": [7, 8, 9],
+        "iio_pcie0_out_bytes[1]": [70, 80, 90],
+    }
+    lines = seed_file.text().splitlines()
+    for s in range(3):
+        lines += [f"{name}[{s}] = {vals[s]}" for name, vals in extra.items()]
+    path = write(tmp_path, "\n".join(lines) + "\n", "c591-803.perfcounts.lua")
+    assert main(["import", "perfcounts", str(path), "--campaign", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert "not interpreted by metrics" in out and "ib_recv_bytes, ib_xmit_bytes, iio_pcie0_in_bytes" in out
+    con = connect(Campaign.open(tmp_path / "c"))
+    try:
+        rows = con.execute(
+            "SELECT pmu, unit, event, sample, value FROM samples WHERE pmu = 'perfcounts:unknown' "
+            "ORDER BY event, unit, sample"
+        ).fetchall()
+    finally:
+        con.close()
+    want = [
+        ("perfcounts:unknown", None if "[" not in name else int(name[-2]), name.split("[")[0], s, float(v))
+        for name, vals in extra.items()
+        for s, v in enumerate(vals)
+    ]
+    assert sorted(rows, key=str) == sorted(want, key=str)

@@ -387,3 +387,10 @@ def import_perf_csv(
         "not_supported": sorted(summary.unsupported),
         "not_counted": summary.not_counted,
     }
+
+
+def parse(path: Path, node: str = "node") -> tuple[PerfSummary, list[pa.Table]]:
+    """Parse the whole file in memory (tests and tools; the import streams)."""
+    summary = PerfSummary()
+    chunks = list(sample_chunks(Path(path), node, summary))
+    return summary, chunks
