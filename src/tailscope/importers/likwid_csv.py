@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tailscope.importers import ImportInputError, open_text
 from tailscope.importers.loading import import_load
@@ -76,9 +78,9 @@ class LikwidTable:
     line: int
     threads: list[int] = field(default_factory=list)
     runtime: float | None = None
-    rows: list[tuple[str, str, int, float, int]] = field(
+    rows: list[tuple[str, str, int, np.ndarray]] = field(
         default_factory=list
-    )  # event, register, thread, v, line
+    )  # event, register, line, values
     count: int = 0
 
 
@@ -136,6 +138,18 @@ def _value(text: str, where: str) -> float | None:
     return value
 
 
+def _values(texts: list[str], where: str) -> np.ndarray:
+    """One value per HW thread as float64, NaN where likwid did not read the register (`-`, `nan`)."""
+    try:
+        values = np.array(texts, dtype=np.float64)
+    except ValueError:
+        values = np.array([np.nan if (v := _value(t.strip(), where)) is None else v for t in texts])
+    if not np.isfinite(values[~np.isnan(values)]).all() or (values < 0).any():
+        for t in texts:
+            _value(t.strip(), where)  # raises naming the value
+    return values
+
+
 def _fields(line: str, where: str) -> list[str]:
     try:
         fields = [f.strip() for f in next(csv.reader([line.rstrip("\r\n")]), [])]
@@ -183,10 +197,16 @@ def read_tables(path: Path, summary: LikwidSummary) -> Iterator[LikwidTable]:
                     if reason is not None:
                         raise ImportInputError(f"{where}: {reason}")
                 continue  # the program's own output, the Info struct, STAT and Metric tables
-            fields = _fields(line, where)
+            if '"' in line:
+                fields = _fields(line, where)
+            else:
+                fields = line.rstrip("\r\n").split(",")
+                while fields and not fields[-1].strip():
+                    fields.pop()
             if not fields:
                 continue
             if in_header:
+                fields = [f.strip() for f in fields]
                 if fields[0] == "Event":
                     _thread_columns(current, fields, where, summary)
                     in_header = False
@@ -198,16 +218,16 @@ def read_tables(path: Path, summary: LikwidSummary) -> Iterator[LikwidTable]:
                     f"{where}: {len(fields)} fields, expected {2 + len(current.threads)} "
                     "(event, counter and one value per HW thread)"
                 )
-            event, register = fields[0], fields[1]
+            event, register = fields[0].strip(), fields[1].strip()
             if not event or not register:
                 raise ImportInputError(f"{where}: empty event or counter name")
-            values = [_value(f, where) for f in fields[2:]]
+            values = _values(fields[2:], where)
             if register == "TSC" and event.startswith("Runtime"):
-                current.runtime = max((v for v in values if v is not None), default=None)
+                finite = values[~np.isnan(values)]
+                current.runtime = float(finite.max()) if len(finite) else None
                 continue
-            for thread, value in zip(current.threads, values, strict=True):
-                if value is not None:
-                    current.rows.append((event, register, thread, value, number))
+            current.rows.append((event, register, number, values))
+            current.count += int(np.count_nonzero(~np.isnan(values)))
         summary.digest = lines.sha256.hexdigest()
     if current is not None:
         yield _finished(current, path)
@@ -262,34 +282,42 @@ def _finished(table: LikwidTable, path: Path) -> LikwidTable:
     return table
 
 
-def table_counts(table: LikwidTable) -> dict[tuple[str, int | None, str], tuple[float, bool]]:
-    """(pmu, unit, event) -> (value, gauge) of one table: per HW thread, or per uncore box / socket."""
+def table_columns(table: LikwidTable) -> dict[str, list[Any]]:
+    """The counters of one table as column pieces (pmu, unit, event, value, gauge): per HW thread for core
+    registers, per uncore box / socket for box registers (values of non-lead threads dropped)."""
     prefix = "" if table.region is None else f"{table.region}:"
+    threads = np.asarray(table.threads, dtype=np.int64)
     # socket of a column, per box kind: rank among the columns holding a non-zero count of that kind
-    lead: dict[str, list[int]] = {}
-    for event, register, thread, value, _ in table.rows:
+    lead: dict[str, set[int]] = {}
+    for _event, register, _line, values in table.rows:
         kind = _socket_kind(register)
-        if kind is not None and value != 0:
-            cols = lead.setdefault(kind, [])
-            if thread not in cols:
-                cols.append(thread)
-    out: dict[tuple[str, int | None, str], tuple[float, bool]] = {}
-    for event, register, thread, value, _ in table.rows:
+        if kind is not None:
+            lead.setdefault(kind, set()).update(threads[np.nan_to_num(values) != 0].tolist())
+    ranks = {kind: {t: i for i, t in enumerate(sorted(cols))} for kind, cols in lead.items()}
+    cols: dict[str, list[Any]] = {"pmu": [], "unit": [], "event": [], "value": [], "gauge": []}
+    for event, register, _line, values in table.rows:
         gauge = is_gauge(register, event)
         kind = _socket_kind(register)
+        have = ~np.isnan(values)
         if kind is None:
-            key: tuple[str, int | None, str] = (pmu_of(register), thread, prefix + event)
-        else:
-            cols = lead.get(kind, [])
-            if thread not in cols:
-                continue  # not a socket's lead thread: likwid did not read this box there
-            socket = sorted(cols).index(thread)
-            m = _BOX.match(register) or _PWR.match(register)
-            box = int(m.group(m.lastindex or 1)) if m is not None else None
-            key = (f"{pmu_of(register)}:{socket}", box, prefix + event)
-        old = out.get(key)
-        out[key] = (value if old is None or gauge else old[0] + value, gauge)
-    return out
+            n = int(have.sum())
+            cols["pmu"].append([pmu_of(register)] * n)
+            cols["unit"].append(threads[have])
+            cols["event"].append([prefix + event] * n)
+            cols["value"].append(values[have])
+            cols["gauge"].append([gauge] * n)
+            continue
+        m = _BOX.match(register) or _PWR.match(register)
+        box = int(m.group(m.lastindex or 1)) if m is not None else None
+        rank = ranks.get(kind, {})
+        for thread, value in zip(threads[have].tolist(), values[have].tolist(), strict=True):
+            if thread in rank:  # else: not a socket's lead thread; likwid did not read this box there
+                cols["pmu"].append([f"{pmu_of(register)}:{rank[thread]}"])
+                cols["unit"].append([box])
+                cols["event"].append([prefix + event])
+                cols["value"].append([value])
+                cols["gauge"].append([gauge])
+    return cols
 
 
 def _socket_kind(register: str) -> str | None:
@@ -305,45 +333,79 @@ def _socket_kind(register: str) -> str | None:
 
 
 def counter_chunks(path: Path, summary: LikwidSummary, run_id: str) -> Iterator[pa.Table]:
-    """Arrow tables of `counters` rows, at most about CHUNK_ROWS each, region by region."""
-    pending: dict[tuple[str, int | None, str], tuple[float, bool]] = {}
+    """Arrow tables of `counters` rows, about CHUNK_ROWS each, cut between regions (so that the sums over the
+    groups of one region, likwid's multiplexing, stay in one chunk)."""
+    pending: dict[str, list[Any]] = {"pmu": [], "unit": [], "event": [], "value": [], "gauge": []}
+    count = 0
     region: str | None = None
     flushed: set[str | None] = set()
     for table in read_tables(path, summary):
         if table.runtime is not None:
             summary.runtimes.append(table.runtime)
-        if table.region != region and len(pending) >= CHUNK_ROWS:
+        if table.region != region and count >= CHUNK_ROWS:
             flushed.add(region)
-            yield _counters_table(pending, run_id)
-            summary.rows += len(pending)
-            pending = {}
+            chunk = _counters_table(pending, run_id)
+            summary.rows += chunk.num_rows
+            yield chunk
+            pending = {k: [] for k in pending}
+            count = 0
         if table.region in flushed:
             raise ImportInputError(
                 f"{path}:{table.line}: region {table.region!r} appears again after other regions "
                 "(expected each region's tables together, as likwid-perfctr -m writes them)"
             )
         region = table.region
-        for key, (value, gauge) in table_counts(table).items():
-            old = pending.get(key)
-            pending[key] = (value if old is None or gauge else old[0] + value, gauge)
-    if pending:
-        yield _counters_table(pending, run_id)
-        summary.rows += len(pending)
+        for k, pieces in table_columns(table).items():
+            pending[k].extend(pieces)
+        count += table.count
+    if count or pending["value"]:
+        chunk = _counters_table(pending, run_id)
+        summary.rows += chunk.num_rows
+        yield chunk
 
 
-def _counters_table(counts: dict[tuple[str, int | None, str], tuple[float, bool]], run_id: str) -> pa.Table:
-    keys = sorted(counts, key=lambda k: (k[0], -1 if k[1] is None else k[1], k[2]))
+def _counters_table(cols: dict[str, list[Any]], run_id: str) -> pa.Table:
+    """One chunk: the same (pmu, unit, event) in several groups summed (counts) or its last reading kept
+    (gauges), rows sorted."""
+    flat = pa.table(
+        {
+            "pmu": pa.array([x for piece in cols["pmu"] for x in piece], pa.string()),
+            "unit": pa.array(
+                [x for piece in cols["unit"] for x in (piece.tolist() if isinstance(piece, np.ndarray) else piece)],
+                pa.int32(),
+            ),
+            "event": pa.array([x for piece in cols["event"] for x in piece], pa.string()),
+            "value": pa.array(np.concatenate([np.asarray(v, dtype=np.float64) for v in cols["value"]])
+                              if cols["value"] else [], pa.float64()),
+            "gauge": pa.array([x for piece in cols["gauge"] for x in piece], pa.bool_()),
+        }
+    )  # fmt: skip
+    keys = ["pmu", "unit", "event"]
+    counts = (
+        flat.filter(pc.invert(flat["gauge"])).group_by(keys, use_threads=False).aggregate([("value", "sum")])
+    )
+    gauges = flat.filter(flat["gauge"]).group_by(keys, use_threads=False).aggregate([("value", "last")])
+    counts = counts.rename_columns([*keys, "value"]).append_column(
+        "width", pa.array([64] * counts.num_rows, pa.int32())
+    )
+    gauges = gauges.rename_columns([*keys, "value"]).append_column(
+        "width", pa.nulls(gauges.num_rows, pa.int32())
+    )
+    both = pa.concat_tables([counts, gauges]).sort_by(
+        [("pmu", "ascending"), ("unit", "ascending"), ("event", "ascending")]
+    )
+    n = both.num_rows
     return pa.table(
         {
-            "run_id": pa.array([run_id] * len(keys), pa.string()),
-            "source": pa.array([SOURCE] * len(keys), pa.string()),
-            "pmu": pa.array([k[0] for k in keys], pa.string()),
-            "unit": pa.array([k[1] for k in keys], pa.int32()),
-            "event": pa.array([k[2] for k in keys], pa.string()),
-            "value": pa.array([counts[k][0] for k in keys], pa.float64()),
-            "time_enabled": pa.nulls(len(keys), pa.int64()),
-            "time_running": pa.nulls(len(keys), pa.int64()),
-            "width": pa.array([None if counts[k][1] else 64 for k in keys], pa.int32()),
+            "run_id": pa.array([run_id] * n, pa.string()),
+            "source": pa.array([SOURCE] * n, pa.string()),
+            "pmu": both["pmu"],
+            "unit": both["unit"],
+            "event": both["event"],
+            "value": both["value"],
+            "time_enabled": pa.nulls(n, pa.int64()),
+            "time_running": pa.nulls(n, pa.int64()),
+            "width": both["width"],
         },
         schema=TABLES["counters"].schema,
     )
