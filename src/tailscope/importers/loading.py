@@ -35,6 +35,7 @@ class ImportLoad:
         self.changes: list[Callable[[dict[str, Any]], None]] = []
         self.digest: str | None = None
         self._claimed: dict[tuple[str, str], int] = {}
+        self._variants: set[str] = set()
 
     @property
     def campaign_id(self) -> str:
@@ -51,19 +52,19 @@ class ImportLoad:
     def claim_trials(self, node: str, variant: str, count: int) -> list[int]:
         from tailscope.store.views import connect
 
-        key = (node, variant)
-        if key not in self._claimed:
+        if variant not in self._variants:
             con = connect(self.campaign)
             try:
-                row = con.execute(
-                    "SELECT coalesce(max(trial) + 1, 0) FROM runs_all WHERE variant = ? AND node = ?",
-                    [variant, node],
-                ).fetchone()
+                rows = con.execute(
+                    "SELECT node, max(trial) + 1 FROM runs_all WHERE variant = ? GROUP BY node", [variant]
+                ).fetchall()
             finally:
                 con.close()
-            self._claimed[key] = int(row[0]) if row else 0
-        first = self._claimed[key]
-        self._claimed[key] = first + count
+            self._variants.add(variant)
+            for stored_node, next_trial in rows:
+                self._claimed[(stored_node, variant)] = int(next_trial)
+        first = self._claimed.get((node, variant), 0)
+        self._claimed[(node, variant)] = first + count
         return list(range(first, first + count))
 
     def add_plan(self, plan: dict[str, Any]) -> None:

@@ -108,6 +108,8 @@ def _layout(fields: list[str], where: str) -> tuple[str, int | None, list[str]]:
             f"{where}: {len(fields)} fields; expected time,value,unit,event,... (perf stat -I MS -x,)"
         )
     second = fields[1].strip()
+    if not second[:1].isalpha():
+        return "aggregated", None, fields[1:]
     if m := _CPU.match(second):
         return "per-cpu", _index(m.group(1), where, "CPU"), fields[2:]
     if m := _SOCKET.match(second):
@@ -245,9 +247,12 @@ def sample_chunks(
     seen: set[tuple[str, int | None, str]] = set()  # this interval's series (duplicates)
     socket_rank: dict[str, list[int]] = {}
     series: _Series | None = None
+    keys: dict[tuple[str, int | None], tuple[str, int | None, str]] = {}
+    time_text, t = "", 0.0
+    spath = str(path)
     with open_text(path) as lines:
         for number, line in lines:
-            where = f"{path}:{number}"
+            where = f"{spath}:{number}"
             if len(line) > MAX_LINE:
                 raise ImportInputError(
                     f"{where}: line longer than {MAX_LINE} characters (not perf stat -x, output)"
@@ -264,12 +269,21 @@ def sample_chunks(
                         raise ImportInputError(f"{where}: '# started on' after the first interval")
                     summary.started_ns = start = _started(started.group(1), where)
                 continue
-            _not_this_format(text, where)
+            if '"' in text:
+                try:
+                    fields = next(csv.reader([text]))
+                except csv.Error as exc:
+                    raise ImportInputError(f"{where}: malformed CSV ({exc})") from None
+            else:
+                fields = text.split(",")
             try:
-                fields = next(csv.reader([text]))
-            except csv.Error as exc:
-                raise ImportInputError(f"{where}: malformed CSV ({exc})") from None
-            row_mode, unit, rest = _layout(fields, where)
+                row_mode, unit, rest = _layout(fields, where)
+                if time_text != fields[0]:
+                    t = _number(fields[0], where, "time")
+                    time_text = fields[0]
+            except ImportInputError:
+                _not_this_format(text, where)  # raises naming another layout perf writes, when it is one
+                raise
             if summary.mode is None:
                 summary.mode = row_mode
             elif row_mode != summary.mode:
@@ -280,7 +294,6 @@ def sample_chunks(
                 raise ImportInputError(
                     f"{where}: expected value,unit,event after the time (perf stat -x, output)"
                 )
-            t = _number(fields[0], where, "time")
             value_text, value_unit, event_name = rest[0].strip(), rest[1].strip(), rest[2].strip()
             if not event_name:
                 raise ImportInputError(f"{where}: empty event name")
@@ -316,8 +329,10 @@ def sample_chunks(
                 raise ImportInputError(f"{where}: value {value_text} is negative (perf counts are >= 0)")
             if value_unit == "msec":
                 value *= 1e6
-            pmu, event = split_event(event_name)
-            key = _series_key(pmu, event, unit, summary.mode, socket_rank)
+            key = keys.get((event_name, unit))
+            if key is None:
+                pmu, event = split_event(event_name)
+                key = keys[(event_name, unit)] = _series_key(pmu, event, unit, summary.mode, socket_rank)
             if key in seen:
                 raise ImportInputError(
                     f"{where}: {event_name} appears twice in the interval at {fields[0]} s"
