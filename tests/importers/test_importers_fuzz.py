@@ -1,0 +1,238 @@
+"""Fuzzing every importer: any mutation of a valid file is imported or refused with one line naming the file
+(and the line), never a crash. The fast suite runs FAST examples per importer; the slow suite >= 10,000.
+
+The readers are called in-process (the import's whole parsing path; writing is the load's business); a few
+mutations go through the CLI too (exit 0 or 2, one line on stderr). For iterations, the fast pyarrow reader and
+the line reader must agree on every input the fast one takes."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tailscope.cli import main
+from tailscope.importers import ImportInputError, iterations_csv, likwid_csv, perf_csv, perfcounts
+
+FAST = 150
+SLOW = 10_000
+
+ITERATIONS = (
+    "node,run,iteration,value,unit,warmup,seconds\n"
+    "n1,a,0,100.5,GFLOPS,true,1.0\n"
+    "n1,a,1,99.0,GFLOPS,false,1.0\n"
+    "n2,b,0,98.0,GFLOPS,false,1.1\n"
+    "n1,a,2,97.5,GFLOPS,false,0.9\n"
+    "n2,b,1,96.0,GFLOPS,false,1.2\n"
+)
+PERF = (
+    "# started on Tue Nov 24 10:00:00 2026\n\n"
+    "     1.000500000,CPU0,250.0,msec,task-clock,1,100.00,,\n"
+    "     1.000500000,CPU0,500000000,,cycles:D,1,100.00,,\n"
+    "     1.000500000,CPU0,750000000,,cpu_core/instructions/u,1,100.00,,\n"
+    "     1.000500000,CPU1,<not counted>,,cycles:D,1,100.00,,\n"
+    "     1.000500000,CPU1,12,,uncore_imc_3/cas_count_read/,1,100.00,,\n"
+    "     2.000600000,CPU0,251.0,msec,task-clock,1,100.00,,\n"
+    "     2.000600000,CPU0,510000000,,cycles:D,1,100.00,,\n"
+    "     2.000600000,CPU0,760000000,,cpu_core/instructions/u,1,100.00,,\n"
+    "     2.000600000,CPU1,7,,cycles:D,1,100.00,,\n"
+    "     2.000600000,CPU1,13,,uncore_imc_3/cas_count_read/,1,100.00,,\n"
+)
+LIKWID = (
+    "program output\nSTRUCT,Info,3,,\nCPU name:,X,,,\nCPU clock:,2.10 GHz,,,\n"
+    "TABLE,Region solve,Group 1 Raw,MEM,5,,\nEvent,Counter,HWThread 0,HWThread 1\n"
+    "Runtime (RDTSC) [s],TSC,1.0e+00,1.0e+00\nINSTR_RETIRED_ANY,FIXC0,1000,2000\nTEMP_CORE,TMP0,40,41\n"
+    "CAS_COUNT_RD,MBOX0C0,30,0\nCAS_COUNT_RD,MBOX1C0,31,-\n"
+    "TABLE,Group 1 Metric,MEM,2,,\nMetric,HWThread 0,HWThread 1\n"
+    "TABLE,Group 2 Raw,L2,5,,\nEvent,Counter,HWThread 0,HWThread 1\nINSTR_RETIRED_ANY,FIXC0,1,2\n"
+)
+PERFCOUNTS = (
+    "TSC_ratio = 21\nReference_TSC = 100\nReference_WallTime = 1532379481.5\nIA32_FIXED_CTR_CTRL[0] = 0x333\n"
+    + "".join(
+        f"tsc[{s}] = {1000 + s}\ncore_fixed_counts[0][\"Inst_Retired.Any\"][{s}] = {5 * s}\n"
+        f"imc_counts[0][1][\"CAS_COUNT.READS\"][{s}] = {7 * s}\npkg_therm_status[0][{s}] = 0x8839\n"
+        f"ib_recv_bytes[{s}] = {s * 100}\niio_pcie0_in_bytes[1][{s}] = {s}\n"
+        for s in range(3)
+    )
+)
+
+_TOKENS = st.sampled_from(
+    [",", ",,", '"', "\n", "\r\n", "\ufeff", "\x00", "é", "-", "nan", "inf", "-inf", "1e308", "-5",
+     str(2**31), str(2**63), str(2**64), f"CPU{2**100}", f"HWThread {2**64}", f"Core {2**64}", "CPU7",
+     "S0", "S0-D0-C1", "N0", "<not counted>", "<not supported>", "msec", "TABLE,Group 2 Raw,X,1",
+     "Event,Counter,HWThread 5", "STRUCT,Info,3", "Runtime (RDTSC) [s],TSC,", "0x", "[0]", '["X"]',
+     "tsc", " = ", "[99999999999999999999]", "0xffffffffffffffffffff", "# started on Mon Xyz 99 1:1:1 2026",
+     "true", "maybe", "GB/s", "s", "Performance counter stats for", "1.0;5;;cs;1", "+-----+", "| x |"]
+)  # fmt: skip
+
+
+@st.composite
+def mutated(draw: st.DrawFn, text: str) -> bytes:
+    lines = text.split("\n")
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["chars", "chars", "insert", "delete", "dup", "swap", "truncate"]))
+        i = draw(st.integers(0, max(0, len(lines) - 1)))
+        if kind == "chars" and lines:
+            line = lines[i]
+            k = draw(st.integers(0, len(line)))
+            cut = draw(st.integers(0, 6))
+            new = draw(_TOKENS | st.text(max_size=5))
+            lines[i] = line[:k] + new + line[k + cut :]
+        elif kind == "insert":
+            lines.insert(i, draw(_TOKENS | st.text(max_size=20)))
+        elif kind == "delete" and lines:
+            del lines[i]
+        elif kind == "dup" and lines:
+            lines.insert(i, lines[i])
+        elif kind == "swap" and len(lines) > 1:
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif kind == "truncate":
+            lines = lines[: i + 1]
+            lines[-1] = lines[-1][: draw(st.integers(0, len(lines[-1])))]
+    data = "\n".join(lines).encode("utf-8", "surrogatepass")
+    if draw(st.booleans()):
+        data = data[: draw(st.integers(0, len(data)))]
+    return data
+
+
+def _one_line_naming(path: Path, exc: ImportInputError) -> None:
+    message = str(exc)
+    assert "\n" not in message, message
+    assert re.match(rf"^{re.escape(str(path))}(:\d+)?: \S", message), message
+
+
+def check_iterations(path: Path) -> None:
+    slow = iterations_csv.IterationsSummary()
+    try:
+        slow_rows = sum(t.num_rows for _, t in iterations_csv.iteration_chunks(path, slow, higher_is_better=True))
+    except ImportInputError as exc:
+        _one_line_naming(path, exc)
+        slow_rows = None
+    fast = iterations_csv.IterationsSummary()
+    try:
+        fast_rows = sum(
+            t.num_rows for _, t in iterations_csv.fast_iteration_chunks(path, fast, higher_is_better=True)
+        )
+    except iterations_csv._Fallback:
+        return
+    assert slow_rows == fast_rows, "the fast reader took what the line reader refuses (or counted otherwise)"
+    assert fast.unit == slow.unit and fast.higher_is_better == slow.higher_is_better
+    assert sorted(fast.runs) == sorted(slow.runs)
+    for key, acc in slow.runs.items():
+        other = fast.runs[key]
+        assert acc.n == other.n and math.isclose(acc.total, other.total, rel_tol=1e-12)
+        assert (acc.seen.los, acc.seen.his) == (other.seen.los, other.seen.his)
+
+
+def check_perf(path: Path) -> None:
+    try:
+        summary, chunks = perf_csv.parse(path)
+    except ImportInputError as exc:
+        _one_line_naming(path, exc)
+        return
+    rows = sum(c.num_rows for c in chunks)
+    assert rows == summary.rows + 0 and rows >= summary.series
+
+
+def check_likwid(path: Path) -> None:
+    try:
+        summary, chunks = likwid_csv.parse(path)
+    except ImportInputError as exc:
+        _one_line_naming(path, exc)
+        return
+    assert sum(c.num_rows for c in chunks) == summary.rows
+
+
+def check_perfcounts(path: Path) -> None:
+    try:
+        parsed = perfcounts.parse(path)
+    except ImportInputError as exc:
+        _one_line_naming(path, exc)
+        return
+    perfcounts.samples_table(parsed, "n1")
+
+
+CASES: dict[str, tuple[str, str, Callable[[Path], None]]] = {
+    "iterations": (ITERATIONS, "it.csv", check_iterations),
+    "perf-csv": (PERF, "perf.csv", check_perf),
+    "likwid-csv": (LIKWID, "likwid.csv", check_likwid),
+    "perfcounts": (PERFCOUNTS, "n1.perfcounts.lua", check_perfcounts),
+}
+
+
+def _fuzz(name: str, examples: int) -> Callable[..., None]:
+    text, file_name, check = CASES[name]
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(data=mutated(text))
+    def run(tmp_path: Path, data: bytes) -> None:
+        path = tmp_path / file_name
+        path.write_bytes(data)
+        check(path)
+
+    return run
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_valid_files_import(name: str, tmp_path: Path) -> None:
+    text, file_name, _ = CASES[name]
+    path = tmp_path / file_name
+    path.write_text(text)
+    argv = ["import", name, str(path), "--campaign", str(tmp_path / "c")]
+    argv += ["--higher-is-better"] if name == "iterations" else ["--node", "n1"]
+    assert main(argv) == 0
+
+
+test_iterations_fuzz = _fuzz("iterations", FAST)
+test_perf_csv_fuzz = _fuzz("perf-csv", FAST)
+test_likwid_csv_fuzz = _fuzz("likwid-csv", FAST)
+test_perfcounts_fuzz = _fuzz("perfcounts", FAST)
+test_iterations_fuzz_slow = pytest.mark.slow(_fuzz("iterations", SLOW))
+test_perf_csv_fuzz_slow = pytest.mark.slow(_fuzz("perf-csv", SLOW))
+test_likwid_csv_fuzz_slow = pytest.mark.slow(_fuzz("likwid-csv", SLOW))
+test_perfcounts_fuzz_slow = pytest.mark.slow(_fuzz("perfcounts", SLOW))
+
+
+def _cli_fuzz(examples: int) -> Callable[..., None]:
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(name=st.sampled_from(list(CASES)), data=st.data())
+    def run(tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str], name: str, data: st.DataObject) -> None:
+        text, file_name, _ = CASES[name]
+        tmp = tmp_path_factory.mktemp("cli")
+        path = tmp / file_name
+        path.write_bytes(data.draw(mutated(text)))
+        argv = ["import", name, str(path), "--campaign", str(tmp / "c")]
+        argv += ["--higher-is-better"] if name == "iterations" else ["--node", "n1"]
+        capsys.readouterr()
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code in (0, 2), err
+        if code == 2:
+            assert err.count("\n") == 1 and err.startswith(f"tailscope: error: {path}"), err
+            assert not (tmp / "c" / "campaign.json").exists()  # a failed import creates nothing
+
+    return run
+
+
+test_cli_fuzz = _cli_fuzz(8)
+test_cli_fuzz_slow = pytest.mark.slow(_cli_fuzz(400))
+
+
+def test_random_bytes_never_crash(tmp_path: Path) -> None:
+    import random
+
+    rnd = random.Random(5)
+    for k in range(200):
+        data = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 300)))
+        for name, (_, file_name, check) in CASES.items():
+            path = tmp_path / f"{k}-{file_name}"
+            path.write_bytes(data)
+            with contextlib.suppress(ImportInputError):
+                check(path)
