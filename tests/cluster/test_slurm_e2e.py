@@ -181,5 +181,5 @@ def test_campaign_srun_inside_an_existing_allocation(slurm_cluster, tmp_path):
     counts = _ok_counts(root)
     assert set(counts) == {(n, t) for n in ("n1", "n2", "n3") for t in range(3)}
     assert all(c == 1 for c in counts.values())
-    (job,) = Campaign.open(root).manifest["cluster"]["jobs"]
+    (job,) = [j.to_json() for j in Campaign.open(root).manifest.cluster.jobs]
     assert job["kind"] == "srun" and job["nodelist"] == "n[1-3]"

@@ -52,6 +52,7 @@ from typing import Any
 
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
+from tailscope.errors import InputError
 from tailscope.probes.catalogue import PROBES, ProbeVariant
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
@@ -70,7 +71,7 @@ _SLURM_KEYS = {
 _PROBE_KEYS = {"probe", "trials", "page", "options"}
 
 
-class SpecError(ValueError):
+class SpecError(InputError, ValueError):
     """A campaign spec that cannot be used; the message is `FILE:LINE: key: what was expected`."""
 
 
