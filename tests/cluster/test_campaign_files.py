@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import stat
 import subprocess
 from pathlib import Path
@@ -191,8 +192,10 @@ def test_verdict_outputs_name_the_slow_node(tmp_path, capsys):
     assert cmd_verdict(_verdict(campaign, drain=True)) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("scontrol")]
     assert re.match(
-        r'scontrol update nodename=c0002 state=drain reason="tailscope: l2sum 2\d(\.\d)?% slower.*"$', line
+        r"scontrol update nodename=c0002 state=drain 'reason=tailscope: l2sum 2\d(\.\d)?% slower.*'$", line
     )
+    words = shlex.split(line)  # the printed line is one command of exactly these words when pasted
+    assert words[:4] == ["scontrol", "update", "nodename=c0002", "state=drain"] and len(words) == 5
     prom = tmp_path / "textfile" / "tailscope.prom"
     assert cmd_verdict(_verdict(campaign, prometheus=prom)) == 0
     text = prom.read_text()

@@ -142,7 +142,7 @@ def test_three_node_campaign_kill_resume_flag(slurm_cluster, tmp_path):
     assert healthy.returncode == 0 and healthy.stdout == ""
     drain = _tailscope(env, "verdict", str(root), "--drain")
     lines = [line for line in drain.stdout.splitlines() if line.startswith("scontrol")]
-    assert len(lines) == 1 and "nodename=n2 " in lines[0] and 'reason="tailscope: ' in lines[0]
+    assert len(lines) == 1 and "nodename=n2 " in lines[0] and "'reason=tailscope: " in lines[0]
     prom = tmp_path / "tailscope.prom"
     _tailscope(env, "verdict", str(root), "--prometheus", str(prom))
     text = prom.read_text()

@@ -395,3 +395,51 @@ def test_damaged_shard_message_and_store_reads_are_consistent(tmp_path):
     with pytest.raises(StoreError, match="damaged shard"):
         connect(c).execute("SELECT * FROM runs")
     assert pq.read_metadata(c.shard_files("iterations")[0]).num_rows > 0  # the rest is untouched
+
+
+def test_printed_drain_lines_are_safe_to_paste(tmp_path):
+    from tailscope.campaign.verdict import command_text
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS_OUT"\n')
+    (fake / "scontrol").chmod(0o755)
+    marker = tmp_path / "pwned"
+    node = f"n1$(touch {marker});touch {marker}"
+    line = command_text(["scontrol", "update", f"nodename={node}", "state=drain", "reason=tailscope: 'slow'"])
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "ARGS_OUT": str(tmp_path / "args")}
+    subprocess.run(["bash", "-c", line], env=env, check=True)
+    assert not marker.exists()
+    got = (tmp_path / "args").read_text().splitlines()
+    assert got == ["update", f"nodename={node}", "state=drain", "reason=tailscope: 'slow'"]
+
+
+def _tsmon_pids(campaign: Path) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"tsmon -o {campaign}"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_killed_monitored_run_leaves_no_monitor_and_resume_stores_its_samples(tmp_path):
+    campaign = tmp_path / "c"
+    proc = tailscope(
+        "run", "l2sum", "--trials", "400", "--campaign", str(campaign), "--monitor",
+        "--monitor-interval", "100ms", *FAST,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (campaign / "commits").is_dir():
+        time.sleep(0.05)  # the first chunk (50 trials) is committed
+    assert _tsmon_pids(campaign), "tsmon did not start"
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _tsmon_pids(campaign):
+        time.sleep(0.05)
+    assert not _tsmon_pids(campaign), "tsmon outlived its SIGKILLed parent"
+    monitor_files = list((campaign / "monitor").glob("*.tsmon.jsonl"))
+    assert len(monitor_files) == 1
+    assert rows(campaign, "SELECT count(*) FROM samples")[0][0] == 0
+    assert main(["run", "--resume", "--campaign", str(campaign), "--no-progress"]) == 0
+    assert rows(campaign, "SELECT count(*) FROM samples")[0][0] > 0
+    again = rows(campaign, "SELECT count(*) FROM samples")[0][0]
+    assert main(["run", "--resume", "--campaign", str(campaign), "--no-progress"]) == 0
+    assert rows(campaign, "SELECT count(*) FROM samples")[0][0] == again  # stored once, not twice

@@ -18,6 +18,7 @@ A node is judged on every probe variant of the campaign; its verdict is the wors
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import subprocess
 import sys
@@ -110,9 +111,9 @@ def _reason_text(v: NodeVerdict) -> str:
 
 
 def command_text(argv: list[str]) -> str:
-    head, reason = argv[:-1], argv[-1]
-    key, _, text = reason.partition("=")
-    return " ".join(head) + f' {key}="{text}"'
+    """The command as a shell line that is safe to paste: every word quoted with shlex (a node name holding
+    `$(...)` or `;` stays one literal word)."""
+    return shlex.join(argv)
 
 
 def _label(value: object) -> str:

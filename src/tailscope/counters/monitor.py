@@ -332,7 +332,7 @@ def running_monitor(
 ) -> Iterator[Path]:
     """Run tsmon beside a block (a campaign); SIGTERM and wait at the end. Yields the output path."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    argv = tsmon_argv(output, interval_s=interval_s, cpu=cpu, events=events)
+    argv = [*tsmon_argv(output, interval_s=interval_s, cpu=cpu, events=events), "--exit-with-parent"]
     # its warnings go to a file beside the samples (a pipe nobody reads would block it on a big node)
     log_path = output.with_name(output.name + ".stderr")
     log = log_path.open("w")

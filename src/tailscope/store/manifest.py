@@ -248,9 +248,21 @@ class Manifest:
             text = path.read_bytes().decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise StoreError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+
+        def no_constant(name: str) -> None:
+            raise ValueError(f"{name} is not a JSON number")
+
+        def finite(text: str) -> float:
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError(f"{text} is out of range for a number")
+            return value
+
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = json.loads(text, parse_constant=no_constant, parse_float=finite)
+        except ValueError as exc:
+            if not isinstance(exc, json.JSONDecodeError):
+                raise StoreError(f"{path}: invalid JSON ({exc})") from exc
             raise StoreError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
         except RecursionError as exc:
             raise StoreError(f"{path}: invalid manifest (nested too deeply)") from exc
