@@ -36,9 +36,7 @@ def write_iterations(path: Path, size: int) -> None:
         fh.write("node,run,iteration,value,unit\n")
         written, node, run = 0, 0, 0
         while written < size:
-            lines = [
-                f"node{node:04d},r{run},{i},{rnd.uniform(90, 110):.6f},GFLOPS\n" for i in range(1000)
-            ]
+            lines = [f"node{node:04d},r{run},{i},{rnd.uniform(90, 110):.6f},GFLOPS\n" for i in range(1000)]
             block = "".join(lines)
             fh.write(block)
             written += len(block)
@@ -70,14 +68,18 @@ def write_likwid_csv(path: Path, size: int) -> None:
     threads = list(range(64))
     head = "Event,Counter," + ",".join(f"HWThread {t}" for t in threads) + "\n"
     with open(path, "w") as fh:
-        fh.write("app says hello\nSTRUCT,Info,3\nCPU name:,Intel(R) Xeon(R) Platinum 8160\nCPU clock:,2.10 GHz\n")
+        fh.write(
+            "app says hello\nSTRUCT,Info,3\nCPU name:,Intel(R) Xeon(R) Platinum 8160\nCPU clock:,2.10 GHz\n"
+        )
         written, region = 0, 0
         while written < size:
             lines = [f"TABLE,Region r{region},Group 1 Raw,MEM,20\n", head,
                      "Runtime (RDTSC) [s],TSC," + ",".join("0.5" for _ in threads) + "\n"]  # fmt: skip
             for reg, ev in (("FIXC0", "INSTR_RETIRED_ANY"), ("FIXC1", "CPU_CLK_UNHALTED_CORE"),
                             ("FIXC2", "CPU_CLK_UNHALTED_REF"), ("TMP0", "TEMP_CORE")):  # fmt: skip
-                lines.append(f"{ev},{reg}," + ",".join(str(rnd.randrange(10**8, 10**9)) for _ in threads) + "\n")
+                lines.append(
+                    f"{ev},{reg}," + ",".join(str(rnd.randrange(10**8, 10**9)) for _ in threads) + "\n"
+                )
             for box in range(8):
                 vals = [str(rnd.randrange(10**5, 10**6)) if t in (0, 32) else "0" for t in threads]
                 lines.append(f"CAS_COUNT_RD,MBOX{box}C0," + ",".join(vals) + "\n")
@@ -128,7 +130,9 @@ def main() -> int:
     awk = shutil.which("mawk") or shutil.which("awk") or shutil.which("gawk")
     if awk is None:
         sys.exit("no awk found")
-    print(f"awk: {awk}; python: {sys.executable}; rows per chunk: iterations/perf/likwid 65536, perfcounts 2^20")
+    print(
+        f"awk: {awk}; python: {sys.executable}; rows per chunk: iterations/perf/likwid 65536, perfcounts 2^20"
+    )
     print(f"{'format':11s} {'size MB':>8s} {'tool':10s} {'seconds':>8s} {'MB/s':>8s} {'peak RSS MB':>12s}")
     for name in args.only.split(","):
         writer, file_name, awk_script, _chunk, module = FORMATS[name]

@@ -47,7 +47,7 @@ def run_check(*args: str, env: dict[str, str] | None = None) -> tuple[int, list[
     tailscope = f"{shlex.quote(sys.executable)} -m tailscope"
     script = (
         f"{NHC_FUNCTIONS}\nTAILSCOPE={shlex.quote(tailscope)}\nsource {shlex.quote(str(CHECK))}\n"
-        f"check_tailscope {' '.join(shlex.quote(a) for a in args)}\nrc=$?\necho \"RC=$rc DIED=${{CHECK_DIED:-0}}\"\n"
+        f'check_tailscope {" ".join(shlex.quote(a) for a in args)}\nrc=$?\necho "RC=$rc DIED=${{CHECK_DIED:-0}}"\n'
     )
     proc = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
@@ -67,7 +67,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     factor = np.ones(5)
     factor[2] = 0.8
     frame = fleet_frame(factor, 4, 0.005, np.random.default_rng(9))
-    frame["variant"] = campaign.manifest["plans"][0]["variant"]
+    frame["variant"] = campaign.manifest.plans[0].variant
     write_frame(campaign, frame)
     return campaign.root
 
@@ -95,8 +95,10 @@ def test_missing_campaign_logs_and_does_not_fail_the_node(tmp_path: Path) -> Non
 
 
 def test_tailscope_not_runnable_logs_and_does_not_fail(tmp_path: Path) -> None:
-    script = f"{NHC_FUNCTIONS}\nTAILSCOPE=/nonexistent/tailscope\nsource {shlex.quote(str(CHECK))}\n" \
-        f"check_tailscope {shlex.quote(str(tmp_path))}; echo \"RC=$? DIED=${{CHECK_DIED:-0}}\"\n"
+    script = (
+        f"{NHC_FUNCTIONS}\nTAILSCOPE=/nonexistent/tailscope\nsource {shlex.quote(str(CHECK))}\n"
+        f'check_tailscope {shlex.quote(str(tmp_path))}; echo "RC=$? DIED=${{CHECK_DIED:-0}}"\n'
+    )
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     lines = proc.stdout.strip().splitlines()
     assert lines[-1] == "RC=0 DIED=0" and "cannot run '/nonexistent/tailscope' (exit 127)" in lines[0]

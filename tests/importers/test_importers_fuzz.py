@@ -55,8 +55,8 @@ LIKWID = (
 PERFCOUNTS = (
     "TSC_ratio = 21\nReference_TSC = 100\nReference_WallTime = 1532379481.5\nIA32_FIXED_CTR_CTRL[0] = 0x333\n"
     + "".join(
-        f"tsc[{s}] = {1000 + s}\ncore_fixed_counts[0][\"Inst_Retired.Any\"][{s}] = {5 * s}\n"
-        f"imc_counts[0][1][\"CAS_COUNT.READS\"][{s}] = {7 * s}\npkg_therm_status[0][{s}] = 0x8839\n"
+        f'tsc[{s}] = {1000 + s}\ncore_fixed_counts[0]["Inst_Retired.Any"][{s}] = {5 * s}\n'
+        f'imc_counts[0][1]["CAS_COUNT.READS"][{s}] = {7 * s}\npkg_therm_status[0][{s}] = 0x8839\n'
         f"ib_recv_bytes[{s}] = {s * 100}\niio_pcie0_in_bytes[1][{s}] = {s}\n"
         for s in range(3)
     )
@@ -93,7 +93,7 @@ def mutated(draw: st.DrawFn, text: str) -> bytes:
         elif kind == "swap" and len(lines) > 1:
             j = draw(st.integers(0, len(lines) - 1))
             lines[i], lines[j] = lines[j], lines[i]
-        elif kind == "truncate":
+        elif kind == "truncate" and lines:
             lines = lines[: i + 1]
             lines[-1] = lines[-1][: draw(st.integers(0, len(lines[-1])))]
     data = "\n".join(lines).encode("utf-8", "surrogatepass")
@@ -111,7 +111,9 @@ def _one_line_naming(path: Path, exc: ImportInputError) -> None:
 def check_iterations(path: Path) -> None:
     slow = iterations_csv.IterationsSummary()
     try:
-        slow_rows = sum(t.num_rows for _, t in iterations_csv.iteration_chunks(path, slow, higher_is_better=True))
+        slow_rows = sum(
+            t.num_rows for _, t in iterations_csv.iteration_chunks(path, slow, higher_is_better=True)
+        )
     except ImportInputError as exc:
         _one_line_naming(path, exc)
         slow_rows = None
@@ -170,7 +172,9 @@ CASES: dict[str, tuple[str, str, Callable[[Path], None]]] = {
 def _fuzz(name: str, examples: int) -> Callable[..., None]:
     text, file_name, check = CASES[name]
 
-    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(data=mutated(text))
     def run(tmp_path: Path, data: bytes) -> None:
         path = tmp_path / file_name
@@ -201,9 +205,16 @@ test_perfcounts_fuzz_slow = pytest.mark.slow(_fuzz("perfcounts", SLOW))
 
 
 def _cli_fuzz(examples: int) -> Callable[..., None]:
-    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(name=st.sampled_from(list(CASES)), data=st.data())
-    def run(tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str], name: str, data: st.DataObject) -> None:
+    def run(
+        tmp_path_factory: pytest.TempPathFactory,
+        capsys: pytest.CaptureFixture[str],
+        name: str,
+        data: st.DataObject,
+    ) -> None:
         text, file_name, _ = CASES[name]
         tmp = tmp_path_factory.mktemp("cli")
         path = tmp / file_name

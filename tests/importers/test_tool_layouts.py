@@ -103,7 +103,10 @@ def likwid5_mem() -> tuple[str, dict[tuple[str, int, str], float]]:
         lines.append(f"{event},{reg}," + ",".join(str(int(v)) for v in vals))
         for t, v in zip(threads, vals, strict=True):
             expect[("cpu_fixed", t, event)] = v
-    per_box = {"CAS_COUNT_RD": [65, 565, 76, 545, 70, 71, 72, 0], "CAS_COUNT_WR": [10, 20, 30, 40, 50, 60, 70, 80]}
+    per_box = {
+        "CAS_COUNT_RD": [65, 565, 76, 545, 70, 71, 72, 0],
+        "CAS_COUNT_WR": [10, 20, 30, 40, 50, 60, 70, 80],
+    }
     for event, counts in per_box.items():
         reg = "C0" if event.endswith("RD") else "C1"
         for box in range(8):
@@ -117,7 +120,9 @@ def likwid5_mem() -> tuple[str, dict[tuple[str, int, str], float]]:
     return "\n".join(lines) + "\n", expect
 
 
-def test_likwid5_mem_stores_one_row_per_memory_channel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_likwid5_mem_stores_one_row_per_memory_channel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text, expect = likwid5_mem()
     path = tmp_path / "mem.csv"
     path.write_text(text)
@@ -136,7 +141,9 @@ def test_likwid5_mem_stores_one_row_per_memory_channel(tmp_path: Path, capsys: p
     assert m["sockets"]["1"]["cas_reads"] == sum(3 * c + 1 for c in [65, 565, 76, 545, 70, 71, 72, 0])
 
 
-def test_likwid_twice_is_refused_and_stores_nothing_more(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_likwid_twice_is_refused_and_stores_nothing_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text, _ = likwid5_mem()
     path = tmp_path / "mem.csv"
     path.write_text(text)
@@ -148,7 +155,7 @@ def test_likwid_twice_is_refused_and_stores_nothing_more(tmp_path: Path, capsys:
     copy.write_bytes(path.read_bytes())
     assert main(["import", "likwid-csv", str(copy), "--campaign", str(campaign), "--node", "n1"]) == 2
     err = capsys.readouterr().err
-    assert "already imported" in err and "mem.csv" in err and "\n" == err[-1] and err.count("\n") == 1
+    assert "already imported" in err and "mem.csv" in err and err[-1] == "\n" and err.count("\n") == 1
     assert query(campaign, "SELECT count(*) FROM runs") == [(1,)]
     assert query(campaign, "SELECT count(*) FROM counters") == before
 
@@ -159,8 +166,14 @@ def test_likwid_twice_is_refused_and_stores_nothing_more(tmp_path: Path, capsys:
         ("+--------+---------+\n| Event | Counter |\n", r":1: likwid-perfctr's text table .* not supported"),
         ("# GID|MetricsCount|CpuCount|Total runtime|...\n", r":1: likwid-perfctr timeline mode"),
         ("Event,core 0,core 1\nINSTR,1,2\n", r":1: likwid 3.x CSV"),
-        ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,Thread 0\n", r":2: column 'Thread 0' is neither 'HWThread N'"),
-        (f"TABLE,Group 1 Raw,L2,5\nEvent,Counter,HWThread {2**64}\n", r":2: HWThread 18446744073709551616: HW "),
+        (
+            "TABLE,Group 1 Raw,L2,5\nEvent,Counter,Thread 0\n",
+            r":2: column 'Thread 0' is neither 'HWThread N'",
+        ),
+        (
+            f"TABLE,Group 1 Raw,L2,5\nEvent,Counter,HWThread {2**64}\n",
+            r":2: HWThread 18446744073709551616: HW ",
+        ),
     ],
 )
 def test_likwid_unsupported_layouts_say_what_they_are(tmp_path: Path, text: str, pattern: str) -> None:
@@ -192,7 +205,9 @@ PERF_SYSTEM = """\
 """
 
 
-def test_perf_system_wide_has_its_own_metrics_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_perf_system_wide_has_its_own_metrics_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "sys.csv"
     path.write_text(PERF_SYSTEM)
     campaign = tmp_path / "c"
@@ -212,14 +227,19 @@ def test_perf_system_wide_has_its_own_metrics_section(tmp_path: Path, capsys: py
     assert m["cpus"] == {}
     system = m["system"]["cpu"]
     assert system["ipc"] == pytest.approx(38 / 28)  # cycles, not cycles:D (the plain event wins)
-    assert system["ghz"] == pytest.approx(28e9 / ((8004.12 + 8001.00) * 1e6)) and system["ghz_from"] == "task_clock"
+    assert (
+        system["ghz"] == pytest.approx(28e9 / ((8004.12 + 8001.00) * 1e6))
+        and system["ghz_from"] == "task_clock"
+    )
     m1 = metrics_json(capsys, str(campaign), "--from-sample", "1", "--to-sample", "2")
     assert m1["system"]["cpu"]["ipc"] == pytest.approx(1.25) and m1["system"]["cpu"]["ghz"] == pytest.approx(
         16e9 / 8001.00e6
     )
 
 
-def test_perf_cycles_with_modifier_counts_as_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_perf_cycles_with_modifier_counts_as_cycles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = (
         "     0.5,CPU0,250.0,msec,task-clock,1,100.00,,\n"
         "     0.5,CPU0,500000000,,cycles:D,1,100.00,,\n"
@@ -233,7 +253,9 @@ def test_perf_cycles_with_modifier_counts_as_cycles(tmp_path: Path, capsys: pyte
     campaign = tmp_path / "c"
     assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
     assert "start time guessed from the file's modification time" in capsys.readouterr().out
-    rows = query(campaign, "SELECT pmu, unit, event, value FROM samples WHERE sample = 1 ORDER BY unit, event")
+    rows = query(
+        campaign, "SELECT pmu, unit, event, value FROM samples WHERE sample = 1 ORDER BY unit, event"
+    )
     assert rows == [
         ("cpu", 0, "cycles:D", 5e8), ("cpu", 0, "instructions:u", 7.5e8), ("software", 0, "task-clock", 2.5e8),
         ("cpu", 1, "cycles:ppp", 6e8), ("cpu", 1, "instructions:k", 3e8), ("software", 1, "task-clock", 2.5e8),
@@ -279,7 +301,9 @@ def test_perf_uncore_boxes_one_row_per_box(tmp_path: Path, capsys: pytest.Captur
     lines = []
     for socket in (0, 1):
         for box in range(4):
-            lines.append(f"1.0,S{socket},1,{100 * (box + 1) + socket},,uncore_imc_{box}/cas_count_read/,1,100.00,,")
+            lines.append(
+                f"1.0,S{socket},1,{100 * (box + 1) + socket},,uncore_imc_{box}/cas_count_read/,1,100.00,,"
+            )
     path = tmp_path / "imc.csv"
     path.write_text("\n".join(lines) + "\n")
     campaign = tmp_path / "c"
@@ -302,7 +326,10 @@ def test_perf_uncore_boxes_one_row_per_box(tmp_path: Path, capsys: pytest.Captur
             "\n Performance counter stats for 'system wide':\n\n   1,234  cs\n",
             r":2: the human-readable `perf stat` table is not supported",
         ),
-        ("#           time             counts unit events\n     1.001  1,234  cs\n", r":1: the human-readable"),
+        (
+            "#           time             counts unit events\n     1.001  1,234  cs\n",
+            r":1: the human-readable",
+        ),
         ("     1.001040420          1,234,567      cycles\n", r":1: this looks like the human-readable"),
         ("1e308,5,,cs,1,100.00,,\n", r":1: time 1e308 s is out of range"),
         (f"{2**63},5,,cs,1,100.00,,\n", r":1: time 9223372036854775808 s is out of range"),
@@ -330,12 +357,15 @@ def test_bom_is_accepted_by_every_text_importer(tmp_path: Path) -> None:
     (tmp_path / "lk.csv").write_text(bom + LIKWID4)
     (tmp_path / "h.perfcounts.lua").write_text(
         bom + "TSC_ratio = 21\nReference_TSC = 0\nReference_WallTime = 1.0\n"
-        "tsc[0] = 100\ncore_counts[0][\"X\"][0] = 5\ntsc[1] = 200\ncore_counts[0][\"X\"][1] = 7\n"
+        'tsc[0] = 100\ncore_counts[0]["X"][0] = 5\ntsc[1] = 200\ncore_counts[0]["X"][1] = 7\n'
     )
     c = str(tmp_path / "c")
     assert main(["import", "iterations", str(tmp_path / "it.csv"), "--campaign", c, "--lower-is-better"]) == 0
     assert main(["import", "perf-csv", str(tmp_path / "perf.csv"), "--campaign", c, "--node", "p"]) == 0
     assert main(["import", "likwid-csv", str(tmp_path / "lk.csv"), "--campaign", c, "--node", "l"]) == 0
     assert main(["import", "perfcounts", str(tmp_path / "h.perfcounts.lua"), "--campaign", c]) == 0
-    assert query(Path(c), "SELECT sample, value FROM samples WHERE node = 'h' ORDER BY sample") == [(0, 5.0), (1, 7.0)]
+    assert query(Path(c), "SELECT sample, value FROM samples WHERE node = 'h' ORDER BY sample") == [
+        (0, 5.0),
+        (1, 7.0),
+    ]
     assert query(Path(c), "SELECT count(*) FROM iterations") == [(1,)]

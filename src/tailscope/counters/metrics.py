@@ -43,10 +43,21 @@ from tailscope.store.views import connect
 BYTES_PER_CAS = 64
 
 _ALIASES = {
-    "instructions": {"inst_retired_any", "instructions", "inst_retired_any_p", "instr_retired_any",
-                     "retired_instructions"},
-    "core_cycles": {"cpu_clk_unhalted_core", "cpu_clk_unhalted_thread", "cycles", "cpu_cycles",
-                    "actual_cpu_clock", "cpu_clocks_unhalted"},
+    "instructions": {
+        "inst_retired_any",
+        "instructions",
+        "inst_retired_any_p",
+        "instr_retired_any",
+        "retired_instructions",
+    },
+    "core_cycles": {
+        "cpu_clk_unhalted_core",
+        "cpu_clk_unhalted_thread",
+        "cycles",
+        "cpu_cycles",
+        "actual_cpu_clock",
+        "cpu_clocks_unhalted",
+    },
     "ref_cycles": {"cpu_clk_unhalted_ref", "cpu_clk_unhalted_ref_tsc", "ref_cycles", "max_cpu_clock"},
     "cas_reads": {"cas_count_reads", "cas_count_read", "cas_count_rd", "unc_m_cas_count_rd"},
     "cas_writes": {"cas_count_writes", "cas_count_write", "cas_count_wr", "unc_m_cas_count_wr"},
@@ -418,7 +429,7 @@ def campaign_metrics(
             f"{campaign_dir}: interval {first}..{last} is not within node {node}'s samples "
             f"{int(numbers[0])}..{int(numbers[-1])} (expected A < B)"
         )
-    header = campaign.manifest.get("sample_headers", {}).get(node, {}).get(source, {})
+    header = campaign.manifest.sample_headers.get(node, {}).get(source, {})
     result = {"node": node, "source": source}
     result.update(compute(frame, first, last, header))
     return result
@@ -471,15 +482,15 @@ def run_metrics(
 __all__ = [
     "MetricsInputError",
     "StoreError",
+    "base_event",
     "campaign_metrics",
     "compute",
     "corrected_delta",
     "interval_deltas",
     "is_gauge",
-    "base_event",
     "parse_time",
-    "run_metrics",
     "role",
+    "run_metrics",
     "series_width",
     "uncore_location",
 ]

@@ -20,7 +20,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         raise MetricsInputError("metrics: give --from-sample/--to-sample or --from/--to, not both")
     if args.trial is not None:
         if by_sample or by_time or args.source is not None:
-            raise MetricsInputError("metrics: --trial reads one run's counters; it takes no interval or --source")
+            raise MetricsInputError(
+                "metrics: --trial reads one run's counters; it takes no interval or --source"
+            )
         result = run_metrics(args.campaign, trial=args.trial, node=args.node, probe=args.probe)
     else:
         result = campaign_metrics(
@@ -78,7 +80,10 @@ def add_metrics_parser(sub: Any) -> None:
     p.add_argument("--from", dest="t_from", metavar="T0", help="start time: epoch seconds or ISO 8601")
     p.add_argument("--to", dest="t_to", metavar="T1", help="end time: epoch seconds or ISO 8601")
     p.add_argument(
-        "--trial", type=int, metavar="N", help="one run's counters instead of samples (e.g. a likwid-csv import)"
+        "--trial",
+        type=int,
+        metavar="N",
+        help="one run's counters instead of samples (e.g. a likwid-csv import)",
     )
     p.add_argument("--probe", help="with --trial: the run's probe (needed when several have trial N)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -1,8 +1,9 @@
 """Importers: one module per foreign format, each producing rows of the store's tables (store/schema.py).
 
 Analysis never learns where data came from. Every importer reads its input as a stream (never the whole file
-in memory), writes bounded Arrow chunks through one load (importers/loading.py), and raises `ImportInputError`
-naming file:line and what was expected; an import that fails leaves nothing in the campaign.
+in memory), stages bounded Arrow chunks through the store's one load path (`store.load.load_into`: all or
+nothing, trial numbers claimed under the campaign lock, a file's content imported once), and raises
+`ImportInputError` naming file:line and what was expected; an import that fails leaves nothing in the campaign.
 """
 
 from __future__ import annotations
@@ -11,12 +12,17 @@ import contextlib
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from tailscope.errors import InputError
+
+if TYPE_CHECKING:
+    from tailscope.store.load import Transaction
 
 BOM = "\ufeff"
 
 
-class ImportInputError(ValueError):
+class ImportInputError(InputError, ValueError):
     """Input an importer cannot take; the message names the file, the line and what was expected."""
 
 
@@ -53,3 +59,29 @@ def open_text(path: Path) -> Iterator[TextLines]:
         raise ImportInputError(f"{path}: cannot open ({exc.strerror or exc})") from None
     with handle:
         yield TextLines(Path(path), handle)
+
+
+def stored_count(load: Transaction, sql: str, params: list[Any]) -> int:
+    """One count over what the campaign already holds (0 for a campaign this load creates)."""
+    from tailscope.store.read import connect
+
+    if not load.exists:
+        return 0
+    con = connect(load.campaign())
+    try:
+        row = con.execute(sql, params).fetchone()
+    finally:
+        con.close()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+    except OSError as exc:
+        raise ImportInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return digest.hexdigest()

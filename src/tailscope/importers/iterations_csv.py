@@ -26,9 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from tailscope.importers import ImportInputError, open_text
-from tailscope.importers.loading import import_load, stored_count
+from tailscope.importers import ImportInputError, open_text, stored_count
 from tailscope.store.campaign import utcnow
+from tailscope.store.load import load_into
+from tailscope.store.manifest import Plan
 from tailscope.store.schema import TABLES
 
 FORMAT = "iterations"
@@ -513,12 +514,6 @@ def import_iterations(
     probe = f"imported:{name or path.stem}"
     variant = probe
     params = {"source_file": path.name}
-    held = stored_count(campaign_dir, "SELECT count(*) FROM runs WHERE variant = ?", [variant])
-    if held:
-        raise ImportInputError(
-            f"{path}: campaign {campaign_dir} already holds {held} runs of {variant}; "
-            "import under another name with --name"
-        )
     try:
         return _import(path, campaign_dir, fast_iteration_chunks, probe, params, unit, higher_is_better)
     except _Fallback:
@@ -536,7 +531,13 @@ def _import(
 ) -> dict[str, int]:
     variant = probe
     summary = IterationsSummary()
-    with import_load(campaign_dir, FORMAT, path, node=None) as load:
+    with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
+        held = stored_count(load, "SELECT count(*) FROM runs WHERE variant = ?", [variant])
+        if held:
+            raise ImportInputError(
+                f"{path}: campaign {campaign_dir} already holds {held} runs of {variant}; "
+                "import under another name with --name"
+            )
         for node, chunk in reader(path, summary, unit=unit, higher_is_better=higher_is_better):
             load.write("iterations", chunk, node=node)
         assert summary.higher_is_better is not None
@@ -546,7 +547,7 @@ def _import(
         now = utcnow()
         most = 0
         for node, its in sorted(per_node.items()):
-            trials = load.claim_trials(node, variant, len(its))
+            trials = load.claim_next_trials(node, variant, len(its))
             most = max(most, trials[-1] + 1)
             rows = [
                 {
@@ -565,11 +566,10 @@ def _import(
                     "status": "ok",
                     "source": "import:iterations-csv",
                     "summary": json.dumps({"source_run": run}),
+                    "task": load.txid,
                 }
                 for trial, (run, acc) in zip(trials, its, strict=True)
             ]
             load.write("runs", pa.Table.from_pylist(rows, schema=TABLES["runs"].schema), node=node)
-        load.add_plan(
-            {"variant": variant, "probe": probe, "params": params, "trials": most, "imported": True}
-        )
+        load.add_plan(Plan(variant, probe, dict(params), most, imported=True))
     return {"runs": len(summary.runs), "iterations": summary.rows, "nodes": len(per_node)}

@@ -48,8 +48,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailscope.importers import ImportInputError, open_text
-from tailscope.importers.loading import import_load
 from tailscope.store.campaign import utcnow
+from tailscope.store.load import load_into
+from tailscope.store.manifest import Plan
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:likwid-csv"
@@ -428,30 +429,28 @@ def import_likwid_csv(
     node = node or node_name()
     run_id = uuid.uuid4().hex
     summary = LikwidSummary()
-    with import_load(campaign_dir, FORMAT, path, node=node) as load:
+    with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
         for chunk in counter_chunks(path, summary, run_id):
             load.write("counters", chunk, node=node)
         if not summary.runtimes:
             raise ImportInputError(
                 f"{path}: no 'Runtime (RDTSC) [s]' or 'RDTSC Runtime [s]' line: cannot time the run"
             )
-        load.check_not_imported(summary.digest)
+        load.record_source(summary.digest, str(path))
         groups = sorted(summary.groups)
         probe = f"imported:{name or 'likwid-' + '+'.join(groups)}"
         params = {"groups": groups}
-        (trial,) = load.claim_trials(node, probe, 1)
+        (trial,) = load.claim_next_trials(node, probe, 1)
         runtime = max(summary.runtimes)
         run = {
             "run_id": run_id, "campaign": load.campaign_id, "node": node, "probe": probe, "variant": probe,
             "params": json.dumps(params, sort_keys=True), "trial": trial, "started_at": utcnow(),
             "seconds": runtime, "metric": "runtime", "value": runtime, "unit": "s",
             "higher_is_better": False, "status": "ok", "source": "import:likwid-csv",
-            "threads": len(summary.threads), "tsc_hz": summary.clock_hz,
+            "threads": len(summary.threads), "tsc_hz": summary.clock_hz, "task": load.txid,
             "summary": json.dumps({"source_file": path.name, "sha256": summary.digest,
                                    "likwid": summary.version}),
         }  # fmt: skip
         load.write("runs", pa.Table.from_pylist([run], schema=TABLES["runs"].schema), node=node)
-        load.add_plan(
-            {"variant": probe, "probe": probe, "params": params, "trials": trial + 1, "imported": True}
-        )
+        load.add_plan(Plan(probe, probe, dict(params), trial + 1, imported=True))
     return {"node": node, "runs": 1, "rows": summary.rows, "trial": trial, "likwid": summary.version}

@@ -37,8 +37,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from tailscope.importers import ImportInputError, open_text
-from tailscope.importers.loading import import_load, stored_count
+from tailscope.importers import ImportInputError, open_text, stored_count
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:perf-csv"
@@ -378,19 +378,17 @@ def import_perf_csv(
 
     path = Path(path)
     node = node or node_name()
-    held = stored_count(
-        campaign_dir, "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, SOURCE]
-    )
-    if held:
-        raise ImportInputError(
-            f"{path}: campaign {campaign_dir} already holds samples of node {node} from {SOURCE}; "
-            "import under another --node"
-        )
     summary = PerfSummary()
-    with import_load(campaign_dir, FORMAT, path, node=node) as load:
+    with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
+        sql = "SELECT count(*) FROM samples WHERE node = ? AND source = ?"
+        if stored_count(load, sql, [node, SOURCE]):
+            raise ImportInputError(
+                f"{path}: campaign {campaign_dir} already holds samples of node {node} from {SOURCE}; "
+                "import under another --node"
+            )
         for chunk in sample_chunks(path, node, summary, start_ns):
             load.write("samples", chunk, node=node)
-        load.check_not_imported(summary.digest)
+        load.record_source(summary.digest, str(path))
     start_from = "option" if start_ns is not None else "file" if summary.started_ns is not None else "mtime"
     return {
         "node": node,

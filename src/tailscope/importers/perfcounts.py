@@ -57,9 +57,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from tailscope.importers import BOM, ImportInputError
-from tailscope.importers.loading import file_digest, import_load, stored_count
+from tailscope.importers import BOM, ImportInputError, file_digest, stored_count
 from tailscope.native import NativeMissingError, native_library
+from tailscope.store.load import load_into
+from tailscope.store.manifest import Manifest
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:perfcounts"
@@ -662,26 +663,26 @@ def import_perfcounts(
     """Parse `path` fully, refuse samples already stored for (node, source), then write CHUNK_ROWS chunks."""
     path = Path(path)
     node = node or node_from_path(path)
-    held = stored_count(
-        campaign_dir, "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
-    )
-    if held:
-        raise ImportInputError(
-            f"{path}: campaign {campaign_dir} already holds {held} samples of node {node} from {source}; "
-            "import under another --node"
+    with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
+        held = stored_count(
+            load, "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
         )
-    parsed = parse(path)
-    table = samples_table(parsed, node, source)
-    header = dict(parsed.header)
+        if held:
+            raise ImportInputError(
+                f"{path}: campaign {campaign_dir} already holds {held} samples of node {node} from "
+                f"{source}; import under another --node"
+            )
+        parsed = parse(path)
+        table = samples_table(parsed, node, source)
+        header = dict(parsed.header)
 
-    def remember(manifest: dict[str, Any]) -> None:
-        manifest.setdefault("sample_headers", {}).setdefault(node, {})[source] = header
+        def remember(manifest: Manifest) -> None:
+            manifest.sample_headers.setdefault(node, {})[source] = header
 
-    with import_load(campaign_dir, FORMAT, path, node=node) as load:
         for offset in range(0, table.num_rows, CHUNK_ROWS):
             load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)
-        load.check_not_imported(file_digest(path))
-        load.update_manifest(remember)
+        load.record_source(file_digest(path), str(path))
+        load.change_manifest(remember)
     unknown = sorted({k.array for k in parsed.keys if k.pmu == UNKNOWN_PMU})
     notes = (
         [f"arrays this importer does not know were stored as they are under pmu {UNKNOWN_PMU} (event = the "
