@@ -3,14 +3,15 @@
 
     PYTHONPATH=src .venv/bin/python bench/bench_importers.py [--mb 200] [--only iterations,perf-csv,...]
 
-For each format (iterations, perf-csv, likwid-csv, perfcounts) it writes a file of about --mb MB in a temporary
-directory (deleted afterwards), then runs, each as a fresh process so its peak RSS is its own:
+For each format (iterations, perf-csv, likwid-csv, perfcounts) it writes a file of about --mb MB in a
+temporary directory (deleted afterwards), then runs, each as a fresh process so its peak RSS is its own:
   - awk:        one field-splitting pass that sums a column (the cheapest useful pass over the file);
   - baseline:   python -c "import the importer module" (the interpreter, pyarrow, duckdb: memory not due to
                 the file);
-  - tailscope:  `python -m tailscope import FORMAT FILE --campaign DIR` (parse, checks, Parquet shards).
-Prints MB/s and peak RSS (ru_maxrss of the child) of each, tailscope's peak minus the baseline, and that excess
-against the importer's chunk size. The target (issue 9): peak memory at most 2x the largest chunk, never
+  - tailscope:  `python -m tailscope import FORMAT FILE --campaign DIR` (parse, checks, Parquet).
+Prints MB/s and peak RSS (ru_maxrss of the child) of each, tailscope's peak minus the baseline, and that
+excess against the importer's chunk size. The target (issue 9): peak memory at most 2x the largest chunk,
+never
 proportional to the file.
 """
 
@@ -157,7 +158,8 @@ def main() -> int:
             excess = runs["tailscope"][1] - runs["baseline"][1]
             print(
                 f"{name:11s} tailscope peak - baseline = {excess:.0f} MB for a {size_mb:.0f} MB file "
-                f"({excess / size_mb:.2f} x the file); speed {runs['awk'][0] / runs['tailscope'][0]:.2f} x awk"
+                f"({excess / size_mb:.2f} x the file); "
+                f"speed {runs['awk'][0] / runs['tailscope'][0]:.2f} x awk"
             )
     return 0
 

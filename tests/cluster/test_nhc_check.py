@@ -47,7 +47,8 @@ def run_check(*args: str, env: dict[str, str] | None = None) -> tuple[int, list[
     tailscope = f"{shlex.quote(sys.executable)} -m tailscope"
     script = (
         f"{NHC_FUNCTIONS}\nTAILSCOPE={shlex.quote(tailscope)}\nsource {shlex.quote(str(CHECK))}\n"
-        f'check_tailscope {" ".join(shlex.quote(a) for a in args)}\nrc=$?\necho "RC=$rc DIED=${{CHECK_DIED:-0}}"\n'
+        f"check_tailscope {' '.join(shlex.quote(a) for a in args)}\nrc=$?\n"
+        'echo "RC=$rc DIED=${CHECK_DIED:-0}"\n'
     )
     proc = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
@@ -73,7 +74,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_slow_node_dies_with_tailscopes_reason(fleet: Path) -> None:
-    rc, lines = run_check(str(fleet), "--node", "c0002")
+    _, lines = run_check(str(fleet), "--node", "c0002")
     assert lines[-1] == "RC=1 DIED=1"
     died = [line for line in lines if line.startswith("DIE[1]: ")]
     assert len(died) == 1, lines
@@ -82,12 +83,12 @@ def test_slow_node_dies_with_tailscopes_reason(fleet: Path) -> None:
 
 
 def test_healthy_node_passes_silently(fleet: Path) -> None:
-    rc, lines = run_check(str(fleet), "--node", "c0000")
+    _, lines = run_check(str(fleet), "--node", "c0000")
     assert lines == ["RC=0 DIED=0"]
 
 
 def test_missing_campaign_logs_and_does_not_fail_the_node(tmp_path: Path) -> None:
-    rc, lines = run_check(str(tmp_path / "no-such-campaign"), "--node", "c0000")
+    _, lines = run_check(str(tmp_path / "no-such-campaign"), "--node", "c0000")
     assert lines[-1] == "RC=0 DIED=0"
     logged = [line for line in lines if line.startswith("LOG: ")]
     assert len(logged) == 1 and "tailscope cannot read its input; node not failed" in logged[0]

@@ -203,7 +203,10 @@ def test_likwid_files_become_runs_with_counters(tmp_path: Path, capsys: pytest.C
             r":3: value 'abc' is not a number",
         ),
         ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,HWThread 0\nX,PMC0,1,2\n", r":3: 4 fields, expected 3"),
-        ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,Thread 0\n", r":2: column 'Thread 0' is neither 'HWThread N'"),
+        (
+            "TABLE,Group 1 Raw,L2,5\nEvent,Counter,Thread 0\n",
+            r":2: column 'Thread 0' is neither 'HWThread N'",
+        ),
         ("TABLE,Group 1 Raw,L2,5\n", r":1: table has no 'Event,Counter"),
         ("TABLE,Group 1 Raw,L2,5\nEvent,Counter,HWThread 0\nX,PMC0,5\n", r"cannot time the run"),
     ],

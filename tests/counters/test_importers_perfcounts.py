@@ -88,7 +88,8 @@ def test_fast_and_line_readers_agree(tmp_path: Path) -> None:
 BAD_CASES = [
     # (what, edit of the lines, expected line number or None for "last line", message pattern)
     (
-        "unknown array, incomplete",  # stored when complete (below); a sample that lacks it is still truncated
+        # an unknown array is stored when complete (below); a sample that lacks it is still a truncated file
+        "unknown array, incomplete",
         lambda ls: [*ls[:12], 'foo_counts[0][1]["X"][0] = 5', *ls[12:]],
         None,
         r"sample 1 has 43 of the 44 series the file holds \(no foo_counts\[0\]\[1\]\[\"X\"\]\[1\]\)",
@@ -222,7 +223,8 @@ def test_the_real_samplers_unknown_arrays_are_stored_with_a_note(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """perf_counters.c (jdmccalpin/periodic-performance-counters) also writes InfiniBand and IIO byte counts:
-    ib_recv_bytes[s], ib_xmit_bytes[s], iio_<port>_{in,out}_bytes[socket][s]. They are stored, never refused."""
+    ib_recv_bytes[s], ib_xmit_bytes[s], iio_<port>_{in,out}_bytes[socket][s]. They are stored, never
+    refused."""
     extra = {
         "ib_recv_bytes": [1000, 5000, 9000],
         "ib_xmit_bytes": [10, 20, 40],

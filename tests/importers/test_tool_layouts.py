@@ -1,5 +1,5 @@
-"""Files in the layouts users' perf and likwid write (issue 15): the stored rows checked one by one against the
-file, and `metrics --json` giving IPC and GHz for each."""
+"""Files in the layouts users' perf and likwid write (issue 15): the stored rows checked one by one against
+the file, and `metrics --json` giving IPC and GHz for each."""
 
 from __future__ import annotations
 
@@ -115,8 +115,12 @@ def likwid5_mem() -> tuple[str, dict[tuple[str, int, str], float]]:
             lines.append(f"{event},MBOX{box}{reg},{s0},0,{s1},0")  # uncore: 0 on the non-lead threads
             expect[("uncore_imc:0", box, event)] = float(s0)
             expect[("uncore_imc:1", box, event)] = float(s1)
-    lines += ["TABLE,Group 1 Raw STAT,MEM,20,,", "Event,Counter,Sum,Min,Max,Avg",
-              "TABLE,Group 1 Metric,MEM,10,,", "Metric,HWThread 0,HWThread 1,HWThread 24,HWThread 25"]  # fmt: skip
+    lines += [
+        "TABLE,Group 1 Raw STAT,MEM,20,,",
+        "Event,Counter,Sum,Min,Max,Avg",
+        "TABLE,Group 1 Metric,MEM,10,,",
+        "Metric,HWThread 0,HWThread 1,HWThread 24,HWThread 25",
+    ]
     return "\n".join(lines) + "\n", expect
 
 
@@ -190,7 +194,7 @@ def test_likwid_unsupported_layouts_say_what_they_are(tmp_path: Path, text: str,
     assert str(path) in str(info.value)
 
 
-# --- perf stat -a -I without -A: system-wide rows, no CPU column ---------------------------------------------
+# --- perf stat -a -I without -A: system-wide rows, no CPU column --------------------------------------------
 PERF_SYSTEM = """\
 # started on Tue Nov 24 10:00:00 2026
 
@@ -218,11 +222,16 @@ def test_perf_system_wide_has_its_own_metrics_section(
         (0, "software", None, "cpu-clock", 0.0),
         (1, "software", None, "cpu-clock", pytest.approx(8004.12e6)),
         (2, "software", None, "cpu-clock", pytest.approx((8004.12 + 8001.00) * 1e6)),
-        (0, "cpu", None, "cycles", 0.0), (1, "cpu", None, "cycles", 12e9), (2, "cpu", None, "cycles", 28e9),
-        (0, "cpu", None, "cycles:D", 0.0), (1, "cpu", None, "cycles:D", 5.4e9), (2, "cpu", None, "cycles:D", 10.9e9),
-        (0, "cpu", None, "instructions", 0.0), (1, "cpu", None, "instructions", 18e9),
+        (0, "cpu", None, "cycles", 0.0),
+        (1, "cpu", None, "cycles", 12e9),
+        (2, "cpu", None, "cycles", 28e9),
+        (0, "cpu", None, "cycles:D", 0.0),
+        (1, "cpu", None, "cycles:D", 5.4e9),
+        (2, "cpu", None, "cycles:D", 10.9e9),
+        (0, "cpu", None, "instructions", 0.0),
+        (1, "cpu", None, "instructions", 18e9),
         (2, "cpu", None, "instructions", 38e9),
-    ]  # fmt: skip
+    ]
     m = metrics_json(capsys, str(campaign))
     assert m["cpus"] == {}
     system = m["system"]["cpu"]
@@ -257,15 +266,19 @@ def test_perf_cycles_with_modifier_counts_as_cycles(
         campaign, "SELECT pmu, unit, event, value FROM samples WHERE sample = 1 ORDER BY unit, event"
     )
     assert rows == [
-        ("cpu", 0, "cycles:D", 5e8), ("cpu", 0, "instructions:u", 7.5e8), ("software", 0, "task-clock", 2.5e8),
-        ("cpu", 1, "cycles:ppp", 6e8), ("cpu", 1, "instructions:k", 3e8), ("software", 1, "task-clock", 2.5e8),
-    ]  # fmt: skip
+        ("cpu", 0, "cycles:D", 5e8),
+        ("cpu", 0, "instructions:u", 7.5e8),
+        ("software", 0, "task-clock", 2.5e8),
+        ("cpu", 1, "cycles:ppp", 6e8),
+        ("cpu", 1, "instructions:k", 3e8),
+        ("software", 1, "task-clock", 2.5e8),
+    ]
     m = metrics_json(capsys, str(campaign))
     assert m["cpus"]["0"]["ipc"] == pytest.approx(1.5) and m["cpus"]["0"]["ghz"] == pytest.approx(2.0)
     assert m["cpus"]["1"]["ipc"] == pytest.approx(0.5) and m["cpus"]["1"]["ghz"] == pytest.approx(2.4)
 
 
-# --- hybrid parts: cpu_core/ and cpu_atom/ PMUs, kept apart ----------------------------------------------------
+# --- hybrid parts: cpu_core/ and cpu_atom/ PMUs, kept apart -------------------------------------------------
 PERF_HYBRID = """\
 # started on Tue Nov 24 10:00:00 2026
 
@@ -285,9 +298,13 @@ def test_perf_hybrid_core_and_atom_are_kept_apart(tmp_path: Path, capsys: pytest
     assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
     rows = query(campaign, "SELECT pmu, event, value FROM samples WHERE sample = 1 ORDER BY pmu, event")
     assert rows == [
-        ("cpu_atom", "cycles", 1e10), ("cpu_atom", "instructions", 8e9), ("cpu_atom", "instructions:u", 1000.0),
-        ("cpu_core", "cycles", 3e10), ("cpu_core", "instructions", 6e10), ("software", "task-clock", 1.6e10),
-    ]  # fmt: skip
+        ("cpu_atom", "cycles", 1e10),
+        ("cpu_atom", "instructions", 8e9),
+        ("cpu_atom", "instructions:u", 1000.0),
+        ("cpu_core", "cycles", 3e10),
+        ("cpu_core", "instructions", 6e10),
+        ("software", "task-clock", 1.6e10),
+    ]
     m = metrics_json(capsys, str(campaign))
     assert set(m["system"]) == {"cpu_core", "cpu_atom"}
     assert m["system"]["cpu_core"]["ipc"] == pytest.approx(2.0)
@@ -296,7 +313,7 @@ def test_perf_hybrid_core_and_atom_are_kept_apart(tmp_path: Path, capsys: pytest
     assert m["system"]["cpu_atom"]["ghz"] == pytest.approx(10e9 / 16e9)
 
 
-# --- perf --no-merge uncore boxes, per socket ----------------------------------------------------------------
+# --- perf --no-merge uncore boxes, per socket ---------------------------------------------------------------
 def test_perf_uncore_boxes_one_row_per_box(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = []
     for socket in (0, 1):

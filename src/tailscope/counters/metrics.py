@@ -255,7 +255,8 @@ def _cpu_metrics(deltas: pd.DataFrame, d_tsc: float | None, tsc_ghz: float | Non
 
 def _system_metrics(deltas: pd.DataFrame, d_tsc: float | None, tsc_ghz: float | None) -> dict[str, Any]:
     """System-wide rows (no CPU column: `perf stat -a -I` without -A), per core PMU: {"cpu": {...}} or, on a
-    hybrid part, {"cpu_core": {...}, "cpu_atom": {...}}. The task clock (a software event) is shared by all."""
+    hybrid part, {"cpu_core": {...}, "cpu_atom": {...}}. The task clock (a software event) is shared by
+    all."""
     per_pmu: dict[str, dict[str, float]] = {}
     clock: float | None = None
     for r in deltas.itertuples():
@@ -464,7 +465,7 @@ def run_metrics(
     finally:
         con.close()
     t0 = int(pd.Timestamp(started).value)
-    t1 = t0 + int(round(float(seconds or 0.0) * 1e9))
+    t1 = t0 + round(float(seconds or 0.0) * 1e9)
     start = counters.assign(
         sample=0, t_ns=t0, tsc=None,
         value=[v if is_gauge(str(p), str(e)) else 0.0

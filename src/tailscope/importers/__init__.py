@@ -3,7 +3,8 @@
 Analysis never learns where data came from. Every importer reads its input as a stream (never the whole file
 in memory), stages bounded Arrow chunks through the store's one load path (`store.load.load_into`: all or
 nothing, trial numbers claimed under the campaign lock, a file's content imported once), and raises
-`ImportInputError` naming file:line and what was expected; an import that fails leaves nothing in the campaign.
+`ImportInputError` naming file:line and what was expected; an import that fails leaves nothing in the
+campaign.
 """
 
 from __future__ import annotations

@@ -325,7 +325,7 @@ def _long_line_guard(lines: Iterator[tuple[int, str]], path: Path) -> Iterator[t
 
 
 class _Fallback(Exception):
-    """The fast reader met something it does not check itself; the line reader (which names file:line) runs."""
+    """The fast reader met something it does not check itself; the line reader (naming file:line) runs."""
 
 
 FAST_BLOCK = 4 << 20  # bytes per batch of the fast reader
@@ -354,8 +354,9 @@ def fast_iteration_chunks(
             read_options=pcsv.ReadOptions(block_size=FAST_BLOCK),
             parse_options=pcsv.ParseOptions(newlines_in_values=False),
             convert_options=pcsv.ConvertOptions(
-                column_types={name: pa.string() for name in first.split(",")}, strings_can_be_null=False, quoted_strings_can_be_null=False,
-                null_values=[], auto_dict_encode=False,
+                column_types={name: pa.string() for name in first.split(",")},
+                strings_can_be_null=False, quoted_strings_can_be_null=False, null_values=[],
+                auto_dict_encode=False,
             ),
         )  # fmt: skip
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, UnicodeDecodeError):
@@ -512,7 +513,6 @@ def import_iterations(
     """Stream `path` into the campaign; refuse a variant that already holds runs."""
     path = Path(path)
     probe = f"imported:{name or path.stem}"
-    variant = probe
     params = {"source_file": path.name}
     try:
         return _import(path, campaign_dir, fast_iteration_chunks, probe, params, unit, higher_is_better)

@@ -19,12 +19,13 @@ seconds, lower is better; the longest over the file's groups/regions). Its count
 `imported:likwid-csv`):
 - core registers (FIXC, PMC, TMP, ...): one row per (register's event, HW thread), unit = HW thread;
 - uncore box registers (MBOX0C0 .. MBOX7C1, CBOX12C0, SBOX, ...): one row per (event, box), pmu
-  `uncore_<box>:<socket>`, unit = box number (the seed format's layout, which `metrics` reads). likwid writes a
-  socket's uncore counts in the column of that socket's first measured HW thread; the socket is the rank of
-  that column among the columns that hold a non-zero count of that box kind (socket 0 = the first such column);
+  `uncore_<box>:<socket>`, unit = box number (the seed format's layout, which `metrics` reads). likwid
+  writes a socket's uncore counts in the column of that socket's first measured HW thread; the socket is
+  the rank of that column among the columns that hold a non-zero count of that box kind (socket 0 = the
+  first such column);
 - power registers (PWR0..): per socket the same way, pmu `power:<socket>`, unit = the PWR index;
-- gauges (TMP registers, `TEMP_CORE`: a temperature reading, not a count) keep `width` null: nothing may take a
-  delta of them; every count has width 64 (likwid already reports per-run differences).
+- gauges (TMP registers, `TEMP_CORE`: a temperature reading, not a count) keep `width` null: nothing may
+  take a delta of them; every count has width 64 (likwid already reports per-run differences).
 The same event in several groups of one run (likwid's multiplexing, -g A -g B) is summed; marker regions
 prefix the event with `region:`. Values `-` or `nan` (a register likwid did not read) are skipped.
 The file is read line by line; counts are written in chunks of at most CHUNK_ROWS rows, each region's
@@ -372,7 +373,7 @@ def _counters_table(cols: dict[str, list[Any]], run_id: str) -> pa.Table:
         {
             "pmu": pa.array([x for piece in cols["pmu"] for x in piece], pa.string()),
             "unit": pa.array(
-                [x for piece in cols["unit"] for x in (piece.tolist() if isinstance(piece, np.ndarray) else piece)],
+                [x for p in cols["unit"] for x in (p.tolist() if isinstance(p, np.ndarray) else p)],
                 pa.int32(),
             ),
             "event": pa.array([x for piece in cols["event"] for x in piece], pa.string()),

@@ -288,7 +288,8 @@ def sample_chunks(
                 summary.mode = row_mode
             elif row_mode != summary.mode:
                 raise ImportInputError(
-                    f"{where}: {row_mode} line in a file of {summary.mode} lines (expected one layout per file)"
+                    f"{where}: {row_mode} line in a file of {summary.mode} lines "
+                    "(expected one layout per file)"
                 )
             if len(rest) < 3:
                 raise ImportInputError(

@@ -2,8 +2,8 @@
 (and the line), never a crash. The fast suite runs FAST examples per importer; the slow suite >= 10,000.
 
 The readers are called in-process (the import's whole parsing path; writing is the load's business); a few
-mutations go through the CLI too (exit 0 or 2, one line on stderr). For iterations, the fast pyarrow reader and
-the line reader must agree on every input the fast one takes."""
+mutations go through the CLI too (exit 0 or 2, one line on stderr). For iterations, the fast pyarrow reader
+and the line reader must agree on every input the fast one takes."""
 
 from __future__ import annotations
 
@@ -242,7 +242,7 @@ def test_random_bytes_never_crash(tmp_path: Path) -> None:
     rnd = random.Random(5)
     for k in range(200):
         data = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 300)))
-        for name, (_, file_name, check) in CASES.items():
+        for _, file_name, check in CASES.values():
             path = tmp_path / f"{k}-{file_name}"
             path.write_bytes(data)
             with contextlib.suppress(ImportInputError):
