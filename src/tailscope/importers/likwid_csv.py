@@ -35,6 +35,7 @@ tables together.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import re
@@ -95,6 +96,7 @@ class LikwidSummary:
     rows: int = 0
     version: str = ""  # "4.x" (Core N) or "5.x" (HWThread N)
     clock_hz: float | None = None  # the Info struct's "CPU clock" (the TSC rate likwid uses)
+    headers: dict[str, list[int]] = field(default_factory=dict)  # header line -> its HW threads
     digest: str = ""
 
 
@@ -251,6 +253,17 @@ def _clock_hz(fields: list[str], where: str) -> float | None:
 
 
 def _thread_columns(table: LikwidTable, fields: list[str], where: str, summary: LikwidSummary) -> None:
+    key = ",".join(fields)
+    known = summary.headers.get(key)
+    if known is not None:  # the same header as an earlier table's (every table of a run repeats it)
+        table.threads.extend(known)
+        return
+    _parse_thread_columns(table, fields, where, summary)
+    if len(summary.headers) < 64:
+        summary.headers[key] = list(table.threads)
+
+
+def _parse_thread_columns(table: LikwidTable, fields: list[str], where: str, summary: LikwidSummary) -> None:
     if len(fields) < 3 or fields[1] != "Counter":
         raise ImportInputError(f"{where}: expected Event,Counter,HWThread N,... after the TABLE line")
     for f in fields[2:]:
@@ -284,6 +297,17 @@ def _finished(table: LikwidTable, path: Path) -> LikwidTable:
     return table
 
 
+@functools.lru_cache(maxsize=4096)
+def register_info(register: str) -> tuple[str, str | None, int | None]:
+    """(pmu kind, per-socket box kind or None, box number) of a likwid counter register."""
+    kind = _socket_kind(register)
+    box = None
+    if kind is not None:
+        m = _BOX.match(register) or _PWR.match(register)
+        box = int(m.group(m.lastindex or 1)) if m is not None else None
+    return pmu_of(register), kind, box
+
+
 def table_columns(table: LikwidTable) -> dict[str, list[Any]]:
     """The counters of one table as column pieces (pmu, unit, event, value, gauge): per HW thread for core
     registers, per uncore box / socket for box registers (values of non-lead threads dropped)."""
@@ -292,29 +316,27 @@ def table_columns(table: LikwidTable) -> dict[str, list[Any]]:
     # socket of a column, per box kind: rank among the columns holding a non-zero count of that kind
     lead: dict[str, set[int]] = {}
     for _event, register, _line, values in table.rows:
-        kind = _socket_kind(register)
+        kind = register_info(register)[1]
         if kind is not None:
-            lead.setdefault(kind, set()).update(threads[np.nan_to_num(values) != 0].tolist())
+            lead.setdefault(kind, set()).update(threads[values > 0].tolist())  # NaN > 0 is False
     ranks = {kind: {t: i for i, t in enumerate(sorted(cols))} for kind, cols in lead.items()}
     cols: dict[str, list[Any]] = {"pmu": [], "unit": [], "event": [], "value": [], "gauge": []}
     for event, register, _line, values in table.rows:
         gauge = is_gauge(register, event)
-        kind = _socket_kind(register)
+        pmu, kind, box = register_info(register)
         have = ~np.isnan(values)
         if kind is None:
             n = int(have.sum())
-            cols["pmu"].append([pmu_of(register)] * n)
+            cols["pmu"].append([pmu] * n)
             cols["unit"].append(threads[have])
             cols["event"].append([prefix + event] * n)
             cols["value"].append(values[have])
             cols["gauge"].append([gauge] * n)
             continue
-        m = _BOX.match(register) or _PWR.match(register)
-        box = int(m.group(m.lastindex or 1)) if m is not None else None
         rank = ranks.get(kind, {})
         for thread, value in zip(threads[have].tolist(), values[have].tolist(), strict=True):
             if thread in rank:  # else: not a socket's lead thread; likwid did not read this box there
-                cols["pmu"].append([f"{pmu_of(register)}:{rank[thread]}"])
+                cols["pmu"].append([f"{pmu}:{rank[thread]}"])
                 cols["unit"].append([box])
                 cols["event"].append([prefix + event])
                 cols["value"].append([value])
