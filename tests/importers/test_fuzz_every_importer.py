@@ -247,3 +247,20 @@ def test_random_bytes_never_crash(tmp_path: Path) -> None:
             path.write_bytes(data)
             with contextlib.suppress(ImportInputError):
                 check(path)
+
+
+def test_what_the_fuzzers_found(tmp_path: Path) -> None:
+    """Inputs the slow fuzzers once crashed on or the readers disagreed about."""
+    bad_reference = PERFCOUNTS.replace("Reference_TSC = 100", "Reference_TSC =9223372036854775808100")
+    path = tmp_path / "n1.perfcounts.lua"
+    path.write_text(bad_reference)
+    with pytest.raises(ImportInputError, match=r"Reference_TSC 9223372036854775808100 is not a TSC value"):
+        perfcounts.parse(path)
+    path.write_text(PERFCOUNTS.replace("Reference_WallTime = 1532379481.5", "Reference_WallTime = 1e300"))
+    with pytest.raises(ImportInputError, match=r"beyond year 2262"):
+        perfcounts.parse(path)
+    it = tmp_path / "it.csv"
+    it.write_bytes(ITERATIONS.replace("n1,a,1,", "\x00n1,a,1,").encode())
+    check_iterations(it)  # the fast reader leaves it to the line reader, which refuses it
+    with pytest.raises(ImportInputError, match=r"it.csv:3: node or run name .* holds a control character"):
+        list(iterations_csv.iteration_chunks(it, iterations_csv.IterationsSummary(), higher_is_better=True))

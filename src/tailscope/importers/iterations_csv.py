@@ -38,6 +38,8 @@ OPTIONAL = ("unit", "higher_is_better", "warmup", "seconds")
 CHUNK_ROWS = 65536
 MAX_ITERATION = 2**31 - 1  # the store's iteration column is int32
 MAX_LINE = 1 << 20
+_CONTROL = "[\\x00-\\x1f\\x7f]"
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 # Units whose smaller values are better (times); rates and throughputs are higher-is-better.
@@ -253,6 +255,10 @@ def iteration_chunks(
                 run = record[c_run].strip()
                 if not node or not run:
                     raise ImportInputError(f"{where}: empty node or run")
+                if _CONTROL_RE.search(node) or _CONTROL_RE.search(run):
+                    raise ImportInputError(
+                        f"{where}: node or run name {(node + ' ' + run)!r} holds a control character"
+                    )
                 iteration = _parse_iteration(record[c_it], where)
                 value = _parse_float(record[c_val], where, "value")
                 warmup = _parse_bool(record[c_warm], where, "warmup") if c_warm is not None else False
@@ -428,9 +434,27 @@ def fast_iteration_chunks(
         measured = ~warmup
         if direction and (value[measured] <= 0).any():
             raise _Fallback
-        keys = pc.binary_join_element_wise(node, run, "\x00").dictionary_encode()
-        codes = keys.indices.to_numpy()
-        texts = keys.dictionary.to_pylist()
+        if (
+            pc.any(pc.match_substring_regex(node, _CONTROL)).as_py()
+            or pc.any(pc.match_substring_regex(run, _CONTROL)).as_py()
+        ):
+            raise _Fallback
+        node_enc = (
+            pc.dictionary_encode(node).combine_chunks()
+            if isinstance(node, pa.ChunkedArray)
+            else (pc.dictionary_encode(node))
+        )
+        run_enc = (
+            pc.dictionary_encode(run).combine_chunks()
+            if isinstance(run, pa.ChunkedArray)
+            else (pc.dictionary_encode(run))
+        )
+        n_run_names = max(1, len(run_enc.dictionary))
+        pair = node_enc.indices.to_numpy().astype(np.int64) * n_run_names + run_enc.indices.to_numpy()
+        uniq, codes = np.unique(pair, return_inverse=True)
+        node_names_all = node_enc.dictionary.to_pylist()
+        run_names_all = run_enc.dictionary.to_pylist()
+        texts = [(node_names_all[u // n_run_names], run_names_all[u % n_run_names]) for u in uniq.tolist()]
         order = np.lexsort((iteration, codes))
         sorted_codes, sorted_its = codes[order], iteration[order]
         if ((np.diff(sorted_codes) == 0) & (np.diff(sorted_its) == 0)).any():
@@ -441,8 +465,7 @@ def fast_iteration_chunks(
                            minlength=len(texts))  # fmt: skip
         ns = np.bincount(codes[measured], minlength=len(texts))
         run_ids = []
-        for k, text in enumerate(texts):
-            node_name, run_name = text.split("\x00", 1)
+        for k, (node_name, run_name) in enumerate(texts):
             acc = runs.get((node_name, run_name))
             if acc is None:
                 acc = runs[(node_name, run_name)] = RunAcc(uuid.uuid4().hex, 0)

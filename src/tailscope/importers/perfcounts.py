@@ -122,6 +122,7 @@ _SAMPLE_VALUE = r"^(?:[0-9]+|0[xX][0-9a-fA-F]+)$"
 _DEC = re.compile(r"^[0-9]+$")
 _HEX = re.compile(r"^0[xX][0-9a-fA-F]+$")
 _MAX_SAMPLE = 2**62
+_MAX_SECONDS = 9_000_000_000  # t_ns (int64) holds seconds since 1970 below ~9.2e9
 UNKNOWN_PMU = "perfcounts:unknown"  # arrays this importer does not know are stored under this pmu
 
 
@@ -584,16 +585,32 @@ def _check_structure(parsed: ParsedPerfcounts, lines: np.ndarray | None) -> None
     wall = {k.unit: i for i, k in enumerate(parsed.keys) if k.array == "walltime"}
     if 0 in wall:
         micros = series(wall[1]) if 1 in wall else np.zeros(span, dtype=np.int64)
-        parsed.t_ns = series(wall[0]) * 1_000_000_000 + micros * 1000
+        seconds = series(wall[0])
+        if seconds.max() >= _MAX_SECONDS or micros.max() >= _MAX_SECONDS:
+            raise ImportInputError(
+                f"{path}: walltime[0] of sample {int(np.argmax(seconds)) + first} is beyond year 2262 (the "
+                "store keeps times as 64-bit nanoseconds; expected seconds since 1970)"
+            )
+        parsed.t_ns = seconds * 1_000_000_000 + micros * 1000
     elif (
         parsed.tsc is not None
         and {"TSC_ratio", "Reference_TSC", "Reference_WallTime"} <= parsed.header.keys()
     ):
         hz = float(parsed.header["TSC_ratio"]) * TSC_REF_HZ
-        if hz <= 0:
+        if not hz > 0:
             raise ImportInputError(f"{path}: TSC_ratio must be > 0")
-        offset = (parsed.tsc - int(parsed.header["Reference_TSC"])) / hz
-        parsed.t_ns = np.round((float(parsed.header["Reference_WallTime"]) + offset) * 1e9).astype(np.int64)
+        reference = parsed.header["Reference_TSC"]
+        if not isinstance(reference, int) or not 0 <= reference < 2**63:
+            raise ImportInputError(f"{path}: Reference_TSC {reference} is not a TSC value (0 <= TSC < 2^63)")
+        offset = (parsed.tsc - reference) / hz
+        with np.errstate(over="ignore", invalid="ignore"):
+            stamps = (float(parsed.header["Reference_WallTime"]) + offset) * 1e9
+        if not (np.isfinite(stamps).all() and np.abs(stamps).max() < 2**63 - 2**11):
+            raise ImportInputError(
+                f"{path}: Reference_WallTime with the samples' tsc gives times beyond year 2262 (expected "
+                "seconds since 1970)"
+            )
+        parsed.t_ns = np.round(stamps).astype(np.int64)
     else:
         raise ImportInputError(
             f"{path}: cannot time the samples: no walltime[0][s] lines and no tsc[s] with TSC_ratio, "
