@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -154,11 +155,25 @@ def check_likwid(path: Path) -> None:
 
 def check_perfcounts(path: Path) -> None:
     try:
-        parsed = perfcounts.parse(path)
+        whole: pa.Table | None = perfcounts.samples_table(perfcounts.parse(path), "n1")
     except ImportInputError as exc:
         _one_line_naming(path, exc)
+        whole = None
+    if perfcounts._perfscan() is None:
         return
-    perfcounts.samples_table(parsed, "n1")
+    try:  # the streaming reader, in small blocks: the same rows, or it leaves the file to the readers above
+        streamed = list(
+            perfcounts.stream_tables(path, "n1", perfcounts.SOURCE, perfcounts.StreamSummary(), 97)
+        )
+    except perfcounts._Fallback:
+        return
+    except ImportInputError as exc:
+        _one_line_naming(path, exc)
+        assert whole is None, f"the streaming reader refused what the whole-file readers take: {exc}"
+        return
+    assert whole is not None, "the streaming reader took what the whole-file readers refuse"
+    rows = sorted((tuple(r.values()) for t in streamed for r in t.to_pylist()), key=repr)
+    assert rows == sorted((tuple(r.values()) for r in whole.to_pylist()), key=repr)
 
 
 CASES: dict[str, tuple[str, str, Callable[[Path], None]]] = {

@@ -47,6 +47,7 @@ import math
 import mmap
 import os
 import re
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -674,12 +675,141 @@ def node_from_path(path: Path) -> str:
     return name
 
 
+STREAM_BLOCK = 16 << 20  # bytes the streaming reader scans at a time
+
+
+@dataclass
+class StreamSummary:
+    """What a streamed import saw: the header, the series, the sample count."""
+
+    header: dict[str, int | float] = field(default_factory=dict)
+    keys: list[SeriesKey] = field(default_factory=list)
+    samples: int = 0
+    rows: int = 0
+
+
+def stream_tables(
+    path: Path, node: str, source: str, summary: StreamSummary, block: int = STREAM_BLOCK
+) -> Iterator[pa.Table]:
+    """`samples` tables of a file written sample after sample (as the sampler writes it), scanned by the
+    native scanner `block` bytes at a time: memory holds one block's rows, never the file. Every check of the
+    whole-file readers runs on each block's complete samples (a sample cut by the block's end waits for the
+    next block). Anything else (no native scanner, a file not in sample order, a series that appears late, a
+    header line after the samples, any error) raises _Fallback: the caller then reads the whole file with the
+    reference readers, which also name the error's file:line."""
+    lib = _perfscan()
+    if lib is None:
+        raise _Fallback("no native scanner")
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise ImportInputError(f"{path}: cannot open ({exc.strerror})") from None
+    with fh:
+        try:
+            yield from _stream_blocks(path, lib, fh, node, source, summary, block)
+        except ImportInputError:
+            raise _Fallback("error: the whole-file readers name it") from None
+
+
+def _blocks(fh: Any, block: int) -> Iterator[tuple[bytearray, bool]]:
+    """Whole lines, about `block` bytes at a time, and whether it is the file's last block."""
+    carry = b""
+    while True:
+        data = fh.read(block)
+        if not data:
+            if carry:
+                yield bytearray(carry), True
+            return
+        buf = carry + data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            carry = buf
+            continue
+        carry = buf[cut + 1 :]
+        at_end = not carry and fh.peek(1) == b"" if hasattr(fh, "peek") else False
+        yield bytearray(buf[: cut + 1]), at_end
+
+
+def _stream_blocks(
+    path: Path, lib: ctypes.CDLL, fh: Any, node: str, source: str, summary: StreamSummary, block: int
+) -> Iterator[pa.Table]:
+    codes_of: dict[str, int] = {}
+    pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    next_sample: int | None = None
+    scratch = ParsedPerfcounts(path)
+    for buffer, last in _blocks(fh, block):
+        view = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+        try:
+            part = _scan_chunk(lib, ctypes.addressof(view), buffer, 0, len(buffer))
+        finally:
+            del view
+        if part[0] is None:
+            raise _Fallback("scanner")
+        key, sample, value, texts, headers = part
+        if headers:
+            if next_sample is not None:
+                raise _Fallback("header after samples were stored")
+            for line in headers:
+                m = _LINE.match(line.strip())
+                if m is None:
+                    raise _Fallback("header")
+                _fast_header(scratch, m.group(1) + m.group(2), m.group(3), path)
+            summary.header = scratch.header
+        remap = np.empty(max(1, len(texts)), dtype=np.int64)
+        for i, text in enumerate(texts):
+            code = codes_of.get(text)
+            if code is None:
+                if next_sample is not None:
+                    raise _Fallback("a series after the first samples")
+                try:
+                    summary.keys.append(parse_key(text, str(path)))
+                except ImportInputError:
+                    raise _Fallback("key") from None
+                code = codes_of[text] = len(summary.keys) - 1
+            remap[i] = code
+        codes = remap[key] if len(key) else np.zeros(0, np.int64)
+        if pending is not None:
+            codes = np.concatenate([pending[0], codes])
+            sample = np.concatenate([pending[1], sample])
+            value = np.concatenate([pending[2], value])
+        if len(sample) and (np.diff(sample) < 0).any():
+            raise _Fallback("not in sample order")
+        if not last and len(sample):
+            cut_at = int(np.searchsorted(sample, sample[-1]))  # the last sample may go on in the next block
+            pending = (codes[cut_at:], sample[cut_at:], value[cut_at:])
+            codes, sample, value = codes[:cut_at], sample[:cut_at], value[:cut_at]
+        else:
+            pending = None
+        if not len(sample):
+            continue
+        if next_sample is not None and int(sample[0]) != next_sample:
+            raise _Fallback("samples skip between blocks")
+        parsed = ParsedPerfcounts(path, header=summary.header)
+        _finish(parsed, list(summary.keys), codes, sample, value)
+        next_sample = int(sample[-1]) + 1
+        summary.samples += parsed.n_samples
+        table = samples_table(parsed, node, source)
+        summary.rows += table.num_rows
+        yield table
+    if pending is not None or next_sample is None:
+        raise _Fallback("no complete sample")
+
+
 def import_perfcounts(
     path: Path, campaign_dir: Path, *, node: str | None = None, source: str = SOURCE
 ) -> dict[str, Any]:
-    """Parse `path` fully, refuse samples already stored for (node, source), then write CHUNK_ROWS chunks."""
+    """Stream `path` into the campaign (whole-file readers when streaming does not apply); refuse samples
+    already stored for (node, source)."""
     path = Path(path)
     node = node or node_from_path(path)
+    try:
+        return _import(path, campaign_dir, node, source, streamed=True)
+    except _Fallback:
+        return _import(path, campaign_dir, node, source, streamed=False)
+
+
+def _import(path: Path, campaign_dir: Path, node: str, source: str, *, streamed: bool) -> dict[str, Any]:
+    summary = StreamSummary()
     with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
         held = stored_count(
             load, "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
@@ -689,22 +819,28 @@ def import_perfcounts(
                 f"{path}: campaign {campaign_dir} already holds {held} samples of node {node} from "
                 f"{source}; import under another --node"
             )
-        parsed = parse(path)
-        table = samples_table(parsed, node, source)
-        header = dict(parsed.header)
+        if streamed:
+            for table in stream_tables(path, node, source, summary):
+                for offset in range(0, table.num_rows, CHUNK_ROWS):
+                    load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)
+        else:
+            parsed = parse(path)
+            table = samples_table(parsed, node, source)
+            summary = StreamSummary(dict(parsed.header), parsed.keys, parsed.n_samples, table.num_rows)
+            for offset in range(0, table.num_rows, CHUNK_ROWS):
+                load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)
+        header = dict(summary.header)
 
         def remember(manifest: Manifest) -> None:
             manifest.sample_headers.setdefault(node, {})[source] = header
 
-        for offset in range(0, table.num_rows, CHUNK_ROWS):
-            load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)
         load.record_source(file_digest(path), str(path))
         load.change_manifest(remember)
-    unknown = sorted({k.array for k in parsed.keys if k.pmu == UNKNOWN_PMU})
+    unknown = sorted({k.array for k in summary.keys if k.pmu == UNKNOWN_PMU})
     notes = (
         [f"arrays this importer does not know were stored as they are under pmu {UNKNOWN_PMU} (event = the "
          f"array name, unit = its last index), not interpreted by metrics: {', '.join(unknown)}"]
         if unknown else []
     )  # fmt: skip
-    return {"samples": parsed.n_samples, "rows": table.num_rows, "series": len(parsed.keys), "node": node,
-            "notes": notes, "unknown_arrays": unknown}  # fmt: skip
+    return {"samples": summary.samples, "rows": summary.rows, "series": len(summary.keys), "node": node,
+            "notes": notes, "unknown_arrays": unknown, "streamed": streamed}  # fmt: skip

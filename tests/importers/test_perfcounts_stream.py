@@ -1,0 +1,60 @@
+"""The streaming perfcounts reader gives exactly the whole-file readers' rows, block size whatever, and hands
+anything unusual back to them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tailscope.cli import main
+from tailscope.importers import perfcounts
+from tailscope.importers.perfcounts import StreamSummary, _Fallback, stream_tables
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "counters"))
+import seed_file
+
+pytestmark = pytest.mark.skipif(perfcounts._perfscan() is None, reason="native scanner not built")
+
+
+def sorted_rows(table: pa.Table) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.mark.parametrize("block", [64, 333, 4096, 1 << 20])
+def test_stream_equals_whole_file(tmp_path: Path, block: int) -> None:
+    path = tmp_path / "c1.perfcounts.lua"
+    path.write_text(seed_file.big_text(7, cpus=3, chas=2, channels=2))
+    summary = StreamSummary()
+    tables = list(stream_tables(path, "n1", perfcounts.SOURCE, summary, block=block))
+    assert len(tables) > (1 if block < 4096 else 0)
+    whole = perfcounts.samples_table(perfcounts.parse(path), "n1")
+    assert sorted_rows(pa.concat_tables(tables)) == sorted_rows(whole)
+    assert summary.samples == 7 and summary.rows == whole.num_rows
+    assert summary.header == perfcounts.parse(path).header
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda ls: [*ls[-3:], *ls[:-3]],  # not in sample order
+        lambda ls: [*ls, "late_header_scalar = 5"],  # a header line after the samples
+        lambda ls: ls[:-1],  # the last sample lacks a series
+    ],
+)
+def test_unusual_files_go_back_to_the_whole_file_readers(tmp_path: Path, edit) -> None:
+    path = tmp_path / "c1.perfcounts.lua"
+    path.write_text("\n".join(edit(seed_file.big_text(4, cpus=2, chas=1, channels=1).splitlines())) + "\n")
+    with pytest.raises(_Fallback):
+        list(stream_tables(path, "n1", perfcounts.SOURCE, StreamSummary(), block=256))
+
+
+def test_import_streams_and_says_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c1.perfcounts.lua"
+    path.write_text(seed_file.big_text(5, cpus=2, chas=1, channels=1))
+    counts = perfcounts.import_perfcounts(path, tmp_path / "a")
+    assert counts["streamed"] and counts["samples"] == 5
+    assert main(["import", "perfcounts", str(path), "--campaign", str(tmp_path / "b")]) == 0
+    assert "imported 5 samples" in capsys.readouterr().out
