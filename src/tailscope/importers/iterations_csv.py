@@ -334,7 +334,7 @@ class _Fallback(Exception):
     """The fast reader met something it does not check itself; the line reader (naming file:line) runs."""
 
 
-FAST_BLOCK = 4 << 20  # bytes per batch of the fast reader
+FAST_BLOCK = 1 << 20  # bytes per batch of the fast reader
 
 
 def fast_iteration_chunks(
@@ -357,7 +357,7 @@ def fast_iteration_chunks(
     try:
         reader = pcsv.open_csv(
             path,
-            read_options=pcsv.ReadOptions(block_size=FAST_BLOCK),
+            read_options=pcsv.ReadOptions(block_size=FAST_BLOCK, use_threads=False),  # no read-ahead
             parse_options=pcsv.ParseOptions(newlines_in_values=False),
             convert_options=pcsv.ConvertOptions(
                 column_types={name: pa.string() for name in first.split(",")},

@@ -675,7 +675,7 @@ def node_from_path(path: Path) -> str:
     return name
 
 
-STREAM_BLOCK = 16 << 20  # bytes the streaming reader scans at a time
+STREAM_BLOCK = 4 << 20  # bytes the streaming reader scans at a time
 
 
 @dataclass
