@@ -36,7 +36,30 @@ AWK_DELTAS = (
 )
 
 
-def write_file(path: Path, samples: int, seed: int = 1) -> None:
+# The real sampler's shape (issue 11): many series with long event names (libpfm/perfmon spellings), so each
+# line is longer and each sample holds more series than in the seed's summary shape above.
+REAL_CORE_EVENTS = (
+    "OFFCORE_RESPONSE_0.DEMAND_DATA_RD.L3_MISS_LOCAL_DRAM.SNOOP_NONE",
+    "OFFCORE_RESPONSE_1.DEMAND_RFO.L3_MISS_REMOTE_HOP1_DRAM.ANY_SNOOP",
+    "MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM",
+    "CYCLE_ACTIVITY.STALLS_L3_MISS",
+    "FP_ARITH_INST_RETIRED.512B_PACKED_DOUBLE",
+    "UOPS_DISPATCHED_PORT.PORT_0",
+    "L2_RQSTS.ALL_DEMAND_DATA_RD_MISS",
+    "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE",
+)
+REAL_CHA_EVENTS = (
+    "UNC_CHA_SNOOP_RESP.RSPIFWD_RSPSFWD_RSPIHITFSE",
+    "UNC_CHA_TOR_INSERTS.IA_MISS_DRD_LOCAL",
+    "UNC_CHA_LLC_VICTIMS.TOTAL_M_STATE",
+    "UNC_CHA_SF_EVICTION.M_STATE",
+)
+
+
+def write_file(path: Path, samples: int, seed: int = 1, shape: str = "seed") -> None:
+    if shape == "real":
+        _write_real(path, samples, seed)
+        return
     rnd = random.Random(seed)
     names = [
         f'core_fixed_counts[{c}]["{e}"]'
@@ -81,10 +104,28 @@ def write_file(path: Path, samples: int, seed: int = 1) -> None:
 
 def _import_into(path: Path, root: Path) -> None:
     from tailscope.importers import perfcounts
-    from tailscope.store.load import load_into
 
-    with load_into(root, "bench", create=True) as load:
-        perfcounts.import_perfcounts(path, load, task="bench")
+    perfcounts.import_perfcounts(path, root)
+
+
+def _write_real(path: Path, samples: int, seed: int) -> None:
+    rnd = random.Random(seed)
+    names = [f'core_counts[{c}]["{e}"]' for c in range(96) for e in REAL_CORE_EVENTS]
+    names += [f'core_fixed_counts[{c}]["{e}"]' for c in range(96)
+              for e in ("INST_RETIRED.ANY", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.REF")]  # fmt: skip
+    names += [f'cha_counts[{s}][{c}]["{e}"]' for s in (0, 1) for c in range(28) for e in REAL_CHA_EVENTS]
+    names += ["ib_recv_bytes", "ib_xmit_bytes"]  # the sampler's InfiniBand arrays
+    names += [f"iio_pcie{port}_{d}_bytes[{s}]" for s in (0, 1) for port in range(3) for d in ("in", "out")]
+    state = [rnd.randrange(0, W48) for _ in names]
+    with open(path, "w") as fh:
+        fh.write("TSC_ratio = 21\nnr_cpus = 96\nReference_TSC = 25370245177304324\n")
+        fh.write("Reference_WallTime = 1532379481.075971\n")
+        for s in range(samples):
+            out = [f"tsc[{s}] = {25370245187777968 + s * 2_100_000_000}"]
+            for i, name in enumerate(names):
+                out.append(f"{name}[{s}] = {state[i]}")
+                state[i] = (state[i] + rnd.randrange(1, 10**9)) % W48
+            fh.write("\n".join(out) + "\n")
 
 
 def best(fn, repeat: int) -> float:
@@ -100,6 +141,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=600)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--shape", choices=["seed", "real"], default="seed",
+                        help="seed: summary shape; real: the sampler's long names, many series")  # fmt: skip
     args = parser.parse_args()
     awk = shutil.which("mawk") or shutil.which("awk") or shutil.which("gawk")
     if awk is None:
@@ -109,11 +152,13 @@ def main() -> int:
     native = perfcounts._perfscan()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench-node.perfcounts.lua"
-        write_file(path, args.samples)
+        write_file(path, args.samples, shape=args.shape)
         size_mb = path.stat().st_size / 1e6
         with open(path, "rb") as fh:
             lines = sum(1 for _ in fh)
-        print(f"file: {path.name}, {size_mb:.1f} MB, {lines} lines, {args.samples} samples")
+        print(
+            f"file: {path.name}, {size_mb:.1f} MB, {lines} lines, {args.samples} samples, {args.shape} shape"
+        )
         print(
             f"native scanner: {'libtailscope_perfscan.so' if native else 'not found (pyarrow reader only)'}"
         )
@@ -144,6 +189,12 @@ def main() -> int:
         if native is not None:
             results["tailscope parse (native)"] = best(
                 lambda: perfcounts._read_native(path, native), args.repeat
+            )
+            results["tailscope stream (native)"] = best(
+                lambda: list(
+                    perfcounts.stream_tables(path, "n", perfcounts.SOURCE, perfcounts.StreamSummary())
+                ),
+                args.repeat,
             )
         results["tailscope parse (pyarrow)"] = best(lambda: perfcounts._read_fast(path), args.repeat)
         results["tailscope import"] = best(run_import, args.repeat)
