@@ -121,16 +121,21 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
-    print(f"campaign: {outcome.campaign}")
+    if not outcome.committed:
+        print(f"campaign: {outcome.campaign} (nothing stored)")
+    else:
+        print(f"campaign: {outcome.campaign}")
     print(f"trials stored: {outcome.stored} ({outcome.failed} not ok)")
     if outcome.stopped_reason:
         print(f"tailscope: {outcome.stopped_reason}", file=sys.stderr)
-    if outcome.interrupted:
+    if outcome.interrupted and outcome.committed:
         print(
             f"interrupted: finished trials are stored; continue with "
             f"`tailscope run --resume --campaign {outcome.campaign}`",
             file=sys.stderr,
         )
+    elif outcome.interrupted:
+        print("interrupted before any trial finished: nothing stored, no campaign created", file=sys.stderr)
 
 
 def _outcome_code(outcome: RunOutcome) -> int:
