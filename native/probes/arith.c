@@ -27,10 +27,10 @@
  *   here touches memory inside the timed loop.
  *
  * HOW IT RUNS
- *   One thread, pinned to the first CPU of --cpus (default: the first core). The effective clock is
- *   measured (--clock-chunks chunks), then every kernel runs one warm-up iteration (warmup:true) and
- *   --iterations timed ones (TSC, rdtscp + lfence), then the clock again; cycles use the mean of the two
- *   medians. Operand values are chosen so nothing degenerates: add x + 1 from 0 (exact integers),
+ *   One thread, pinned to each CPU of --cpus in turn (default: the first core only). On each CPU the
+ *   effective clock is measured (--clock-chunks chunks), then every kernel runs one warm-up iteration
+ *   (warmup:true) and --iterations timed ones (TSC, rdtscp + lfence), then the clock again; cycles use
+ *   that CPU's mean of the two medians. The summary's table pools every CPU's timed iterations. Operand values are chosen so nothing degenerates: add x + 1 from 0 (exact integers),
  *   mul x * (1 + 2^-20), div 1.3 / x from 1.1 (oscillates), fma x * (1 + 2^-20) + 2^-30, sqrt from 1.9
  *   (converges to 1 after ~50 steps, as every sqrt chain does).
  *   Validation: the same chain is replayed in plain C on one scalar of the element type (IEEE operations
@@ -41,7 +41,7 @@
  *   --ops N                  operations per chain per iteration (default 16384; a multiple of 8)
  *   --iterations N           timed iterations per kernel (default 31)
  *   --clock-chunks N         chunks of the effective-clock measurement before and after (default 200)
- *   --cpus LIST              the first CPU of the list runs everything (default: the first core)
+ *   --cpus LIST              CPUs measured one after another (default: the first core)
  *   --page, --offset, --no-pages   accepted for uniformity; nothing is allocated that they would affect
  *   --seed N                 accepted for uniformity; the operands are fixed (see above)
  *   --check-args             resolve everything, print the config record, exit 0
@@ -423,7 +423,8 @@ int main(int argc, char **argv)
     if (ops % 8 != 0)
         ts_die(TS_EXIT_USAGE, "--ops %" PRId64 ": must be a multiple of 8 (see arith --help)", ops);
     const bool all_given = cpus_given(argc, argv);
-    p.nthreads = 1; /* one CPU runs everything */
+    if (!all_given)
+        p.nthreads = 1; /* default: the first core only */
     const uint64_t steps = (uint64_t)ops / 8;
 
     /* flavours: scalar (with FMA3 when the CPU has it) and the widest SIMD */
@@ -493,7 +494,7 @@ int main(int argc, char **argv)
             }
         }
 
-    ts_probe_config_begin(&p, 1);
+    ts_probe_config_begin(&p, p.nthreads);
     ts_json *j = &p.rec;
     ts_json_i64(j, "ops", ops);
     ts_json_i64(j, "iterations", iterations);
@@ -502,7 +503,7 @@ int main(int argc, char **argv)
     ts_json_i64(j, "clock_chunks", clock_chunks);
     ts_json_str(j, "kernel_isa", isa_name);
     ts_json_bool(j, "kernel_isa_forced", isa_forced);
-    ts_json_str(j, "cpus_measured", all_given ? "the first CPU of --cpus" : "the first core (default)");
+    ts_json_str(j, "cpus_measured", all_given ? "--cpus, one after another" : "the first core (default)");
     ts_json_arr(j, "kernels");
     for (int k = 0; k < nk; k++)
         ts_json_str(j, NULL, ks[k].name);
@@ -511,115 +512,125 @@ int main(int argc, char **argv)
     if (p.check_args)
         return TS_EXIT_OK;
 
-    int rc = ts_pin_self(p.cpus[0]);
-    if (rc != 0)
-        ts_die(rc == EINVAL ? TS_EXIT_RESOURCE : TS_EXIT_RUNTIME,
-               "--cpus: pinning to CPU %d failed: %s (is it outside this job's cpuset?)", p.cpus[0], strerror(rc));
-
+    const int n = p.nthreads;
     const size_t per_k = (size_t)iterations + 1;
-    stamp *st = ts_xcalloc((size_t)nk * per_k, sizeof *st);
+    /* stamps[(t * nk + k) * per_k + it]: CPU t, kernel k, iteration it */
+    stamp *st = ts_xcalloc((size_t)n * (size_t)nk * per_k, sizeof *st);
     union { double d[CHAINS * MAX_LANES]; float f[CHAINS * MAX_LANES]; } out; /* the kernels' stores */
     int64_t wrong = 0, checked = 0;
     char first_wrong[256] = "";
-    ts_effclock clk[2];
+    ts_effclock *clk = ts_xcalloc(2 * (size_t)n, sizeof *clk);
+    double *eff = ts_xcalloc((size_t)n, sizeof *eff);
 
     ts_probe_anchor(&p);
-    ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[0]);
-    for (int k = 0; k < nk; k++) {
-        const flavour *f = ks[k].f;
-        const int op = ks[k].op;
-        kernel_fn fn = ks[k].thr ? f->thr[op] : f->lat[op];
-        double in64[3];
-        operands(op, in64);
-        float in32[3] = {(float)in64[0], (float)in64[1], (float)in64[2]};
-        const void *in = f->esize == 8 ? (const void *)in64 : (const void *)in32;
-        const double want64 = replay64(op, (uint64_t)ops);
-        const float want32 = replay32(op, (uint64_t)ops);
-        const int nchains = ks[k].thr ? CHAINS : 1;
-        for (int64_t it = 0; it <= iterations; it++) {
-            uint64_t t0 = ts_tsc();
-            fn(steps, in, &out);
-            uint64_t t1 = ts_tsc();
-            st[(size_t)k * per_k + (size_t)it] = (stamp){t0, t1, sched_getcpu()};
-            if (ts_probe_corrupt_for_test() && k == 0 && it == iterations) {
-                if (f->esize == 8)
-                    out.d[0] += 1.0;
-                else
-                    out.f[0] += 1.0f;
-            }
-            checked++;
-            for (int c = 0; c < nchains * f->lanes; c++) {
-                int v = c / f->lanes * f->stride + c % f->lanes; /* lane c % lanes of chain c / lanes */
-                bool ok = f->esize == 8 ? out.d[v] == want64 : out.f[v] == want32;
-                if (!ok) {
-                    if (!wrong)
-                        snprintf(first_wrong, sizeof first_wrong, "%s iteration %" PRId64 " value %d: %.17g, replay %.17g",
-                                 ks[k].name, it, v, f->esize == 8 ? out.d[v] : (double)out.f[v],
-                                 f->esize == 8 ? want64 : (double)want32);
-                    wrong++;
-                    break;
+    for (int t = 0; t < n; t++) {
+        int rc = ts_pin_self(p.cpus[t]);
+        if (rc != 0)
+            ts_die(rc == EINVAL ? TS_EXIT_RESOURCE : TS_EXIT_RUNTIME,
+                   "--cpus: pinning to CPU %d failed: %s (is it outside this job's cpuset?)", p.cpus[t], strerror(rc));
+        ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[2 * t]);
+        for (int k = 0; k < nk; k++) {
+            const flavour *f = ks[k].f;
+            const int op = ks[k].op;
+            kernel_fn fn = ks[k].thr ? f->thr[op] : f->lat[op];
+            double in64[3];
+            operands(op, in64);
+            float in32[3] = {(float)in64[0], (float)in64[1], (float)in64[2]};
+            const void *in = f->esize == 8 ? (const void *)in64 : (const void *)in32;
+            const double want64 = replay64(op, (uint64_t)ops);
+            const float want32 = replay32(op, (uint64_t)ops);
+            const int nchains = ks[k].thr ? CHAINS : 1;
+            for (int64_t it = 0; it <= iterations; it++) {
+                uint64_t t0 = ts_tsc();
+                fn(steps, in, &out);
+                uint64_t t1 = ts_tsc();
+                st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it] = (stamp){t0, t1, sched_getcpu()};
+                if (ts_probe_corrupt_for_test() && t == 0 && k == 0 && it == iterations) {
+                    if (f->esize == 8)
+                        out.d[0] += 1.0;
+                    else
+                        out.f[0] += 1.0f;
+                }
+                checked++;
+                for (int c = 0; c < nchains * f->lanes; c++) {
+                    int v = c / f->lanes * f->stride + c % f->lanes; /* lane c % lanes of chain c / lanes */
+                    bool ok = f->esize == 8 ? out.d[v] == want64 : out.f[v] == want32;
+                    if (!ok) {
+                        if (!wrong)
+                            snprintf(first_wrong, sizeof first_wrong,
+                                     "CPU %d %s iteration %" PRId64 " value %d: %.17g, replay %.17g", p.cpus[t],
+                                     ks[k].name, it, v, f->esize == 8 ? out.d[v] : (double)out.f[v],
+                                     f->esize == 8 ? want64 : (double)want32);
+                        wrong++;
+                        break;
+                    }
                 }
             }
         }
+        ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[2 * t + 1]);
+        eff[t] = 0.5 * (clk[2 * t].hz + clk[2 * t + 1].hz);
     }
-    ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[1]);
-    const double eff_hz = 0.5 * (clk[0].hz + clk[1].hz);
 
-    /* records: cycles per operation */
+    /* records: cycles per operation, with the effective clock of the CPU that ran the iteration */
     const double hz = p.clock.tsc_hz;
+#define STAMP(t, k, it) (&st[((size_t)(t) * (size_t)nk + (size_t)(k)) * per_k + (size_t)(it)])
+#define CYCLES(t, k, it) (ts_seconds(STAMP(t, k, it)->t0, STAMP(t, k, it)->t1, hz) * eff[t] / \
+                          ((double)ops * (ks[k].thr ? CHAINS : 1)))
     uint64_t shortest = UINT64_MAX;
-    for (int k = 0; k < nk; k++) {
-        double nops = (double)ops * (ks[k].thr ? CHAINS : 1);
-        for (int64_t it = 0; it <= iterations; it++) {
-            const stamp *x = &st[(size_t)k * per_k + (size_t)it];
-            ts_probe_iteration(&p, ks[k].name, (int)it, 0, x->cpu, it == 0, x->t0, x->t1,
-                               ts_seconds(x->t0, x->t1, hz) * eff_hz / nops);
-            if (it > 0 && x->t1 - x->t0 < shortest)
-                shortest = x->t1 - x->t0;
-        }
-    }
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < nk; k++)
+            for (int64_t it = 0; it <= iterations; it++) {
+                const stamp *x = STAMP(t, k, it);
+                ts_probe_iteration(&p, ks[k].name, (int)it, t, x->cpu, it == 0, x->t0, x->t1, CYCLES(t, k, it));
+                if (it > 0 && x->t1 - x->t0 < shortest)
+                    shortest = x->t1 - x->t0;
+            }
     ts_probe_check_resolution(&p, shortest, "kernel iteration");
     if (wrong)
         ts_probe_invalid(&p, "Failed Validation: %" PRId64 " of %" PRId64 " chain results differ from the scalar "
                          "replay (first: %s)", wrong, checked, first_wrong);
     ts_probe_validated(&p, "Solution Validates: all %" PRId64 " chains equal their scalar replay", checked);
 
-    /* medians per kernel, the headline, the table */
-    double *med = ts_xcalloc((size_t)nk, sizeof *med);
-    double *v = ts_xmalloc((size_t)iterations * sizeof *v);
+    /* medians per kernel over every CPU's timed iterations, the headline, the table */
+    const size_t nv = (size_t)n * (size_t)iterations;
+    double *v = ts_xmalloc(nv * sizeof *v);
     int head = -1, fallback = -1;
-    for (int k = 0; k < nk; k++) {
-        double nops = (double)ops * (ks[k].thr ? CHAINS : 1);
-        for (int64_t it = 1; it <= iterations; it++) {
-            const stamp *x = &st[(size_t)k * per_k + (size_t)it];
-            v[it - 1] = ts_seconds(x->t0, x->t1, hz) * eff_hz / nops;
-        }
-        med[k] = ts_median_inplace(v, (size_t)iterations);
+    for (int k = 0; k < nk; k++)
         if (ks[k].thr && strcmp(ks[k].f->precision, "fp64") == 0) {
-            /* the widest FP64 flavour comes last among fp64 flavours: later matches win */
+            /* the widest FP64 flavour comes last among the fp64 flavours: later matches win */
             if (ks[k].op == 3)
                 head = k;
             if (ks[k].op == 1)
                 fallback = k;
         }
-    }
     if (head < 0)
         head = fallback;
-    uint64_t first = st[per_k * 0 + 1].t0, last = st[(size_t)(nk - 1) * per_k + (size_t)iterations].t1;
-    ts_probe_result_begin(&p, "fp64_fma_cpi", "cycles", med[head], false, first, last);
+    {
+        size_t m = 0;
+        for (int t = 0; t < n; t++)
+            for (int64_t it = 1; it <= iterations; it++)
+                v[m++] = CYCLES(t, head, it);
+    }
+    double headline = ts_median_inplace(v, nv);
+    uint64_t first = STAMP(0, 0, 1)->t0, last = STAMP(n - 1, nk - 1, iterations)->t1;
+    ts_probe_result_begin(&p, "fp64_fma_cpi", "cycles", headline, false, first, last);
     ts_json_obj(j, "summary");
     ts_json_str(j, "headline_kernel", ks[head].name);
-    ts_json_obj(j, "clock");
-    ts_json_i64(j, "cpu", p.cpus[0]);
-    ts_json_double(j, "effective_hz", eff_hz);
-    ts_json_double(j, "effective_hz_before", clk[0].hz);
-    ts_json_double(j, "effective_hz_after", clk[1].hz);
-    ts_json_double(j, "p10_hz_before", clk[0].p10_hz);
-    ts_json_double(j, "p10_hz_after", clk[1].p10_hz);
+    ts_json_arr(j, "clock");
+    for (int t = 0; t < n; t++) {
+        ts_json_obj(j, NULL);
+        ts_json_i64(j, "thread", t);
+        ts_json_i64(j, "cpu", p.cpus[t]);
+        ts_json_double(j, "effective_hz", eff[t]);
+        ts_json_double(j, "effective_hz_before", clk[2 * t].hz);
+        ts_json_double(j, "effective_hz_after", clk[2 * t + 1].hz);
+        ts_json_double(j, "p10_hz_before", clk[2 * t].p10_hz);
+        ts_json_double(j, "p10_hz_after", clk[2 * t + 1].p10_hz);
+        ts_json_close(j);
+    }
     ts_json_close(j);
     ts_json_arr(j, "table");
     for (int k = 0; k + 1 < nk; k += 2) { /* lat and thr of one (flavour, op) are neighbours */
-        double nops_l = (double)ops, nops_t = (double)ops * CHAINS;
         ts_json_obj(j, NULL);
         ts_json_str(j, "precision", ks[k].f->precision);
         ts_json_str(j, "width", ks[k].f->width);
@@ -627,11 +638,11 @@ int main(int argc, char **argv)
         ts_json_i64(j, "lanes", ks[k].f->lanes);
         ts_json_str(j, "op", op_names[ks[k].op]);
         for (int m = 0; m < 2; m++) {
-            for (int64_t it = 1; it <= iterations; it++) {
-                const stamp *x = &st[(size_t)(k + m) * per_k + (size_t)it];
-                v[it - 1] = ts_seconds(x->t0, x->t1, hz) * eff_hz / (m ? nops_t : nops_l);
-            }
-            ts_json_stats(j, m ? "rthroughput_cycles" : "latency_cycles", v, (size_t)iterations);
+            size_t c = 0;
+            for (int t = 0; t < n; t++)
+                for (int64_t it = 1; it <= iterations; it++)
+                    v[c++] = CYCLES(t, k + m, it);
+            ts_json_stats(j, m ? "rthroughput_cycles" : "latency_cycles", v, nv);
         }
         ts_json_close(j);
     }
@@ -648,8 +659,9 @@ int main(int argc, char **argv)
     ts_json_close(j); /* skipped */
     ts_json_close(j); /* summary */
     ts_probe_result_end(&p);
-    free(med);
     free(v);
     free(st);
+    free(clk);
+    free(eff);
     return TS_EXIT_OK;
 }
