@@ -163,6 +163,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.trials is not None and args.trials < 1:
             raise UsageError(f"--trials {args.trials}: expected at least 1")
         variants = ((ProbeVariant(args.probe, _probe_params(args)), args.trials or 0),)
+        if args.scaling:
+            from tailscope.probes.scaling import scaling_variants
+
+            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, _probe_params(args)))
     outcome = run_campaign(
         RunRequest(
             variants=variants,
@@ -178,6 +182,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     _print_outcome(outcome)
+    if args.scaling and not outcome.interrupted:
+        from tailscope.probes.scaling import render_scaling, scaling_table
+
+        print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return _outcome_code(outcome)
 
 
@@ -292,6 +300,11 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--monitor", action="store_true", help="run the background monitor beside the trials")
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
+    )
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None)
     p.set_defaults(func=cmd_run)
 
