@@ -72,7 +72,7 @@ RESULT_KEYS = (
 )
 # Record kinds in the order they must appear.
 ORDER = ("config", "warning", "pages", "iteration", "validation", "result")
-ERROR_LINE = re.compile(r"^(l2sum|stream|dgemm|fwq|latency|arith|c2c): error: \S.*$")
+ERROR_LINE = re.compile(r"^(l2sum|stream|dgemm|fwq|latency|arith|c2c|mpi-p2p): error: \S.*$")
 
 HUGEPAGES_2M = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
 HUGEPAGES_1G = Path("/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages")

@@ -173,6 +173,21 @@ PROBES: dict[str, ProbeSpec] = {
             ),
             timeout_s=600.0,
         ),
+        ProbeSpec(
+            "mpi-p2p",
+            "MPI ping-pong between two ranks: one-way latency and bandwidth over message sizes",
+            "mpi_latency",
+            "us",
+            False,
+            (
+                ProbeOption("--min-bytes", str, "smallest message (1)", None, "BYTES"),
+                ProbeOption("--max-bytes", str, "largest message (4m)", None, "BYTES"),
+                ProbeOption("--sizes", str, "explicit message sizes: 8,1k,1m", None, "LIST"),
+                ProbeOption("--round-trips", int, "round trips per iteration at small sizes (1000)"),
+                ProbeOption("--iterations", int, "timed iterations per size (11)"),
+            ),
+            timeout_s=600.0,
+        ),
     )
 }
 
