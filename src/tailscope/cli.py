@@ -195,6 +195,21 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     if args.format in COUNTER_FORMATS:
         return run_counter_import(args)
+    if args.format == "hpl":
+        from tailscope.importers.hpl import import_hpl
+        from tailscope.node.facts import node_name
+
+        counts = import_hpl(
+            args.file,
+            Campaign.open_or_create(args.campaign),
+            node=args.node or node_name(),
+            task=new_task_id(),
+        )
+        print(
+            f"imported {counts['runs']} HPL runs ({counts['failed_residual']} failed the residual check, "
+            f"{counts['variants']} problem sizes) into {args.campaign}"
+        )
+        return EXIT_OK
     if args.format != "iterations":
         raise UsageError(f"import: unknown format {args.format!r}")
     if not args.file.is_file():
@@ -311,9 +326,10 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import results of other tools into a campaign")
     p.add_argument(
         "format",
-        choices=["iterations", *COUNTER_FORMATS],
-        help="iterations: CSV node,run,iteration,value[,unit,...]; perfcounts: the seed sampler's text; "
-        "perf-csv: perf stat -I -x, output; likwid-csv: likwid-perfctr -O output",
+        choices=["iterations", "hpl", *COUNTER_FORMATS],
+        help="iterations: CSV node,run,iteration,value[,unit,...]; hpl: xhpl output or hpcc's hpccoutf.txt; "
+        "perfcounts: the seed sampler's text; perf-csv: perf stat -I -x, output; "
+        "likwid-csv: likwid-perfctr -O output",
     )
     p.add_argument("--node", help="node the counter samples belong to (default: from the file)")
     p.add_argument("file", type=Path)
