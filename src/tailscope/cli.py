@@ -266,12 +266,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         common=_probe_params(args),
         settings=_settings(args),
         show_progress=not args.no_progress,
+        deep=args.deep,
     )
     _print_outcome(result.outcome)
     if result.analysis is None or result.report is None:
         return _outcome_code(result.outcome)
     print("\n".join(render_summary(result.analysis)))
     print("\n".join(result.pages_advice))
+    if result.deep is not None:
+        print("\n".join(result.deep.lines()))
     print(f"report: {result.report.resolve()}")
     return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
 
@@ -357,6 +360,11 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
     p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="then follow each degraded probe with the micro-architecture probes that isolate its component",
+    )
     p.add_argument("--trials", type=int, metavar="N", help="N trials of every probe")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
