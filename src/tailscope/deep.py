@@ -118,8 +118,14 @@ def _finding(probe: str, summaries: list[dict[str, Any]], values: list[float]) -
         )
         return sets
     if probe == "c2c":
-        groups = ", ".join(f"{k} {v['median_ns']:.1f} ns" for k, v in s.get("groups", {}).items())
-        return f"one-way median {groups}"
+        from tailscope.node.hwloc import HwlocError, read_topology, summarise_c2c
+
+        pairs = [(p["a"], p["b"], p["ns"]["median"]) for p in s.get("pairs", [])]
+        try:  # hwloc's groups (L3 complex, die, socket) and what no pair covered
+            return "; ".join(summarise_c2c(pairs, read_topology()).lines())
+        except HwlocError as exc:
+            groups = ", ".join(f"{k} {v['median_ns']:.1f} ns" for k, v in s.get("groups", {}).items())
+            return f"one-way median {groups} (sysfs groups; hwloc: {exc})"
     if values:
         return f"median {sorted(values)[len(values) // 2]:.3f} over {len(values)} trials"
     return "measured"

@@ -49,7 +49,7 @@ def test_run_deep_writes_the_chain(tmp_path):
         )
     )
     analysis = analyze_campaign(campaign, Settings())
-    forced = ["l2sum", "dgemm"]
+    forced = ["l2sum", "dgemm", "fwq"]
     result = run_deep(campaign, analysis, force=forced, show_progress=False)
     steps = {s.probe: s for s in result.steps}
     assert set(steps) == set(forced)
@@ -57,6 +57,10 @@ def test_run_deep_writes_the_chain(tmp_path):
     assert latency["probe"] == "latency" and "L1 " in latency["finding"] and "DRAM " in latency["finding"]
     (arith,) = steps["dgemm"].follow_ups
     assert "effective clock" in arith["finding"] and "FP64" in arith["finding"]
+    if len(os.sched_getaffinity(0)) >= 2:
+        (c2c,) = steps["fwq"].follow_ups
+        assert "c2c " in c2c["finding"] and " ns median over " in c2c["finding"]
+        assert "c2c not measured: " in c2c["finding"]  # 2 vCPUs: no SMT pair, no second die or socket
     assert "step 3 skipped" in result.counters or "hardware counter values" in result.counters
     saved = json.loads((campaign / "deep.json").read_text())
     assert [s["probe"] for s in saved["steps"]] == [s.probe for s in result.steps]
@@ -68,7 +72,7 @@ def test_run_deep_writes_the_chain(tmp_path):
     con = connect(campaign)
     probes = {r[0]: r[1] for r in con.execute("SELECT probe, count(*) FROM runs GROUP BY probe").fetchall()}
     con.close()
-    assert probes == {"l2sum": 2, "latency": 3, "arith": 3}
+    assert probes == {"l2sum": 2, "latency": 3, "arith": 3, "c2c": 3}
 
 
 @pytest.mark.slow
