@@ -330,6 +330,34 @@ class CampaignConnection:
         )
         return str(picked_node), str(picked_source), frame
 
+    def value_spread_by_threads(
+        self, probe: str
+    ) -> list[tuple[str, str, int, int, float, float, float, str]]:
+        """(node, probe, threads, trials, min, median, max, unit) of a probe's ok trials per thread count."""
+        rows = self.execute(
+            """
+            SELECT node, probe, threads, count(*), min(value), quantile_cont(value, 0.5), max(value),
+                   any_value(unit)
+            FROM runs WHERE probe = ? AND status = 'ok' AND value IS NOT NULL
+            GROUP BY node, probe, threads ORDER BY node, threads
+            """,
+            [probe],
+        ).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), r[4], r[5], r[6], str(r[7])) for r in rows]
+
+    def ok_summaries(self, variant: str) -> list[tuple[str | None, float | None]]:
+        """(summary JSON, value) of a variant's ok trials, in trial order."""
+        return self.execute(
+            "SELECT summary, value FROM runs WHERE variant = ? AND status = 'ok' ORDER BY trial", [variant]
+        ).fetchall()
+
+    def hardware_counter_values(self) -> int:
+        """How many perf counter values of hardware (not software) PMUs are stored."""
+        row = self.execute(
+            "SELECT count(*) FROM counters WHERE source = 'perf' AND pmu NOT LIKE 'software%'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
     def timeline_samples(self, max_rows: int) -> pd.DataFrame | None:
         """Monitor samples summed over units, for the report's timelines (None when more than max_rows)."""
         query = (
