@@ -121,16 +121,21 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
-    print(f"campaign: {outcome.campaign}")
+    if not outcome.committed:
+        print(f"campaign: {outcome.campaign} (nothing stored)")
+    else:
+        print(f"campaign: {outcome.campaign}")
     print(f"trials stored: {outcome.stored} ({outcome.failed} not ok)")
     if outcome.stopped_reason:
         print(f"tailscope: {outcome.stopped_reason}", file=sys.stderr)
-    if outcome.interrupted:
+    if outcome.interrupted and outcome.committed:
         print(
             f"interrupted: finished trials are stored; continue with "
             f"`tailscope run --resume --campaign {outcome.campaign}`",
             file=sys.stderr,
         )
+    elif outcome.interrupted:
+        print("interrupted before any trial finished: nothing stored, no campaign created", file=sys.stderr)
 
 
 def _outcome_code(outcome: RunOutcome) -> int:
@@ -159,6 +164,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.trials is not None and args.trials < 1:
             raise UsageError(f"--trials {args.trials}: expected at least 1")
         variants = ((ProbeVariant(args.probe, _probe_params(args)), args.trials or 0),)
+        if args.scaling:
+            from tailscope.probes.scaling import scaling_variants
+
+            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, _probe_params(args)))
     outcome = run_campaign(
         RunRequest(
             variants=variants,
@@ -174,6 +183,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     _print_outcome(outcome)
+    if args.scaling and not outcome.interrupted:
+        from tailscope.probes.scaling import render_scaling, scaling_table
+
+        print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return _outcome_code(outcome)
 
 
@@ -219,12 +232,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         common=_probe_params(args),
         settings=_settings(args),
         show_progress=not args.no_progress,
+        deep=args.deep,
     )
     _print_outcome(result.outcome)
     if result.analysis is None or result.report is None:
         return _outcome_code(result.outcome)
     print("\n".join(render_summary(result.analysis)))
     print("\n".join(result.pages_advice))
+    if result.deep is not None:
+        print("\n".join(result.deep.lines()))
     print(f"report: {result.report.resolve()}")
     return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
 
@@ -268,23 +284,34 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--monitor", action="store_true", help="run the background monitor beside the trials")
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
+    )
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("import", help="import results of other tools into a campaign")
     p.add_argument(
         "format",
-        choices=["iterations", *COUNTER_FORMATS],
-        help="iterations: CSV node,run,iteration,value[,unit,...]; perfcounts: the seed sampler's text; "
-        "perf-csv: perf stat -I -x, output; likwid-csv: likwid-perfctr -O output",
+        choices=["iterations", "hpl", *COUNTER_FORMATS],
+        help="iterations: CSV node,run,iteration,value[,unit,...]; hpl: xhpl output or hpcc's hpccoutf.txt; "
+        "perfcounts: the seed sampler's text; perf-csv: perf stat -I -x, output; "
+        "likwid-csv: likwid-perfctr -O output",
     )
     p.add_argument(
         "--node",
-        help="node the data belongs to (perf-csv, likwid-csv: neither format records one, so the importing "
-        "host's name is used unless --node is given; perfcounts: the file name's <host>.perfcounts.lua)",
+        help="node the data belongs to (perf-csv, likwid-csv, hpl: these formats record none, so the "
+        "importing host's name is used unless --node is given; perfcounts: the file name's "
+        "<host>.perfcounts.lua)",
     )
-    p.add_argument("--start", metavar="T", help="perf-csv: start time (epoch seconds or ISO 8601) when the "
-                   "file has no '# started on' line (default: its modification time minus its duration)")
+    p.add_argument(
+        "--start",
+        metavar="T",
+        help="perf-csv: start time (epoch seconds or ISO 8601) when the "
+        "file has no '# started on' line (default: its modification time minus its duration)",
+    )
     p.add_argument("file", type=Path)
     p.add_argument("--campaign", type=Path, required=True, metavar="DIR")
     p.add_argument("--name", help="probe name to import under (default: the file's stem)")
@@ -310,6 +337,11 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
     p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="then follow each degraded probe with the micro-architecture probes that isolate its component",
+    )
     p.add_argument("--trials", type=TRIALS, metavar="N", help="N trials of every probe")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")

@@ -1,4 +1,4 @@
-"""CLI glue for the importers and the exporter: `import iterations|perfcounts|perf-csv|likwid-csv FILE
+"""CLI glue for the importers and the exporter: `import iterations|hpl|perfcounts|perf-csv|likwid-csv FILE
 --campaign DIR` and `export perfcounts DIR -o FILE`. Errors are ImportInputError (exit 2 through
 cli._ERRORS)."""
 
@@ -28,6 +28,18 @@ def run_import(args: argparse.Namespace) -> int:
         print(
             f"imported {counts['runs']} runs ({counts['iterations']} iterations, {counts['nodes']} nodes) "
             f"into {args.campaign}"
+        )
+    elif args.format == "hpl":
+        from tailscope.importers.hpl import import_hpl
+        from tailscope.node.facts import node_name
+        from tailscope.store.campaign import new_task_id
+        from tailscope.store.load import load_into
+
+        with load_into(args.campaign, f"import hpl {path.name}", create=True) as load:
+            counts = import_hpl(path, load, node=node or node_name(), task=new_task_id())
+        print(
+            f"imported {counts['runs']} HPL runs ({counts['failed_residual']} failed the residual check, "
+            f"{counts['variants']} problem sizes) into {args.campaign}"
         )
     elif args.format == "perfcounts":
         from tailscope.importers.perfcounts import import_perfcounts
