@@ -79,6 +79,9 @@ def test_likwid4_core_columns_with_program_output(tmp_path: Path, capsys: pytest
     assert m["cpus"]["0"]["ipc"] == pytest.approx(0.8) and m["cpus"]["1"]["ipc"] == pytest.approx(0.75)
     assert m["cpus"]["0"]["ghz"] == pytest.approx(2.5) and m["cpus"]["1"]["ghz"] == pytest.approx(2.0)
     assert m["gauges"] == {"thermal/TEMP_CORE/0": 45.0, "thermal/TEMP_CORE/1": 47.0}
+    capsys.readouterr()
+    assert main(["metrics", str(campaign), "--trial", "3"]) == 2
+    assert "0 runs with counters at trial 3" in capsys.readouterr().err
     assert not [k for k in m["other"] if "TEMP" in k]
 
 

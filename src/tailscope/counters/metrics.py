@@ -426,25 +426,9 @@ def run_metrics(
     runs measured with counters): each counter row is a count over the run, so the interval is the run
     (seconds = the run's `seconds`), the TSC rate is the run's `tsc_hz` (likwid's "CPU clock"), and gauges
     (temperatures) are readings, not deltas."""
-    campaign = Campaign.open(campaign_dir)
-    con = connect(campaign)
+    con = connect(Campaign.open(campaign_dir))
     try:
-        runs = con.execute(
-            "SELECT r.run_id, r.node, r.probe, r.started_at, r.seconds, r.tsc_hz FROM runs r "
-            "WHERE r.trial = ? AND (? IS NULL OR r.node = ?) AND (? IS NULL OR r.probe = ?) "
-            "AND EXISTS (SELECT 1 FROM counters c WHERE c.run_id = r.run_id) ORDER BY r.node, r.probe",
-            [trial, node, node, probe, probe],
-        ).fetchall()
-        if len(runs) != 1:
-            listed = ", ".join(f"{r[1]} {r[2]}" for r in runs) or "none"
-            raise MetricsInputError(
-                f"{campaign_dir}: {len(runs)} runs with counters at trial {trial} ({listed}); "
-                "expected one (pick with --node/--probe)"
-            )
-        run_id, node, probe, started, seconds, tsc_hz = runs[0]
-        counters = con.execute(
-            "SELECT source, pmu, unit, event, value FROM counters WHERE run_id = ?", [run_id]
-        ).df()
+        (run_id, node, probe, started, seconds, tsc_hz), counters = con.run_counters(trial, node, probe)
     finally:
         con.close()
     t0 = int(pd.Timestamp(started).value)

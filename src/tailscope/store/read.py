@@ -330,6 +330,28 @@ class CampaignConnection:
         )
         return str(picked_node), str(picked_source), frame
 
+    def run_counters(
+        self, trial: int, node: str | None, probe: str | None
+    ) -> tuple[tuple[str, str, str, Any, float | None, float | None], pd.DataFrame]:
+        """The one run with counters at `trial` (of `node`, `probe` when given): (run_id, node, probe,
+        started_at, seconds, tsc_hz) and its counter rows (source, pmu, unit, event, value)."""
+        runs = self.execute(
+            "SELECT r.run_id, r.node, r.probe, r.started_at, r.seconds, r.tsc_hz FROM runs r "
+            "WHERE r.trial = ? AND (? IS NULL OR r.node = ?) AND (? IS NULL OR r.probe = ?) "
+            "AND EXISTS (SELECT 1 FROM counters c WHERE c.run_id = r.run_id) ORDER BY r.node, r.probe",
+            [trial, node, node, probe, probe],
+        ).fetchall()
+        if len(runs) != 1:
+            listed = ", ".join(f"{r[1]} {r[2]}" for r in runs) or "none"
+            raise StoreError(
+                f"{self.campaign.root}: {len(runs)} runs with counters at trial {trial} ({listed}); "
+                "expected one (pick with --node/--probe)"
+            )
+        frame = self.df(
+            "SELECT source, pmu, unit, event, value FROM counters WHERE run_id = ?", [runs[0][0]]
+        )
+        return runs[0], frame
+
     def value_spread_by_threads(
         self, probe: str
     ) -> list[tuple[str, str, int, int, float, float, float, str]]:
