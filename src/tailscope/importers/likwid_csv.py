@@ -308,9 +308,13 @@ def register_info(register: str) -> tuple[str, str | None, int | None]:
     return pmu_of(register), kind, box
 
 
+_NO_BOX = -1  # unit of a per-socket register without a box number (UBOXFIX): stored as null
+
+
 def table_columns(table: LikwidTable) -> dict[str, list[Any]]:
-    """The counters of one table as column pieces (pmu, unit, event, value, gauge): per HW thread for core
-    registers, per uncore box / socket for box registers (values of non-lead threads dropped)."""
+    """The counters of one table as per-row pieces: pmu, event, gauge and n (scalars of the row) with unit and
+    value arrays of n entries: per HW thread for core registers, per uncore box / socket for box registers
+    (values of non-lead threads dropped)."""
     prefix = "" if table.region is None else f"{table.region}:"
     threads = np.asarray(table.threads, dtype=np.int64)
     # socket of a column, per box kind: rank among the columns holding a non-zero count of that kind
@@ -320,28 +324,37 @@ def table_columns(table: LikwidTable) -> dict[str, list[Any]]:
         if kind is not None:
             lead.setdefault(kind, set()).update(threads[values > 0].tolist())  # NaN > 0 is False
     ranks = {kind: {t: i for i, t in enumerate(sorted(cols))} for kind, cols in lead.items()}
-    cols: dict[str, list[Any]] = {"pmu": [], "unit": [], "event": [], "value": [], "gauge": []}
+    cols: dict[str, list[Any]] = {"pmu": [], "event": [], "gauge": [], "n": [], "unit": [], "value": []}
     for event, register, _line, values in table.rows:
         gauge = is_gauge(register, event)
         pmu, kind, box = register_info(register)
         have = ~np.isnan(values)
         if kind is None:
-            n = int(have.sum())
-            cols["pmu"].append([pmu] * n)
+            cols["pmu"].append(pmu)
+            cols["event"].append(prefix + event)
+            cols["gauge"].append(gauge)
+            cols["n"].append(int(have.sum()))
             cols["unit"].append(threads[have])
-            cols["event"].append([prefix + event] * n)
             cols["value"].append(values[have])
-            cols["gauge"].append([gauge] * n)
             continue
         rank = ranks.get(kind, {})
         for thread, value in zip(threads[have].tolist(), values[have].tolist(), strict=True):
             if thread in rank:  # else: not a socket's lead thread; likwid did not read this box there
-                cols["pmu"].append([f"{pmu}:{rank[thread]}"])
-                cols["unit"].append([box])
-                cols["event"].append([prefix + event])
-                cols["value"].append([value])
-                cols["gauge"].append([gauge])
+                cols["pmu"].append(f"{pmu}:{rank[thread]}")
+                cols["event"].append(prefix + event)
+                cols["gauge"].append(gauge)
+                cols["n"].append(1)
+                cols["unit"].append(np.array([_NO_BOX if box is None else box], dtype=np.int64))
+                cols["value"].append(np.array([value]))
     return cols
+
+
+def _repeat_strings(texts: list[str], counts: np.ndarray) -> pa.Array:
+    """Each text repeated counts[i] times, as a dictionary-decoded string array (no Python loop per value)."""
+    codes: dict[str, int] = {}
+    idx = np.fromiter((codes.setdefault(t, len(codes)) for t in texts), dtype=np.int32, count=len(texts))
+    dictionary = pa.array(list(codes), pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(np.repeat(idx, counts)), dictionary).cast(pa.string())
 
 
 def _socket_kind(register: str) -> str | None:
@@ -359,7 +372,7 @@ def _socket_kind(register: str) -> str | None:
 def counter_chunks(path: Path, summary: LikwidSummary, run_id: str) -> Iterator[pa.Table]:
     """Arrow tables of `counters` rows, about CHUNK_ROWS each, cut between regions (so that the sums over the
     groups of one region, likwid's multiplexing, stay in one chunk)."""
-    pending: dict[str, list[Any]] = {"pmu": [], "unit": [], "event": [], "value": [], "gauge": []}
+    pending: dict[str, list[Any]] = {"pmu": [], "event": [], "gauge": [], "n": [], "unit": [], "value": []}
     count = 0
     region: str | None = None
     flushed: set[str | None] = set()
@@ -391,19 +404,17 @@ def counter_chunks(path: Path, summary: LikwidSummary, run_id: str) -> Iterator[
 def _counters_table(cols: dict[str, list[Any]], run_id: str) -> pa.Table:
     """One chunk: the same (pmu, unit, event) in several groups summed (counts) or its last reading kept
     (gauges), rows sorted."""
+    counts_per_row = np.asarray(cols["n"], dtype=np.int64)
+    units = np.concatenate(cols["unit"]) if cols["unit"] else np.zeros(0, np.int64)
     flat = pa.table(
         {
-            "pmu": pa.array([x for piece in cols["pmu"] for x in piece], pa.string()),
-            "unit": pa.array(
-                [x for p in cols["unit"] for x in (p.tolist() if isinstance(p, np.ndarray) else p)],
-                pa.int32(),
-            ),
-            "event": pa.array([x for piece in cols["event"] for x in piece], pa.string()),
-            "value": pa.array(np.concatenate([np.asarray(v, dtype=np.float64) for v in cols["value"]])
-                              if cols["value"] else [], pa.float64()),
-            "gauge": pa.array([x for piece in cols["gauge"] for x in piece], pa.bool_()),
+            "pmu": _repeat_strings(cols["pmu"], counts_per_row),
+            "unit": pa.array(units, pa.int32(), mask=units == _NO_BOX),
+            "event": _repeat_strings(cols["event"], counts_per_row),
+            "value": pa.array(np.concatenate(cols["value"]) if cols["value"] else [], pa.float64()),
+            "gauge": pa.array(np.repeat(np.asarray(cols["gauge"], dtype=bool), counts_per_row), pa.bool_()),
         }
-    )  # fmt: skip
+    )
     keys = ["pmu", "unit", "event"]
     counts = (
         flat.filter(pc.invert(flat["gauge"])).group_by(keys, use_threads=False).aggregate([("value", "sum")])
