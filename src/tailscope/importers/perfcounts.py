@@ -116,6 +116,8 @@ _LAYOUT_TEXT.update({"pmu": '["pmu"]', "unit": "[unit]"})
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _INDEX = r'\[(?:[0-9]+|-1|"[^"\[\]]*")\]'
 _LINE = re.compile(rf"^({_NAME})((?:{_INDEX})*)\s*=\s*(\S+)$")
+_KEY = re.compile(rf"^({_NAME})((?:{_INDEX})*)$")
+_EXPECT = {n: "".join(_LAYOUT_TEXT[k] for k in spec.layout) + "[sample]" for n, spec in ARRAYS.items()}
 _INDEX_ITEM = re.compile(r'\[(?:([0-9]+|-1)|"([^"\[\]]*)")\]')
 _SAMPLE_LHS = rf"^(?P<key>{_NAME}(?:{_INDEX})*)\[(?P<sample>[0-9]+)\]$"
 _HEADER_ARRAY = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -163,7 +165,7 @@ class _Fallback(Exception):
 # --- series keys ------------------------------------------------------------------------------------------
 def parse_key(text: str, where: str) -> SeriesKey:
     """A series name (`cha_counts[0][5]["EV"]`) checked against its array's layout."""
-    match = re.match(rf"^({_NAME})((?:{_INDEX})*)$", text)
+    match = _KEY.match(text)
     if match is None:
         raise ImportInputError(f"{where}: {text!r} is not name[index]... (expected e.g. tsc[0] = 123)")
     name = match.group(1)
@@ -174,7 +176,7 @@ def parse_key(text: str, where: str) -> SeriesKey:
     spec = ARRAYS.get(name)
     if spec is None:
         return _unknown_key(text, name, indices, where)
-    expect = "".join(_LAYOUT_TEXT[k] for k in spec.layout) + "[sample]"
+    expect = _EXPECT[name]
     if len(indices) != len(spec.layout):
         raise ImportInputError(f"{where}: {name} takes {name}{expect}, got {text}[sample]")
     unit: int | None = None
@@ -720,14 +722,15 @@ def _blocks(fh: Any, block: int) -> Iterator[tuple[bytearray, bool]]:
             if carry:
                 yield bytearray(carry), True
             return
-        buf = carry + data
+        buf = bytearray(carry)
+        buf += data
         cut = buf.rfind(b"\n")
         if cut < 0:
-            carry = buf
+            carry = bytes(buf)
             continue
-        carry = buf[cut + 1 :]
-        at_end = not carry and fh.peek(1) == b"" if hasattr(fh, "peek") else False
-        yield bytearray(buf[: cut + 1]), at_end
+        carry = bytes(buf[cut + 1 :])
+        del buf[cut + 1 :]
+        yield buf, not carry and fh.peek(1) == b""
 
 
 def _stream_blocks(
