@@ -139,9 +139,21 @@ def check_perf(path: Path) -> None:
         summary, chunks = perf_csv.parse(path)
     except ImportInputError as exc:
         _one_line_naming(path, exc)
+        chunks = None
+    else:
+        rows = sum(c.num_rows for c in chunks)
+        assert rows == summary.rows and rows >= summary.series
+    fast = perf_csv.PerfSummary()
+    try:
+        fast_chunks = list(perf_csv.fast_sample_chunks(path, "node", fast))
+    except perf_csv._Fallback:
         return
-    rows = sum(c.num_rows for c in chunks)
-    assert rows == summary.rows + 0 and rows >= summary.series
+    assert chunks is not None, "the fast reader took what the line reader refuses"
+    fields = ("mode", "intervals", "series", "unsupported", "not_counted", "digest", "started_ns")
+    assert [getattr(fast, f) for f in fields] == [getattr(summary, f) for f in fields]
+    assert sorted((tuple(r.values()) for c in fast_chunks for r in c.to_pylist()), key=repr) == sorted(
+        (tuple(r.values()) for c in chunks for r in c.to_pylist()), key=repr
+    )
 
 
 def check_likwid(path: Path) -> None:
