@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from tailscope.counters.errors import MetricsInputError
+from tailscope.counters.gauges import is_gauge
 from tailscope.importers.perfcounts import ARRAYS
 from tailscope.importers.perfcounts import SOURCE as PERFCOUNTS_SOURCE
 from tailscope.store.campaign import Campaign, StoreError
@@ -68,7 +69,6 @@ _ALIASES = {
 _CORE_ROLES = ("instructions", "core_cycles", "ref_cycles", "task_clock")
 _NORMAL = re.compile(r"[^a-z0-9]+")
 _MODIFIERS = re.compile(r":[ukhHGIpPSDWeb]+$")
-_GAUGE_EVENT = re.compile(r"^(temp|pkg_temperature)", re.IGNORECASE)
 _SEED_WIDTH = {spec.name: spec.width for spec in ARRAYS.values()}
 _UNCORE_SEED = re.compile(r"^(uncore_[a-z]+):(\d+)$")
 _UNCORE_PERF = re.compile(r"^(uncore_[a-z]+)_(\d+)$")
@@ -104,11 +104,6 @@ def series_width(source: str, pmu: str, event: str) -> int | None:
     if event in _SEED_WIDTH:
         return _SEED_WIDTH[event]
     return None if kind == "package" else 64
-
-
-def is_gauge(pmu: str, event: str) -> bool:
-    """A reading, not a count (temperatures: likwid's TEMP_CORE, pmu `thermal`): no delta is taken of it."""
-    return pmu.split(":")[0] == "thermal" or bool(_GAUGE_EVENT.match(event))
 
 
 def corrected_delta(after: np.ndarray, before: np.ndarray, width: int | None) -> np.ndarray:

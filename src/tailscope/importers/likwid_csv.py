@@ -49,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tailscope.counters.gauges import is_gauge
 from tailscope.importers import ImportInputError, open_text
 from tailscope.store.campaign import utcnow
 from tailscope.store.load import load_into
@@ -106,11 +107,6 @@ def pmu_of(register: str) -> str:
         if register.startswith(prefix):
             return _PMU[prefix]
     return "likwid:" + re.sub(r"\d.*$", "", register).lower()
-
-
-def is_gauge(register: str, event: str) -> bool:
-    """A reading, not a count: temperatures (likwid's TMP registers, TEMP_CORE)."""
-    return register.startswith("TMP") or event.upper().startswith("TEMP")
 
 
 def _unsupported(line: str) -> str | None:
@@ -326,8 +322,8 @@ def table_columns(table: LikwidTable) -> dict[str, list[Any]]:
     ranks = {kind: {t: i for i, t in enumerate(sorted(cols))} for kind, cols in lead.items()}
     cols: dict[str, list[Any]] = {"pmu": [], "event": [], "gauge": [], "n": [], "unit": [], "value": []}
     for event, register, _line, values in table.rows:
-        gauge = is_gauge(register, event)
         pmu, kind, box = register_info(register)
+        gauge = is_gauge(pmu, event)
         have = ~np.isnan(values)
         if kind is None:
             cols["pmu"].append(pmu)
