@@ -55,8 +55,14 @@ def run_import(args: argparse.Namespace) -> int:
         start_ns = None
         if getattr(args, "start", None) is not None:
             from tailscope.counters.metrics import parse_time
+            from tailscope.errors import InputError
 
-            start_ns = parse_time(args.start)
+            try:
+                start_ns = parse_time(args.start)
+            except InputError:
+                raise ImportInputError(
+                    f"--start {args.start!r}: expected epoch seconds or ISO 8601 (2026-11-24T10:00:00Z)"
+                ) from None
         counts = import_perf_csv(path, args.campaign, node=node, start_ns=start_ns)
         guessed = (
             "; start time guessed from the file's modification time minus its last interval (pass --start "
