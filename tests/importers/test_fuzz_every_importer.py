@@ -291,3 +291,5 @@ def test_what_the_fuzzers_found(tmp_path: Path) -> None:
     check_iterations(it)  # the fast reader leaves it to the line reader, which refuses it
     with pytest.raises(ImportInputError, match=r"it.csv:3: node or run name .* holds a control character"):
         list(iterations_csv.iteration_chunks(it, iterations_csv.IterationsSummary(), higher_is_better=True))
+    it.write_bytes(b',node,run,iteration,value,unit,"warmup,seconds\nn1,a,1,99.0,GFLOPS,false,1.0\n')
+    check_iterations(it)  # a quoted header name spanning lines: still one line

@@ -60,7 +60,7 @@ HPL = "node,run,iteration,value\n"
         (HPL + "n1,a,x,1.5\n", r"hpl.csv:2: iteration 'x' is not an integer"),
         (HPL + "n1,a,0,1\nn1,a,0,2\n", r"hpl.csv:3: duplicate iteration 0"),
         (HPL + "n1,a,0,inf\n", r"hpl.csv:2: value 'inf' is not a finite number"),
-        ("node,run,iteration,value,colour\nn1,a,0,1,red\n", r"hpl.csv:1: unknown column\(s\) colour"),
+        ("node,run,iteration,value,colour\nn1,a,0,1,red\n", r"hpl.csv:1: unknown column\(s\) 'colour'"),
         ("", r"hpl.csv:1: empty file"),
         (HPL, r"hpl.csv: no data lines"),
         (

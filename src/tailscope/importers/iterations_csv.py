@@ -234,7 +234,10 @@ def iteration_chunks(
             )
         unknown = [n for n in names if n not in REQUIRED + OPTIONAL]
         if unknown:
-            raise ImportInputError(f"{path}:1: unknown column(s) {', '.join(unknown)}")
+            listed = ", ".join(repr(n[:40]) for n in unknown[:5])
+            raise ImportInputError(
+                f"{path}:1: unknown column(s) {listed} (expected {', '.join(REQUIRED + OPTIONAL)})"
+            )
         if len(set(names)) != len(names):
             raise ImportInputError(f"{path}:1: a column appears twice in the header")
         col = {name: names.index(name) for name in names}
