@@ -38,8 +38,6 @@ OPTIONAL = ("unit", "higher_is_better", "warmup", "seconds")
 CHUNK_ROWS = 65536
 MAX_ITERATION = 2**31 - 1  # the store's iteration column is int32
 MAX_LINE = 1 << 20
-_CONTROL = "[\\x00-\\x1f\\x7f]"
-_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 # Units whose smaller values are better (times); rates and throughputs are higher-is-better.
@@ -258,10 +256,6 @@ def iteration_chunks(
                 run = record[c_run].strip()
                 if not node or not run:
                     raise ImportInputError(f"{where}: empty node or run")
-                if _CONTROL_RE.search(node) or _CONTROL_RE.search(run):
-                    raise ImportInputError(
-                        f"{where}: node or run name {(node + ' ' + run)!r} holds a control character"
-                    )
                 iteration = _parse_iteration(record[c_it], where)
                 value = _parse_float(record[c_val], where, "value")
                 warmup = _parse_bool(record[c_warm], where, "warmup") if c_warm is not None else False
@@ -436,11 +430,6 @@ def fast_iteration_chunks(
                 raise _Fallback
         measured = ~warmup
         if direction and (value[measured] <= 0).any():
-            raise _Fallback
-        if (
-            pc.any(pc.match_substring_regex(node, _CONTROL)).as_py()
-            or pc.any(pc.match_substring_regex(run, _CONTROL)).as_py()
-        ):
             raise _Fallback
         node_enc = (
             pc.dictionary_encode(node).combine_chunks()
