@@ -389,3 +389,24 @@ def test_bom_is_accepted_by_every_text_importer(tmp_path: Path) -> None:
         (1, 7.0),
     ]
     assert query(Path(c), "SELECT count(*) FROM iterations") == [(1,)]
+
+
+def test_perf_per_cpu_uncore_boxes_get_their_socket_from_the_cpu(tmp_path: Path) -> None:
+    """perf -A prints an uncore box's count on the CPU of its PMU's cpumask (one per socket): CPU0 and CPU24
+    of a 2-socket part become sockets 0 and 1, in CPU order."""
+    lines = [
+        f"1.0,CPU{cpu},{100 * (box + 1) + cpu},,uncore_imc_{box}/cas_count_read/,1,100.00,,"
+        for cpu in (0, 24)
+        for box in range(2)
+    ]
+    lines += ["1.0,CPU0,5,,cycles,1,100.00,,", "1.0,CPU24,6,,cycles,1,100.00,,"]
+    path = tmp_path / "a.csv"
+    path.write_text("\n".join(lines) + "\n")
+    campaign = tmp_path / "c"
+    assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
+    rows = query(campaign, "SELECT pmu, unit, value FROM samples WHERE sample = 1 ORDER BY pmu, unit")
+    assert rows == [
+        ("cpu", 0, 5.0), ("cpu", 24, 6.0),
+        ("uncore_imc:0", 0, 100.0), ("uncore_imc:0", 1, 200.0),
+        ("uncore_imc:1", 0, 124.0), ("uncore_imc:1", 1, 224.0),
+    ]  # fmt: skip
