@@ -19,8 +19,14 @@ from tailscope.trace.records import region_label
 from tailscope.trace.timeline import DEFAULT_BINS_MIBS, bin_names, edges, messages
 
 
-def write_otf2(path: Path, regions: pd.DataFrame, traffic: pd.DataFrame, sockets: list[int], *,
-               bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS) -> Path:
+def write_otf2(
+    path: Path,
+    regions: pd.DataFrame,
+    traffic: pd.DataFrame,
+    sockets: list[int],
+    *,
+    bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS,
+) -> Path:
     """Write the archive `path`/traces.otf2 (path must not exist: opening a writer destroys an archive)."""
     import otf2  # heavy: only for this export
     from otf2.enums import GroupType, LocationGroupType, LocationType, Paradigm, RegionRole
@@ -33,26 +39,39 @@ def write_otf2(path: Path, regions: pd.DataFrame, traffic: pd.DataFrame, sockets
     with otf2.writer.open(str(path), timer_resolution=1_000_000_000) as trace:
         defs = trace.definitions
         root = defs.system_tree_node("node")
-        groups = {s: defs.location_group(f"socket {s}", location_group_type=LocationGroupType.PROCESS,
-                                         system_tree_parent=root) for s in sockets}
-        socket_loc = {s: defs.location(f"socket {s}", type=LocationType.CPU_THREAD, group=groups[s])
-                      for s in sockets}
+        groups = {
+            s: defs.location_group(
+                f"socket {s}", location_group_type=LocationGroupType.PROCESS, system_tree_parent=root
+            )
+            for s in sockets
+        }
+        socket_loc = {
+            s: defs.location(f"socket {s}", type=LocationType.CPU_THREAD, group=groups[s]) for s in sockets
+        }
         region_defs: dict[str, object] = {}
 
         def region(label: str) -> object:
             if label not in region_defs:
                 construct = label.split(" @ ")[0]
-                role = (RegionRole.PARALLEL if construct == "parallel" else
-                        RegionRole.BARRIER if "barrier" in construct else
-                        RegionRole.LOOP if construct == "loop" else RegionRole.CODE)
+                role = (
+                    RegionRole.PARALLEL
+                    if construct == "parallel"
+                    else RegionRole.BARRIER
+                    if "barrier" in construct
+                    else RegionRole.LOOP
+                    if construct == "loop"
+                    else RegionRole.CODE
+                )
                 region_defs[label] = defs.region(label, region_role=role, paradigm=Paradigm.OPENMP)
             return region_defs[label]
 
         members = [socket_loc[s] for s in sockets]
-        defs.group("socket locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
-                   members=members)
-        comm_group = defs.group("sockets", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
-                                members=members)
+        defs.group(
+            "socket locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=members
+        )
+        comm_group = defs.group(
+            "sockets", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=members
+        )
         comms = [defs.comm(f"bandwidth {name}", group=comm_group) for name in bin_names(bins_mibs)]
         rank = {s: i for i, s in enumerate(sockets)}
 
@@ -89,8 +108,11 @@ def write_otf2(path: Path, regions: pd.DataFrame, traffic: pd.DataFrame, sockets
         for e in all_edges:
             if e.thread not in writers:
                 s = int(thread_socket.get(e.thread, sockets[0]))
-                loc = defs.location(f"thread {e.thread}", type=LocationType.CPU_THREAD,
-                                    group=groups.get(s, groups[sockets[0]]))
+                loc = defs.location(
+                    f"thread {e.thread}",
+                    type=LocationType.CPU_THREAD,
+                    group=groups.get(s, groups[sockets[0]]),
+                )
                 writers[e.thread] = trace.event_writer_from_location(loc)
             if e.enter:
                 writers[e.thread].enter(e.ns, region(e.label))

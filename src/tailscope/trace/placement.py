@@ -48,7 +48,9 @@ def parse_numa_maps(text: str, where: str) -> tuple[dict[int, int], int]:
         try:
             int(fields[0], 16)
         except ValueError as exc:
-            raise TraceInputError(f"{where}:{n}: expected an address at the start of a numa_maps line") from exc
+            raise TraceInputError(
+                f"{where}:{n}: expected an address at the start of a numa_maps line"
+            ) from exc
         attrs = fields[2:]
         is_data = any(a.startswith("anon=") for a in attrs) or "heap" in attrs or "stack" in attrs
         if not is_data or any(a.startswith("file=") for a in attrs):
@@ -84,11 +86,21 @@ def read_snapshots(directory: Path, index: pd.DataFrame) -> list[Snapshot]:
 def placement_rows(snaps: list[Snapshot], topo: Topology) -> pd.DataFrame:
     """One row per (snapshot, NUMA node): the store's `placement` table without run_id."""
     rows = [
-        {"snapshot": s.snapshot, "parallel": s.parallel, "tsc": s.tsc, "numa_node": node,
-         "socket": topo.socket_of_node(node), "bytes": b, "mappings": s.mappings}
-        for s in snaps for node, b in sorted(s.bytes_per_node.items())
+        {
+            "snapshot": s.snapshot,
+            "parallel": s.parallel,
+            "tsc": s.tsc,
+            "numa_node": node,
+            "socket": topo.socket_of_node(node),
+            "bytes": b,
+            "mappings": s.mappings,
+        }
+        for s in snaps
+        for node, b in sorted(s.bytes_per_node.items())
     ]
-    return pd.DataFrame(rows, columns=["snapshot", "parallel", "tsc", "numa_node", "socket", "bytes", "mappings"])
+    return pd.DataFrame(
+        rows, columns=["snapshot", "parallel", "tsc", "numa_node", "socket", "bytes", "mappings"]
+    )
 
 
 def snapshot_after(snaps: list[Snapshot], tsc: int) -> Snapshot | None:
@@ -125,9 +137,18 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
             data[topo.socket_of_node(node)] = data.get(topo.socket_of_node(node), 0) + b
         for dst, secs in zip(group["socket"], group["seconds"], strict=True):
             for src, b in data.items():
-                rows.append({"parallel": int(pid), "src_socket": int(src), "dst_socket": int(dst),
-                             "bytes": float(b) * float(secs) / total_time, "seconds": float(region["seconds"]),
-                             "source": SOURCE, "event": None, "link": None})
+                rows.append(
+                    {
+                        "parallel": int(pid),
+                        "src_socket": int(src),
+                        "dst_socket": int(dst),
+                        "bytes": float(b) * float(secs) / total_time,
+                        "seconds": float(region["seconds"]),
+                        "source": SOURCE,
+                        "event": None,
+                        "link": None,
+                    }
+                )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -141,7 +162,8 @@ class Finding:
 
 
 ADVICE = (
-    "initialise the data in parallel with the same schedule as the loops that use it (first touch places each "
+    "initialise the data in parallel with the same schedule as the loops that use it (first touch places "
+    "each "
     "page on the node of the thread that writes it first), or run under `numactl --interleave=all`; bind the "
     "threads (OMP_PROC_BIND=close or spread, OMP_PLACES=cores) so they stay where their pages are"
 )
@@ -150,8 +172,12 @@ ADVICE = (
 def finding(traffic: pd.DataFrame, topo: Topology, *, majority: float = 0.75) -> Finding:
     """One socket holding most of the data that threads of other sockets work on is the seed's finding."""
     if len(topo.nodes) <= 1:
-        return Finding("single-node", "one NUMA node: every memory access is local; placement costs nothing "
-                       "on this machine (run on a multi-socket node to see remote traffic)", 0.0)
+        return Finding(
+            "single-node",
+            "one NUMA node: every memory access is local; placement costs nothing "
+            "on this machine (run on a multi-socket node to see remote traffic)",
+            0.0,
+        )
     model = traffic[traffic["source"] == SOURCE]
     total = float(model["bytes"].sum())
     if total <= 0:
@@ -165,8 +191,11 @@ def finding(traffic: pd.DataFrame, topo: Topology, *, majority: float = 0.75) ->
     if by_src.max() >= majority and others > 1 - majority:
         return Finding(
             "imbalanced",
-            f"socket {top} holds {by_src.max():.0%} of the data while {others:.0%} of the team's time is spent on "
+            f"socket {top} holds {by_src.max():.0%} of the data while {others:.0%} of the team's time is "
+            f"spent on "
             f"other sockets: {fraction:.0%} of the bytes touched are remote. Advice: {ADVICE}",
             fraction,
         )
-    return Finding("balanced", f"data spread over the sockets the threads run on; {fraction:.0%} remote", fraction)
+    return Finding(
+        "balanced", f"data spread over the sockets the threads run on; {fraction:.0%} remote", fraction
+    )

@@ -1,5 +1,6 @@
-"""Read what the OMPT tool wrote (native/ompt/ts_ompt.c documents the files) and pair its begin/end events into
-regions: one row per construct instance per thread, with its nesting depth, times, CPU, socket and counters."""
+"""Read what the OMPT tool wrote (native/ompt/ts_ompt.c documents the files) and pair its begin/end events
+into regions: one row per construct instance per thread, with its nesting depth, times, CPU, socket and
+counters."""
 
 from __future__ import annotations
 
@@ -13,11 +14,28 @@ from tailscope.trace import symbols
 from tailscope.trace.errors import TraceInputError
 from tailscope.trace.topology import Topology
 
-WORK_TYPES = {1: "loop", 2: "sections", 3: "single", 4: "single_other", 5: "workshare", 6: "distribute",
-              7: "taskloop", 8: "scope"}
-SYNC_TYPES = {1: "barrier", 2: "barrier_implicit", 3: "barrier_explicit", 4: "barrier_implementation",
-              5: "taskwait", 6: "taskgroup", 7: "reduction", 8: "barrier_implicit_workshare",
-              9: "barrier_implicit_parallel", 10: "barrier_teams"}
+WORK_TYPES = {
+    1: "loop",
+    2: "sections",
+    3: "single",
+    4: "single_other",
+    5: "workshare",
+    6: "distribute",
+    7: "taskloop",
+    8: "scope",
+}
+SYNC_TYPES = {
+    1: "barrier",
+    2: "barrier_implicit",
+    3: "barrier_explicit",
+    4: "barrier_implementation",
+    5: "taskwait",
+    6: "taskgroup",
+    7: "reduction",
+    8: "barrier_implicit_workshare",
+    9: "barrier_implicit_parallel",
+    10: "barrier_teams",
+}
 
 
 @dataclass
@@ -43,8 +61,10 @@ class ToolOutput:
         t0, t1 = int(self.meta["start_tsc"]), int(self.meta["end_tsc"])
         m0, m1 = int(self.meta["start_mono_ns"]), int(self.meta["end_mono_ns"])
         rate = (m1 - m0) / (t1 - t0) if t1 > t0 else 1e9 / self.tsc_hz
-        return (m0 + (tsc - t0) * rate).round().astype("int64") if isinstance(tsc, pd.Series) else int(
-            round(m0 + (tsc - t0) * rate)
+        return (
+            (m0 + (tsc - t0) * rate).round().astype("int64")
+            if isinstance(tsc, pd.Series)
+            else round(m0 + (tsc - t0) * rate)
         )
 
 
@@ -82,7 +102,9 @@ def read_tool_output(directory: Path) -> ToolOutput:
         threads=_tsv(directory / "threads.tsv"),
         events=events,
         objects=_tsv(directory / "objects.tsv"),
-        numa=_tsv(numa_path) if numa_path.is_file() else pd.DataFrame(columns=["snapshot", "parallel", "tsc"]),
+        numa=_tsv(numa_path)
+        if numa_path.is_file()
+        else pd.DataFrame(columns=["snapshot", "parallel", "tsc"]),
         uncore=_tsv(uncore_path) if uncore_path.is_file() else pd.DataFrame(),
         counter_names=[e for e in meta.get("events", "").split(";") if e],
     )
@@ -110,25 +132,58 @@ def pair_regions(out: ToolOutput, topo: Topology) -> Pairing:
     counters = [c for c in ev.columns if c.startswith("c") and c[1:].isdigit()]
     rows: list[dict[str, object]] = []
     unmatched = 0
-    cols = ["thread", "kind", "sub", "endpoint", "parallel", "object", "offset", "tsc", "cpu", "node", "count",
-            "index", *counters]
+    cols = [
+        "thread",
+        "kind",
+        "sub",
+        "endpoint",
+        "parallel",
+        "object",
+        "offset",
+        "tsc",
+        "cpu",
+        "node",
+        "count",
+        "index",
+        *counters,
+    ]
     for thread, group in ev.groupby("thread", sort=True):
         stack: list[dict[str, object]] = []
         for rec in group[cols].itertuples(index=False, name=None):
             r = dict(zip(cols, rec, strict=True))
             key = (r["kind"], r["sub"], r["parallel"])
             if r["endpoint"] == "begin":
-                if (r["kind"] == "sync" and stack and stack[-1]["kind"] == "work" and stack[-1]["sub"] == 3
-                        and stack[-1]["parallel"] == r["parallel"]):
+                if (
+                    r["kind"] == "sync"
+                    and stack
+                    and stack[-1]["kind"] == "work"
+                    and stack[-1]["sub"] == 3
+                    and stack[-1]["parallel"] == r["parallel"]
+                ):
                     # gcc's GOMP_single_start has no end call: libomp never reports the end of a `single`
                     # the thread executed; it ends where the construct's barrier begins.
                     b = stack.pop()
-                    rows.append(_row(out, counters, int(thread), b, {**r, "kind": "work", "sub": 3},
-                                     len(stack), inferred=True))
+                    rows.append(
+                        _row(
+                            out,
+                            counters,
+                            int(thread),
+                            b,
+                            {**r, "kind": "work", "sub": 3},
+                            len(stack),
+                            inferred=True,
+                        )
+                    )
                 stack.append(r)
                 continue
-            depth = next((i for i in range(len(stack) - 1, -1, -1)
-                          if (stack[i]["kind"], stack[i]["sub"], stack[i]["parallel"]) == key), None)
+            depth = next(
+                (
+                    i
+                    for i in range(len(stack) - 1, -1, -1)
+                    if (stack[i]["kind"], stack[i]["sub"], stack[i]["parallel"]) == key
+                ),
+                None,
+            )
             if depth is None:
                 unmatched += 1
                 continue
@@ -155,8 +210,9 @@ def pair_regions(out: ToolOutput, topo: Topology) -> Pairing:
     return Pairing(regions.sort_values(["thread", "tsc_begin", "depth"]).reset_index(drop=True), unmatched)
 
 
-def _row(out: ToolOutput, counters: list[str], thread: int, b: dict, r: dict, depth: int, *,
-         inferred: bool) -> dict[str, object]:
+def _row(
+    out: ToolOutput, counters: list[str], thread: int, b: dict, r: dict, depth: int, *, inferred: bool
+) -> dict[str, object]:
     """One region from its begin record `b` and end record `r`."""
     obj, off = (b["object"], b["offset"]) if b["object"] >= 0 else (r["object"], r["offset"])
     deltas = {}

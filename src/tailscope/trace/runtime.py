@@ -112,7 +112,8 @@ def prepare(program: Path, workdir: Path) -> Plan:
     if libomp is None:
         raise TraceInputError(
             f"{program}: uses GCC's libgomp ({runtime.path}), which implements no OMPT, and LLVM's libomp "
-            f"was not found to run it on; install it (Debian: libomp5-14) or set ${LIBOMP_ENV}=/path/libomp.so.5"
+            f"was not found to run it on; install it (Debian: libomp5-14) or set "
+            f"${LIBOMP_ENV}=/path/libomp.so.5"
         )
     linkdir = workdir / "libomp-as-libgomp"
     linkdir.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
 """Code addresses (object + offset, from the OMPT tool's dladdr) to function and file:line with addr2line.
 
 The tool records `codeptr_ra`, a return address: the call it returns from ends one byte earlier, so the
-address looked up is offset - 1 (for a position-independent object; for a non-PIE executable, base + offset - 1,
-its link-time address). With -i, inlined frames follow one another; the first is the innermost, the source line
+address looked up is offset - 1 (for a position-independent object; for a non-PIE executable,
+base + offset - 1, its link-time address). With -i, inlined frames follow one another; the first is the
+innermost, the source line
 of the construct. Objects without debug information resolve to "??" and keep their object and offset.
 """
 

@@ -26,8 +26,10 @@ class Edge:
 
 
 def edges(regions: pd.DataFrame) -> Iterator[Edge]:
-    """Per thread, in time order, properly nested (regions were paired with a stack: depth says the nesting)."""
-    for thread, group in regions.sort_values(["thread", "mono_begin_ns", "depth"]).groupby("thread", sort=True):
+    """Per thread, in time order, nested (regions were paired with a stack; depth is the nesting)."""
+    for thread, group in regions.sort_values(["thread", "mono_begin_ns", "depth"]).groupby(
+        "thread", sort=True
+    ):
         stack: list[tuple[int, str]] = []  # (end ns, label) of the open regions
         cursor = 0  # time of the last edge: never goes backwards on a location
         for row in group.to_dict("records"):
@@ -48,6 +50,7 @@ def edges(regions: pd.DataFrame) -> Iterator[Edge]:
             end, label = stack.pop()
             cursor = max(end, cursor)
             yield Edge(int(thread), cursor, False, label)
+
 
 def bin_of(bytes_per_s: float, bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS) -> int:
     for i, edge in enumerate(bins_mibs):
@@ -76,8 +79,9 @@ class Message:
     source: str
 
 
-def messages(traffic: pd.DataFrame, regions: pd.DataFrame,
-             bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS) -> list[Message]:
+def messages(
+    traffic: pd.DataFrame, regions: pd.DataFrame, bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS
+) -> list[Message]:
     """Remote traffic (src != dst, both known) as messages spanning their region (like seed 004's)."""
     par = regions[regions["kind"] == "parallel"].set_index("parallel")
     out = []
@@ -87,7 +91,15 @@ def messages(traffic: pd.DataFrame, regions: pd.DataFrame,
             continue
         region = par.loc[r.parallel]
         seconds = max(float(r.seconds), 1e-9)
-        out.append(Message(int(r.src_socket), int(r.dst_socket), int(region["mono_begin_ns"]),
-                           int(region["mono_end_ns"]), int(round(r.bytes)),
-                           bin_of(r.bytes / seconds, bins_mibs), str(r.source)))
+        out.append(
+            Message(
+                int(r.src_socket),
+                int(r.dst_socket),
+                int(region["mono_begin_ns"]),
+                int(region["mono_end_ns"]),
+                round(r.bytes),
+                bin_of(r.bytes / seconds, bins_mibs),
+                str(r.source),
+            )
+        )
     return sorted(out, key=lambda m: (m.begin_ns, m.src, m.dst))

@@ -45,14 +45,16 @@ def deltas(uncore: pd.DataFrame) -> pd.DataFrame:
         enabled = int(r["enabled_e"]) - int(r["enabled_b"])
         running = int(r["running_e"]) - int(r["running_b"])
         scaled = raw * enabled / running if 0 < running < enabled else float(raw)
-        rows.append({**dict(zip(key, k, strict=True)), "count": scaled,
-                     "ticks": int(r["tsc_e"]) - int(r["tsc_b"])})
+        rows.append(
+            {**dict(zip(key, k, strict=True)), "count": scaled, "ticks": int(r["tsc_e"]) - int(r["tsc_b"])}
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
-def link_traffic(uncore: pd.DataFrame, sockets: list[int], tsc_hz: float,
-                 overrides: dict[str, float] | None = None) -> pd.DataFrame:
-    """Traffic rows (store `traffic` without run_id): link events as bytes into the socket that counted them."""
+def link_traffic(
+    uncore: pd.DataFrame, sockets: list[int], tsc_hz: float, overrides: dict[str, float] | None = None
+) -> pd.DataFrame:
+    """Traffic rows (store `traffic` without run_id): link events as bytes into the socket counting them."""
     cols = ["parallel", "src_socket", "dst_socket", "bytes", "seconds", "source", "event", "link"]
     d = deltas(uncore)
     rows = []
@@ -61,7 +63,16 @@ def link_traffic(uncore: pd.DataFrame, sockets: list[int], tsc_hz: float,
         is_link = any(k in f"{r.pmu} {r.event}".lower() for k in ("upi", "qpi", "xgmi"))
         dst = int(r.socket)
         src = (next(s for s in sockets if s != dst) if len(sockets) == 2 else -1) if is_link else dst
-        rows.append({"parallel": int(r.parallel), "src_socket": src, "dst_socket": dst, "bytes": nbytes,
-                     "seconds": r.ticks / tsc_hz, "source": "uncore", "event": r.event,
-                     "link": f"{r.pmu}_{r.unit}" if is_link else None})
+        rows.append(
+            {
+                "parallel": int(r.parallel),
+                "src_socket": src,
+                "dst_socket": dst,
+                "bytes": nbytes,
+                "seconds": r.ticks / tsc_hz,
+                "source": "uncore",
+                "event": r.event,
+                "link": f"{r.pmu}_{r.unit}" if is_link else None,
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
