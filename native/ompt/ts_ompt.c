@@ -36,10 +36,14 @@
  *                  aux: team size (parallel begin: requested; implicit_task: actual), thread number in the team
  *                  (implicit_task: after a '/'), iteration count (work).
  *   uncore.tsv     parallel, endpoint, tsc, pmu, unit, socket, width, event, value, enabled, running.
- *   numa/NNNNNN.txt and numa.tsv (snapshot, parallel, tsc, file): numa_maps copies.
+ *   numa/NNNNNN.txt and numa.tsv (snapshot, parallel, tsc, file, pages): numa_maps copies, and
+ *   numa/NNNNNN.pages: per private anonymous mapping of 1 MiB or more, the node of 256 pages sampled evenly
+ *                  over it (move_pages query), "start end samples node,node,..." (-2: page not present).
  *
  * Cost: one callback appends a 40-byte record (plus 8 bytes per counter) to the calling thread's own buffer
- * (no lock, no system call unless counters are read); the files are written when the runtime finalizes.
+ * (no lock, no system call unless counters are read; an mmap per 65536 records); the files are written when
+ * the runtime finalizes. The buffers are mapped with the policy MPOL_LOCAL, which numa_maps shows as `local`:
+ * the placement analysis leaves them out of the program's data.
  * Code addresses are resolved with dladdr only then. bench/bench_ompt.py measures the cost per region.
  */
 #define _GNU_SOURCE
@@ -57,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -77,14 +82,23 @@ typedef struct rec {
     uint8_t pad[3];
 } rec;
 
+/* A chunk of CHUNK_RECS records (and their counter values), mmapped with the memory policy MPOL_LOCAL: the
+ * policy keeps the kernel from merging the tool's buffers with the program's anonymous memory, and numa_maps
+ * shows them as `local`, so the placement analysis leaves them out (tailscope/trace/placement.py). */
+#define CHUNK_RECS 65536
+typedef struct chunk {
+    rec *recs;
+    uint64_t *vals;      /* nevents values per record */
+} chunk;
+
 typedef struct tbuf {
     int thread;          /* tool's thread number, in order of first event */
     pid_t tid;
     int type;            /* ompt_thread_t, 0 when unknown */
     uint32_t first_aux;
-    rec *recs;
-    uint64_t *vals;      /* nevents values per record */
-    size_t n, cap;
+    struct chunk *chunks; /* records in fixed-size chunks: never moved, so appending never copies */
+    size_t nchunks, capchunks;
+    size_t n;            /* records kept */
     uint64_t dropped;
     ts_counters counters;
     bool counting;
@@ -188,33 +202,56 @@ static tbuf *thread_buf(void)
     return b;
 }
 
-static rec *append(tbuf *b)
+#ifndef MPOL_LOCAL
+#define MPOL_LOCAL 4
+#endif
+static void *tool_map(size_t bytes)
 {
-    if (b->n == b->cap) {
-        if (b->cap >= g.max_records) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef SYS_mbind
+    if (syscall(SYS_mbind, p, bytes, MPOL_LOCAL, NULL, 0UL, 0U) != 0) {
+        /* a kernel without NUMA: placement has one node anyway; the buffer stays usable */
+    }
+#endif
+    return p;
+}
+
+/* The slot for the next record of this thread and its counter values, or NULL (dropped, counted). */
+static rec *append(tbuf *b, uint64_t **vals)
+{
+    size_t idx = b->n % CHUNK_RECS;
+    if (idx == 0) {
+        if (b->n >= g.max_records) {
             b->dropped++;
             return NULL;
         }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        if (cap > g.max_records)
-            cap = g.max_records;
-        rec *r = realloc(b->recs, cap * sizeof *r);
-        if (!r) {
-            b->dropped++;
-            return NULL;
-        }
-        b->recs = r;
-        if (g.nevents) {
-            uint64_t *v = realloc(b->vals, cap * g.nevents * sizeof *v);
-            if (!v) {
+        if (b->nchunks == b->capchunks) {
+            size_t cap = b->capchunks ? b->capchunks * 2 : 16;
+            chunk *c = realloc(b->chunks, cap * sizeof *c);
+            if (!c) {
                 b->dropped++;
                 return NULL;
             }
-            b->vals = v;
+            b->chunks = c;
+            b->capchunks = cap;
         }
-        b->cap = cap;
+        chunk c = {tool_map(CHUNK_RECS * sizeof(rec)), NULL};
+        if (c.recs && g.nevents)
+            c.vals = tool_map(CHUNK_RECS * g.nevents * sizeof(uint64_t));
+        if (!c.recs || (g.nevents && !c.vals)) {
+            if (c.recs)
+                munmap(c.recs, CHUNK_RECS * sizeof(rec));
+            b->dropped++;
+            return NULL;
+        }
+        b->chunks[b->nchunks++] = c;
     }
-    return &b->recs[b->n++];
+    chunk *c = &b->chunks[b->n / CHUNK_RECS];
+    b->n++;
+    *vals = c->vals ? &c->vals[idx * g.nevents] : NULL;
+    return &c->recs[idx];
 }
 
 static void record(int kind, int sub, int endpoint, uint64_t parallel, const void *codeptr, uint64_t count,
@@ -225,7 +262,8 @@ static void record(int kind, int sub, int endpoint, uint64_t parallel, const voi
         return;
     uint32_t aux;
     uint64_t t = now(&aux);
-    rec *r = append(b);
+    uint64_t *v;
+    rec *r = append(b, &v);
     if (!r)
         return;
     r->tsc = t;
@@ -237,8 +275,7 @@ static void record(int kind, int sub, int endpoint, uint64_t parallel, const voi
     r->kind = (uint8_t)kind;
     r->sub = (uint8_t)sub;
     r->endpoint = (uint8_t)endpoint;
-    if (g.nevents) {
-        uint64_t *v = &b->vals[(b->n - 1) * g.nevents];
+    if (v) {
         if (b->counting && ts_counters_read(&b->counters) == 0) {
             for (size_t i = 0; i < g.nevents; i++)
                 v[i] = b->counters.counts[i].value;
@@ -315,6 +352,51 @@ static int copy_file(const char *from, const char *to)
     return rc;
 }
 
+/* Which node holds sampled pages of each large private anonymous mapping (move_pages with nodes = NULL only
+ * queries): PAGE_SAMPLES pages evenly spread over the mapping, in address order, so the placement analysis can
+ * tell which part of an array lives where (the first-touch story needs that; numa_maps only has totals).
+ * Writes "start end samples node..." lines (node -2: not present or not queryable). */
+#define PAGE_SAMPLES 256
+#define SAMPLE_MIN_BYTES (1UL << 20)
+static int sample_pages(const char *to)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        return -1;
+    FILE *out = fopen(to, "w");
+    if (!out) {
+        fclose(maps);
+        return -1;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    char line[4600];
+    void *pages[PAGE_SAMPLES];
+    int status[PAGE_SAMPLES];
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi, off;
+        char perms[8], dev[16];
+        unsigned long inode;
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &lo, &hi, perms, &off, dev, &inode, &pos) < 6)
+            continue;
+        const char *name = line + pos;
+        bool anon = inode == 0 && (name[0] == '\n' || name[0] == '\0' || strncmp(name, "[heap]", 6) == 0);
+        if (!anon || perms[3] != 'p' || perms[0] != 'r' || hi - lo < SAMPLE_MIN_BYTES)
+            continue;
+        unsigned long npages = (hi - lo) / (unsigned long)page;
+        int n = npages < PAGE_SAMPLES ? (int)npages : PAGE_SAMPLES;
+        for (int k = 0; k < n; k++)
+            pages[k] = (void *)(lo + (unsigned long)((double)k * (double)npages / n) * (unsigned long)page);
+        long rc = syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0);
+        fprintf(out, "%lx\t%lx\t%d\t", lo, hi, n);
+        for (int k = 0; k < n; k++)
+            fprintf(out, "%s%d", k ? "," : "", rc == 0 && status[k] >= 0 ? status[k] : -2);
+        fputc('\n', out);
+    }
+    fclose(maps);
+    return fclose(out) == 0 ? 0 : -1;
+}
+
 static void numa_snapshot(uint64_t parallel, const void *codeptr, bool final)
 {
     if (g.numa_mode == 0 || !g.numa_index)
@@ -340,8 +422,11 @@ static void numa_snapshot(uint64_t parallel, const void *codeptr, bool final)
     uint32_t aux;
     uint64_t t = now(&aux);
     if (copy_file("/proc/self/numa_maps", path) == 0) {
-        fprintf(g.numa_index, "%d\t%llu\t%llu\tnuma/%s\n", g.nsnapshots, (unsigned long long)parallel,
-                (unsigned long long)t, name);
+        char pages[4200];
+        snprintf(pages, sizeof pages, "%s/numa/%06d.pages", g.out, g.nsnapshots);
+        int sampled = sample_pages(pages) == 0;
+        fprintf(g.numa_index, "%d\t%llu\t%llu\tnuma/%s\t%s\n", g.nsnapshots, (unsigned long long)parallel,
+                (unsigned long long)t, name, sampled ? strrchr(pages, '/') + 1 : "");
         g.nsnapshots++;
     } else if (g.nsnapshots == 0) {
         note("%s%s\n", "numa_maps: ", strerror(errno));
@@ -483,7 +568,7 @@ static int tool_initialize(ompt_function_lookup_t lookup, int initial_device, om
         if (!g.numa_index)
             g.numa_mode = 0;
         else
-            fputs("snapshot\tparallel\ttsc\tfile\n", g.numa_index);
+            fputs("snapshot\tparallel\ttsc\tfile\tpages\n", g.numa_index);
     }
     set_cb(ompt_callback_thread_begin, (ompt_callback_t)on_thread_begin, "thread_begin");
     int bad = 0;
@@ -621,7 +706,8 @@ static void tool_finalize(ompt_data_t *tool_data)
         fputc('\n', f);
         for (tbuf *b = g.threads; b; b = b->next) {
             for (size_t i = 0; i < b->n; i++) {
-                const rec *r = &b->recs[i];
+                const chunk *c = &b->chunks[i / CHUNK_RECS];
+                const rec *r = &c->recs[i % CHUNK_RECS];
                 int obj = -1;
                 uintptr_t base = 0, off = 0;
                 if (r->codeptr) {
@@ -633,7 +719,7 @@ static void tool_finalize(ompt_data_t *tool_data)
                         (unsigned long long)r->parallel, obj, obj < 0 ? -1ll : (long long)off,
                         (unsigned long long)r->tsc, r->aux & 0xfff, r->aux >> 12, r->count, r->index);
                 for (size_t e = 0; e < g.nevents; e++) {
-                    uint64_t v = b->vals[i * g.nevents + e];
+                    uint64_t v = c->vals[(i % CHUNK_RECS) * g.nevents + e];
                     if (v == UINT64_MAX)
                         fputs("\t", f);
                     else

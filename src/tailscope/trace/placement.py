@@ -2,7 +2,8 @@
 
 Source: copies of /proc/PID/numa_maps the OMPT tool takes after parallel regions (and at exit). A mapping's
 `N<node>=<pages>` fields, times `kernelpagesize_kB`, give its bytes per node; the program's data are its
-anonymous mappings (heap, stack, anon mmap), not the files it maps (libraries). This needs no counter: the
+anonymous mappings (heap, stack, anon mmap), not the files it maps (libraries) nor the tool's own buffers
+(policy `local`). This needs no counter: the
 placement alone tells a Jacobi-style "every page on socket 0" mistake (seed 004).
 
 The placement matrix of one region instance is M[s][d] = (share of the team's time spent on socket s) x (bytes
@@ -51,6 +52,8 @@ def parse_numa_maps(text: str, where: str) -> tuple[dict[int, int], int]:
             raise TraceInputError(
                 f"{where}:{n}: expected an address at the start of a numa_maps line"
             ) from exc
+        if fields[1] == "local":  # the OMPT tool's own record buffers (mapped with MPOL_LOCAL)
+            continue
         attrs = fields[2:]
         is_data = any(a.startswith("anon=") for a in attrs) or "heap" in attrs or "stack" in attrs
         if not is_data or any(a.startswith("file=") for a in attrs):
