@@ -36,9 +36,7 @@
  *                  aux: team size (parallel begin: requested; implicit_task: actual), thread number in the team
  *                  (implicit_task: after a '/'), iteration count (work).
  *   uncore.tsv     parallel, endpoint, tsc, pmu, unit, socket, width, event, value, enabled, running.
- *   numa/NNNNNN.txt and numa.tsv (snapshot, parallel, tsc, file, pages): numa_maps copies, and
- *   numa/NNNNNN.pages: per private anonymous mapping of 1 MiB or more, the node of 256 pages sampled evenly
- *                  over it (move_pages query), "start end samples node,node,..." (-2: page not present).
+ *   numa/NNNNNN.txt and numa.tsv (snapshot, parallel, tsc, file): numa_maps copies.
  *
  * Cost: one callback appends a 40-byte record (plus 8 bytes per counter) to the calling thread's own buffer
  * (no lock, no system call unless counters are read; an mmap per 65536 records); the files are written when
@@ -352,51 +350,6 @@ static int copy_file(const char *from, const char *to)
     return rc;
 }
 
-/* Which node holds sampled pages of each large private anonymous mapping (move_pages with nodes = NULL only
- * queries): PAGE_SAMPLES pages evenly spread over the mapping, in address order, so the placement analysis can
- * tell which part of an array lives where (the first-touch story needs that; numa_maps only has totals).
- * Writes "start end samples node..." lines (node -2: not present or not queryable). */
-#define PAGE_SAMPLES 256
-#define SAMPLE_MIN_BYTES (1UL << 20)
-static int sample_pages(const char *to)
-{
-    FILE *maps = fopen("/proc/self/maps", "r");
-    if (!maps)
-        return -1;
-    FILE *out = fopen(to, "w");
-    if (!out) {
-        fclose(maps);
-        return -1;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    char line[4600];
-    void *pages[PAGE_SAMPLES];
-    int status[PAGE_SAMPLES];
-    while (fgets(line, sizeof line, maps)) {
-        unsigned long lo, hi, off;
-        char perms[8], dev[16];
-        unsigned long inode;
-        int pos = 0;
-        if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &lo, &hi, perms, &off, dev, &inode, &pos) < 6)
-            continue;
-        const char *name = line + pos;
-        bool anon = inode == 0 && (name[0] == '\n' || name[0] == '\0' || strncmp(name, "[heap]", 6) == 0);
-        if (!anon || perms[3] != 'p' || perms[0] != 'r' || hi - lo < SAMPLE_MIN_BYTES)
-            continue;
-        unsigned long npages = (hi - lo) / (unsigned long)page;
-        int n = npages < PAGE_SAMPLES ? (int)npages : PAGE_SAMPLES;
-        for (int k = 0; k < n; k++)
-            pages[k] = (void *)(lo + (unsigned long)((double)k * (double)npages / n) * (unsigned long)page);
-        long rc = syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0);
-        fprintf(out, "%lx\t%lx\t%d\t", lo, hi, n);
-        for (int k = 0; k < n; k++)
-            fprintf(out, "%s%d", k ? "," : "", rc == 0 && status[k] >= 0 ? status[k] : -2);
-        fputc('\n', out);
-    }
-    fclose(maps);
-    return fclose(out) == 0 ? 0 : -1;
-}
-
 static void numa_snapshot(uint64_t parallel, const void *codeptr, bool final)
 {
     if (g.numa_mode == 0 || !g.numa_index)
@@ -422,11 +375,8 @@ static void numa_snapshot(uint64_t parallel, const void *codeptr, bool final)
     uint32_t aux;
     uint64_t t = now(&aux);
     if (copy_file("/proc/self/numa_maps", path) == 0) {
-        char pages[4200];
-        snprintf(pages, sizeof pages, "%s/numa/%06d.pages", g.out, g.nsnapshots);
-        int sampled = sample_pages(pages) == 0;
-        fprintf(g.numa_index, "%d\t%llu\t%llu\tnuma/%s\t%s\n", g.nsnapshots, (unsigned long long)parallel,
-                (unsigned long long)t, name, sampled ? strrchr(pages, '/') + 1 : "");
+        fprintf(g.numa_index, "%d\t%llu\t%llu\tnuma/%s\n", g.nsnapshots, (unsigned long long)parallel,
+                (unsigned long long)t, name);
         g.nsnapshots++;
     } else if (g.nsnapshots == 0) {
         note("%s%s\n", "numa_maps: ", strerror(errno));
@@ -568,7 +518,7 @@ static int tool_initialize(ompt_function_lookup_t lookup, int initial_device, om
         if (!g.numa_index)
             g.numa_mode = 0;
         else
-            fputs("snapshot\tparallel\ttsc\tfile\tpages\n", g.numa_index);
+            fputs("snapshot\tparallel\ttsc\tfile\n", g.numa_index);
     }
     set_cb(ompt_callback_thread_begin, (ompt_callback_t)on_thread_begin, "thread_begin");
     int bad = 0;

@@ -6,10 +6,15 @@ anonymous mappings (heap, stack, anon mmap), not the files it maps (libraries) n
 (policy `local`). This needs no counter: the
 placement alone tells a Jacobi-style "every page on socket 0" mistake (seed 004).
 
-The placement matrix of one region instance is M[s][d] = (share of the team's time spent on socket s) x (bytes
-on socket d): the bytes the threads of socket s would pull from socket d if each thread touches the data in
-proportion to its time, which is the case for the balanced loops of a stencil. The remote fraction is the
-off-diagonal share. It is labelled `placement-model`; bytes measured by uncore counters are labelled by event.
+The placement matrix of one region instance (source `placement-model`) is the least remote traffic the
+placement allows: the team's threads touch equal parts of the data (the statically scheduled loops of a
+stencil), and each socket's threads take their share from local memory first; what their socket does not hold
+comes from the sockets holding more than their own threads' share, in proportion to that surplus. All data on
+socket 0 with half the threads on socket 1 gives 50% remote; data placed like the threads gives none. For seed
+004's naive Jacobi (4 sockets, one thread each, all data on socket 1) it gives 1/4 of the data from socket 1
+to each other socket, the seed's communication matrix. It is a lower bound: threads that touch other threads'
+parts of an array add remote traffic the model does not see. Bytes measured by uncore counters are labelled
+`uncore`.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ def parse_numa_maps(text: str, where: str) -> tuple[dict[int, int], int]:
             raise TraceInputError(
                 f"{where}:{n}: expected an address at the start of a numa_maps line"
             ) from exc
+        if fields[1] == "local":  # the OMPT tool's own record buffers (mapped with MPOL_LOCAL)
+            continue
         if fields[1] == "local":  # the OMPT tool's own record buffers (mapped with MPOL_LOCAL)
             continue
         attrs = fields[2:]
@@ -111,10 +118,33 @@ def snapshot_after(snaps: list[Snapshot], tsc: int) -> Snapshot | None:
     return next((s for s in snaps if s.tsc >= tsc), snaps[-1] if snaps else None)
 
 
-def team_time_per_socket(regions: pd.DataFrame) -> pd.DataFrame:
-    """parallel -> socket -> seconds the team's implicit tasks spent there (by the CPU each began on)."""
+def team_per_socket(regions: pd.DataFrame) -> pd.DataFrame:
+    """parallel -> socket -> threads of the team that ran there (by the CPU each implicit task began on)."""
     tasks = regions[regions["kind"] == "implicit_task"]
-    return tasks.groupby(["parallel", "socket"])["seconds"].sum().rename("seconds").reset_index()
+    return tasks.groupby(["parallel", "socket"]).size().rename("threads").reset_index()
+
+
+def local_first(share: dict[int, float], data: dict[int, float]) -> dict[tuple[int, int], float]:
+    """(src socket, dst socket) -> bytes: each socket's demand `share[s]` (bytes its threads touch) served
+    from local data first, the rest from the other sockets' surplus in proportion to it.
+    Sum of data == sum of share."""
+    flows: dict[tuple[int, int], float] = {}
+    deficit: dict[int, float] = {}
+    surplus: dict[int, float] = {}
+    for s in set(share) | set(data):
+        want, have = share.get(s, 0.0), data.get(s, 0.0)
+        if min(want, have) > 0:
+            flows[(s, s)] = min(want, have)
+        if want > have:
+            deficit[s] = want - have
+        elif have > want:
+            surplus[s] = have - want
+    total_surplus = sum(surplus.values())
+    for dst, need in deficit.items():
+        for src, extra in surplus.items():
+            if total_surplus > 0:
+                flows[(src, dst)] = flows.get((src, dst), 0.0) + need * extra / total_surplus
+    return flows
 
 
 def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) -> pd.DataFrame:
@@ -122,36 +152,37 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
     cols = ["parallel", "src_socket", "dst_socket", "bytes", "seconds", "source", "event", "link"]
     if not snaps:
         return pd.DataFrame(columns=cols)
-    team = team_time_per_socket(regions)
-    parallels = regions[regions["kind"] == "parallel"].set_index("parallel")
+    team = team_per_socket(regions)
+    parallels = regions[regions["kind"] == "parallel"].drop_duplicates("parallel").set_index("parallel")
     rows = []
     for pid, group in team.groupby("parallel"):
         if pid not in parallels.index:
             continue
         region = parallels.loc[pid]
         snap = snapshot_after(snaps, int(region["tsc_end"]))
-        if snap is None:
+        size = int(group["threads"].sum())
+        if snap is None or size == 0:
             continue
-        total_time = float(group["seconds"].sum())
-        if total_time <= 0:
-            continue
-        data: dict[int, int] = {}
+        data: dict[int, float] = {}
         for node, b in snap.bytes_per_node.items():
-            data[topo.socket_of_node(node)] = data.get(topo.socket_of_node(node), 0) + b
-        for dst, secs in zip(group["socket"], group["seconds"], strict=True):
-            for src, b in data.items():
-                rows.append(
-                    {
-                        "parallel": int(pid),
-                        "src_socket": int(src),
-                        "dst_socket": int(dst),
-                        "bytes": float(b) * float(secs) / total_time,
-                        "seconds": float(region["seconds"]),
-                        "source": SOURCE,
-                        "event": None,
-                        "link": None,
-                    }
-                )
+            data[topo.socket_of_node(node)] = data.get(topo.socket_of_node(node), 0.0) + float(b)
+        total = sum(data.values())
+        share = {
+            int(s): total * int(n) / size for s, n in zip(group["socket"], group["threads"], strict=True)
+        }
+        for (src, dst), b in sorted(local_first(share, data).items()):
+            rows.append(
+                {
+                    "parallel": int(pid),
+                    "src_socket": src,
+                    "dst_socket": dst,
+                    "bytes": b,
+                    "seconds": float(region["seconds"]),
+                    "source": SOURCE,
+                    "event": None,
+                    "link": None,
+                }
+            )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -194,9 +225,8 @@ def finding(traffic: pd.DataFrame, topo: Topology, *, majority: float = 0.75) ->
     if by_src.max() >= majority and others > 1 - majority:
         return Finding(
             "imbalanced",
-            f"socket {top} holds {by_src.max():.0%} of the data while {others:.0%} of the team's time is "
-            f"spent on "
-            f"other sockets: {fraction:.0%} of the bytes touched are remote. Advice: {ADVICE}",
+            f"socket {top} holds {by_src.max():.0%} of the data while the threads of other sockets touch "
+            f"{others:.0%} of it: {fraction:.0%} of the bytes touched are remote. Advice: {ADVICE}",
             fraction,
         )
     return Finding(

@@ -75,6 +75,8 @@ def render(regions: pd.DataFrame, traffic: pd.DataFrame, placement: pd.DataFrame
             f"node {int(r.numa_node)} (socket {int(r.socket)}): {r.bytes / total:.0%}"
             for r in last.itertuples(index=False)
         )
-        lines.append(f"placement (largest numa_maps copy): {_mib(float(last['bytes'].sum()))} of data; {spread}")
+        lines.append(
+            f"placement (largest numa_maps copy): {_mib(float(last['bytes'].sum()))} of data; {spread}"
+        )
     lines.append(f"finding: {finding_text}")
     return "\n".join(lines)
