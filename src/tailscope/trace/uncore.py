@@ -36,7 +36,7 @@ def deltas(uncore: pd.DataFrame) -> pd.DataFrame:
     key = ["parallel", "pmu", "unit", "socket", "event"]
     begin = uncore[uncore["endpoint"] == "begin"].set_index(key)
     end = uncore[uncore["endpoint"] == "end"].set_index(key)
-    joined = begin.join(end, lsuffix="_b", rsuffix="_e", how="inner")
+    joined = begin.merge(end, left_index=True, right_index=True, suffixes=("_b", "_e"))
     rows = []
     for k, r in joined.iterrows():
         width = int(r["width_b"])
