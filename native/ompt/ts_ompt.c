@@ -22,6 +22,7 @@
  *                             when the program ends.
  *   TAILSCOPE_OMPT_MAX_RECORDS  records kept per thread (default 16777216); later ones are counted as dropped.
  *   TAILSCOPE_OMPT_SYSFS      sysfs root for the uncore PMUs (tests: a fixture tree); default /sys.
+ *   TAILSCOPE_OMPT_NOOP=1     register the callbacks but record nothing (bench: what OMPT dispatch costs alone).
  *
  * Output (DIR):
  *   meta.tsv       key<TAB>value: pid, runtime (omp runtime version string), tsc_hz, anchors (TSC, CLOCK_MONOTONIC
@@ -118,8 +119,9 @@ static struct {
     pthread_mutex_t lock;
     tbuf *threads;
     int nthreads;
-    _Atomic uint64_t next_parallel;
-    size_t max_records;
+    _Alignas(128) _Atomic uint64_t next_parallel; /* written by every region's master: a line of its own */
+    char pad_next[120];
+    _Alignas(128) size_t max_records;
     /* per-thread counters */
     ts_evlist ev;
     size_t nevents;
@@ -169,7 +171,10 @@ static tbuf *thread_buf(void)
     tbuf *b = t_buf;
     if (b)
         return b;
-    b = calloc(1, sizeof *b);
+    /* each thread's buffer on its own cache lines: `n` is written at every event */
+    b = aligned_alloc(128, (sizeof *b + 127) / 128 * 128);
+    if (b)
+        memset(b, 0, sizeof *b);
     if (!b) {
         g.failed = true;
         return NULL;
@@ -205,7 +210,8 @@ static tbuf *thread_buf(void)
 #endif
 static void *tool_map(size_t bytes)
 {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* MAP_POPULATE: fault the pages in now, by this (the recording) thread, not one trap per page later */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
 #ifdef SYS_mbind
@@ -252,9 +258,13 @@ static rec *append(tbuf *b, uint64_t **vals)
     return &c->recs[idx];
 }
 
+static bool g_noop; /* TAILSCOPE_OMPT_NOOP=1: callbacks return at once (bench: the runtime's own OMPT cost) */
+
 static void record(int kind, int sub, int endpoint, uint64_t parallel, const void *codeptr, uint64_t count,
                    unsigned index)
 {
+    if (g_noop)
+        return;
     tbuf *b = thread_buf();
     if (!b)
         return;
@@ -759,6 +769,8 @@ ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *
         g.numa_mode = 0;
     else if (mode && strcmp(mode, "every") == 0)
         g.numa_mode = 2;
+    const char *noop = getenv("TAILSCOPE_OMPT_NOOP");
+    g_noop = noop && strcmp(noop, "1") == 0;
     const char *max = getenv("TAILSCOPE_OMPT_MAX_RECORDS");
     g.max_records = max && *max ? strtoull(max, NULL, 10) : (size_t)1 << 24;
     if (g.max_records < 16)
