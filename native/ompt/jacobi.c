@@ -1,14 +1,17 @@
-/* jacobi.c -- a small OpenMP Jacobi solver for the OMPT tool's tests (seed 004's example).
+/* jacobi.c -- a small OpenMP Jacobi solver: the example of `tailscope trace` (seed 004's test code).
  *
  *     jacobi N ITERATIONS naive|parallel
+ *     tailscope trace -- jacobi 4000 20 naive      (on a multi-socket node: OMP_PROC_BIND=spread)
  *
+ * Two N x N grids of doubles (16 N^2 bytes: N = 4000 is 256 MB), ITERATIONS sweeps.
  * naive:    the grids are initialised by the initial thread before any parallel region, so Linux's
  *           first-touch policy puts every page on that thread's NUMA node.
  * parallel: the grids are initialised in a parallel loop with the same static schedule as the sweeps, so each
  *           thread's rows are placed on its own node.
  * Each iteration is one parallel region holding a sweep loop (dynamic schedule: the runtime reports it as a
  * worksharing construct even from gcc), a copy-back loop (static), and a `single` that adds up the residual.
- * Prints `residual=<value> checksum=<value>`; exit 2 on bad arguments.
+ * Prints `residual=<value> checksum=<value> threads=<n>`; exit 2 on bad arguments. Installed without debug
+ * information, its regions show as jacobi+offset; build it with -g (as the tests do) to see file:line.
  */
 #include <omp.h>
 #include <stdio.h>

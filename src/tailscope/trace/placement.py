@@ -113,9 +113,17 @@ def placement_rows(snaps: list[Snapshot], topo: Topology) -> pd.DataFrame:
     )
 
 
-def snapshot_after(snaps: list[Snapshot], tsc: int) -> Snapshot | None:
-    """The first snapshot taken at or after `tsc` (the one that shows the region's data after it ran)."""
-    return next((s for s in snaps if s.tsc >= tsc), snaps[-1] if snaps else None)
+def snapshot_for(snaps: list[Snapshot], parallel: int, tsc_end: int) -> Snapshot | None:
+    """The copy that shows a region instance's data: the one taken right after it, else the latest one taken
+    before it ended (an earlier instance of the same code: `first` mode copies only those), else the next
+    one (the copy at exit, which may come after the program freed its arrays)."""
+    for s in snaps:
+        if s.parallel == parallel:
+            return s
+    before = [s for s in snaps if s.tsc <= tsc_end]
+    if before:
+        return before[-1]
+    return next((s for s in snaps if s.tsc >= tsc_end), None)
 
 
 def team_per_socket(regions: pd.DataFrame) -> pd.DataFrame:
@@ -159,7 +167,7 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
         if pid not in parallels.index:
             continue
         region = parallels.loc[pid]
-        snap = snapshot_after(snaps, int(region["tsc_end"]))
+        snap = snapshot_for(snaps, int(pid), int(region["tsc_end"]))
         size = int(group["threads"].sum())
         if snap is None or size == 0:
             continue

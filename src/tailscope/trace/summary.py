@@ -39,9 +39,14 @@ def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("seconds", ascending=False).reset_index()
 
 
-def matrix(traffic: pd.DataFrame, parallel: int | None = None, source: str | None = None) -> pd.DataFrame:
-    """Bytes from socket (rows) to socket (columns), the whole run or one region instance."""
-    t = traffic if parallel is None else traffic[traffic["parallel"] == parallel]
+def matrix(
+    traffic: pd.DataFrame, parallel: int | list[int] | None = None, source: str | None = None
+) -> pd.DataFrame:
+    """Bytes from socket (rows) to socket (columns): the whole run, one region instance or several."""
+    if parallel is None:
+        t = traffic
+    else:
+        t = traffic[traffic["parallel"].isin([parallel] if isinstance(parallel, int) else parallel)]
     if source:
         t = t[t["source"] == source]
     return t.pivot_table(
@@ -60,12 +65,20 @@ def render(regions: pd.DataFrame, traffic: pd.DataFrame, placement: pd.DataFrame
             f"  {r.region:<48} {r.instances:>6}x {r.seconds * 1e3:>10.3f} ms  {_mib(r.bytes):>14}"
             f"  remote {r.remote_fraction:6.1%}"
         )
+    table = region_table(regions, traffic)
+    par = regions[regions["kind"] == "parallel"]
+    labels = pd.Series([region_label(r) for r in par.to_dict("records")], index=par["parallel"].to_numpy())
     for source in sorted(traffic["source"].unique()) if not traffic.empty else []:
-        m = matrix(traffic, source=source)
-        lines.append(f"communication matrix, whole run ({source}; rows: from socket, columns: to socket):")
-        lines.append("          " + "".join(f"{f'socket {c}':>16}" for c in m.columns))
-        for src, row in m.iterrows():
-            lines.append(f"  socket {src:<2}" + "".join(f"{_mib(v):>16}" for v in row))
+        scopes = [("whole run", None)]
+        if not table.empty:
+            top = str(table["region"].iloc[0])
+            scopes.append((top, [int(p) for p in labels[labels == top].index]))
+        for scope, parallels in scopes:
+            m = matrix(traffic, parallels, source=source)
+            lines.append(f"communication matrix, {scope} ({source}; rows: from socket, columns: to socket):")
+            lines.append("          " + "".join(f"{f'socket {c}':>16}" for c in m.columns))
+            for src, row in m.iterrows():
+                lines.append(f"  socket {src:<2}" + "".join(f"{_mib(v):>16}" for v in row))
     if not placement.empty:
         # the copy holding the most data (the last one may come after the program freed its arrays)
         per_snapshot = placement.groupby("snapshot")["bytes"].sum()
