@@ -6,8 +6,8 @@
  * Two N x N grids of doubles (16 N^2 bytes: N = 4000 is 256 MB), ITERATIONS sweeps.
  * naive:    the grids are initialised by the initial thread before any parallel region, so Linux's
  *           first-touch policy puts every page on that thread's NUMA node.
- * parallel: the grids are initialised in a parallel loop with the same static schedule as the sweeps, so each
- *           thread's rows are placed on its own node.
+ * parallel: the grids are initialised in a parallel loop with a static schedule (the copy-back loop's), so each
+ *           thread's share of the rows is placed on its own node.
  * Each iteration is one parallel region holding a sweep loop (dynamic schedule: the runtime reports it as a
  * worksharing construct even from gcc), a copy-back loop (static), and a `single` that adds up the residual.
  * Prints `residual=<value> checksum=<value> threads=<n>`; exit 2 on bad arguments. Installed without debug
