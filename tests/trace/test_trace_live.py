@@ -140,6 +140,14 @@ def test_store_round_trip_and_run_row(traced):
     assert set(stored["placement"]["numa_node"]) == {0}
     assert outcome.finding.kind == "single-node"
     assert (stored["traffic"]["src_socket"] == stored["traffic"]["dst_socket"]).all()
+    # the same command traced again is the next trial: the runs view keeps both
+    again = run_trace(
+        TraceRequest(command=json.loads(runs["params"].iloc[0])["command"], campaign=outcome.campaign)
+    )
+    con = connect(outcome.campaign)
+    trials = con.execute("SELECT run_id, trial FROM runs ORDER BY trial").fetchall()
+    con.close()
+    assert trials == [(outcome.run_id, 0), (again.run_id, 1)]
 
 
 @pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")

@@ -176,6 +176,7 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
             sort_keys=True,
         ),
     }
+    run_row["trial"] = _next_trial(campaign, node, variant)
     arrow = {name: _to_arrow(df, name) for name, df in tables.items()}
     arrow["runs"] = pa.Table.from_pylist([run_row], schema=TABLES["runs"].schema)
     campaign.write_chunk(arrow, node=node, task=run_row["task"], chunk=0)
@@ -200,6 +201,20 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
         otf2=otf2_path,
         chrome=chrome_path,
     )
+
+
+def _next_trial(campaign: Campaign, node: str, variant: str) -> int:
+    """Traces of the same command on the same node are trials 0, 1, ...: the runs view keeps each of them."""
+    from tailscope.store.views import connect
+
+    con = connect(campaign)
+    try:
+        row = con.execute(
+            "SELECT count(*) FROM runs_all WHERE node = ? AND variant = ?", [node, variant]
+        ).fetchone()
+    finally:
+        con.close()
+    return int(row[0]) if row else 0
 
 
 def _to_arrow(df: pd.DataFrame, table: str) -> pa.Table:
