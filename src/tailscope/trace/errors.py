@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tailscope.errors import InputError
 
-class TraceInputError(ValueError):
+
+class TraceInputError(InputError, ValueError):
     """One line naming the program, file or option and what was expected."""

@@ -12,7 +12,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +25,13 @@ import pyarrow as pa
 from tailscope import __version__
 from tailscope.native import native_library
 from tailscope.store.campaign import Campaign, new_task_id, safe_name
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 from tailscope.trace import placement, runtime, uncore
 from tailscope.trace.chrome import write_chrome
 from tailscope.trace.errors import TraceInputError
 from tailscope.trace.otf2_export import write_otf2
-from tailscope.trace.records import pair_regions, read_tool_output
+from tailscope.trace.records import ToolOutput, pair_regions, read_tool_output
 from tailscope.trace.timeline import DEFAULT_BINS_MIBS
 from tailscope.trace.topology import read_topology
 
@@ -66,8 +69,9 @@ class TraceOutcome:
     chrome: Path
 
 
-def _run_id(campaign: str, node: str, variant: str, started_ns: int) -> str:
-    return hashlib.sha256(f"{campaign}|{node}|{variant}|{started_ns}".encode()).hexdigest()[:24]
+def _run_id(campaign: str, node: str, variant: str, trial: int) -> str:
+    """Like the runner's: a hash of (campaign, node, variant, trial)."""
+    return hashlib.sha256(f"{campaign}|{node}|{variant}|{trial}".encode()).hexdigest()[:24]
 
 
 def run_trace(req: TraceRequest) -> TraceOutcome:
@@ -80,21 +84,92 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
 
     program = runtime.resolve_program(req.command[0])
     node = req.node or node_name()
-    campaign = Campaign.open_or_create(req.campaign or default_campaign_dir("trace", node))
+    root = Path(req.campaign or default_campaign_dir("trace", node))
     variant = f"trace:{program.name}-" + hashlib.sha256(json.dumps(req.command[1:]).encode()).hexdigest()[:8]
-    started = dt.datetime.now(dt.UTC)
-    run_id = _run_id(campaign.campaign_id, node, variant, time.time_ns())
-    trace_dir = campaign.root / "traces" / f"{safe_name(program.name)}-{run_id[:12]}"
-    raw = trace_dir / "ompt"
-    raw.mkdir(parents=True)
-    plan = runtime.prepare(program, trace_dir)
+    tool = native_library("tailscope_ompt")
+    with tempfile.TemporaryDirectory(prefix="tailscope-trace-") as tmp:
+        work = Path(tmp)
+        raw = work / "ompt"
+        plan = runtime.prepare(program, work)
+        started = dt.datetime.now(dt.UTC)
+        rc, wall = _run(program, req, plan, tool, raw)
+        out = read_tool_output(raw)
+        topo = read_topology(req.sysfs)
+        pairing = pair_regions(out, topo)
+        if pairing.regions.empty:
+            raise TraceInputError(
+                f"{program}: the OMPT tool saw no OpenMP region (runtime {out.meta.get('runtime', '?')}); "
+                "does the program open a parallel region?"
+            )
+        snaps = placement.read_snapshots(raw, out.numa)
+        traffic = pd.concat(
+            [
+                placement.model_traffic(pairing.regions, snaps, topo),
+                uncore.link_traffic(out.uncore, topo.sockets, out.tsc_hz),
+            ],
+            ignore_index=True,
+        )
+        with load_into(root, f"trace {program.name}", create=True) as load:
+            trial = load.claim_next_trials(node, variant, 1)[0]
+            run_id = _run_id(load.campaign_id, node, variant, trial)
+            tables = {
+                "regions": pairing.regions.assign(run_id=run_id),
+                "placement": placement.placement_rows(snaps, topo).assign(run_id=run_id),
+                "traffic": traffic.assign(run_id=run_id),
+            }
+            for name, df in tables.items():
+                load.write(name, _to_arrow(df, name), node=node)
+            row = _run_row(
+                run_id,
+                load.campaign_id,
+                node,
+                program,
+                variant,
+                trial,
+                req,
+                out,
+                pairing.unmatched,
+                plan,
+                started,
+                wall,
+                rc,
+                int(pairing.regions["thread"].nunique()),
+            )
+            load.write("runs", pa.Table.from_pylist([row], schema=TABLES["runs"].schema), node=node)
+        trace_dir = root / "traces" / f"{safe_name(program.name)}-{run_id[:12]}"
+        trace_dir.mkdir(parents=True)
+        shutil.move(str(raw), str(trace_dir / "ompt"))
 
+    stored = load_trace(Campaign.open(root), run_id)
+    regions, traffic_s, placement_s = stored["regions"], stored["traffic"], stored["placement"]
+    otf2_path = write_otf2(trace_dir / "otf2", regions, traffic_s, topo.sockets, bins_mibs=req.bins_mibs)
+    chrome_path = write_chrome(trace_dir / "trace.json", regions, traffic_s, bins_mibs=req.bins_mibs)
+    return TraceOutcome(
+        campaign=root,
+        run_id=run_id,
+        trace_dir=trace_dir,
+        runtime=plan.runtime,
+        runs_on=plan.runs_on,
+        exit_code=rc,
+        regions=regions,
+        traffic=traffic_s,
+        placement=placement_s,
+        finding=placement.finding(traffic_s, topo),
+        unmatched=pairing.unmatched,
+        skipped=out.skipped,
+        otf2=otf2_path,
+        chrome=chrome_path,
+    )
+
+
+def _run(program: Path, req: TraceRequest, plan: runtime.Plan, tool: Path, raw: Path) -> tuple[int, float]:
+    """Run the program under the tool; (exit status, wall seconds)."""
     env = dict(os.environ)
     env.update(plan.env)
     env.update(
         {
             "OMP_TOOL": "enabled",
-            "OMP_TOOL_LIBRARIES": str(native_library("tailscope_ompt")),
+            "OMP_TOOL_LIBRARIES": str(tool),
             "TAILSCOPE_OMPT_OUT": str(raw),
             "TAILSCOPE_OMPT_NUMA": req.numa,
             "TAILSCOPE_OMPT_EVENTS": ";".join(req.events),
@@ -107,32 +182,29 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
         rc = subprocess.run([str(program), *req.command[1:]], env=env, check=False).returncode
     except OSError as exc:
         raise TraceInputError(f"{program}: cannot run it ({exc.strerror})") from exc
-    wall = time.monotonic() - t0
+    return rc, time.monotonic() - t0
 
-    out = read_tool_output(raw)
-    topo = read_topology(req.sysfs)
-    pairing = pair_regions(out, topo)
-    if pairing.regions.empty:
-        raise TraceInputError(
-            f"{program}: the OMPT tool saw no OpenMP region (runtime {out.meta.get('runtime', '?')}); "
-            "does the program open a parallel region?"
-        )
-    snaps = placement.read_snapshots(raw, out.numa)
-    traffic = pd.concat(
-        [
-            placement.model_traffic(pairing.regions, snaps, topo),
-            uncore.link_traffic(out.uncore, topo.sockets, out.tsc_hz),
-        ],
-        ignore_index=True,
-    )
-    tables = {
-        "regions": pairing.regions.assign(run_id=run_id),
-        "placement": placement.placement_rows(snaps, topo).assign(run_id=run_id),
-        "traffic": traffic.assign(run_id=run_id),
-    }
-    run_row = {
+
+def _run_row(
+    run_id: str,
+    campaign_id: str,
+    node: str,
+    program: Path,
+    variant: str,
+    trial: int,
+    req: TraceRequest,
+    out: ToolOutput,
+    unmatched: int,
+    plan: runtime.Plan,
+    started: dt.datetime,
+    wall: float,
+    rc: int,
+    threads: int,
+) -> dict[str, object]:
+    """The trace's `runs` row (its commit record): probe trace:<program>, source ompt, metric wall."""
+    return {
         "run_id": run_id,
-        "campaign": campaign.campaign_id,
+        "campaign": campaign_id,
         "node": node,
         "probe": f"trace:{program.name}",
         "variant": variant,
@@ -145,10 +217,10 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
             },
             sort_keys=True,
         ),
-        "trial": 0,
+        "trial": trial,
         "started_at": started,
         "wall_s": wall,
-        "threads": int(pairing.regions["thread"].nunique()),
+        "threads": threads,
         "tsc_start": int(out.meta["start_tsc"]),
         "tsc_end": int(out.meta["end_tsc"]),
         "tsc_hz": out.tsc_hz,
@@ -171,50 +243,11 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
                 "omp_runtime_version": out.meta.get("runtime"),
                 "tailscope": __version__,
                 "skipped": out.skipped,
-                "unmatched": pairing.unmatched,
+                "unmatched": unmatched,
             },
             sort_keys=True,
         ),
     }
-    run_row["trial"] = _next_trial(campaign, node, variant)
-    arrow = {name: _to_arrow(df, name) for name, df in tables.items()}
-    arrow["runs"] = pa.Table.from_pylist([run_row], schema=TABLES["runs"].schema)
-    campaign.write_chunk(arrow, node=node, task=run_row["task"], chunk=0)
-
-    stored = load_trace(campaign, run_id)
-    regions, traffic_s, placement_s = stored["regions"], stored["traffic"], stored["placement"]
-    otf2_path = write_otf2(trace_dir / "otf2", regions, traffic_s, topo.sockets, bins_mibs=req.bins_mibs)
-    chrome_path = write_chrome(trace_dir / "trace.json", regions, traffic_s, bins_mibs=req.bins_mibs)
-    return TraceOutcome(
-        campaign=campaign.root,
-        run_id=run_id,
-        trace_dir=trace_dir,
-        runtime=plan.runtime,
-        runs_on=plan.runs_on,
-        exit_code=rc,
-        regions=regions,
-        traffic=traffic_s,
-        placement=placement_s,
-        finding=placement.finding(traffic_s, topo),
-        unmatched=pairing.unmatched,
-        skipped=out.skipped,
-        otf2=otf2_path,
-        chrome=chrome_path,
-    )
-
-
-def _next_trial(campaign: Campaign, node: str, variant: str) -> int:
-    """Traces of the same command on the same node are trials 0, 1, ...: the runs view keeps each of them."""
-    from tailscope.store.views import connect
-
-    con = connect(campaign)
-    try:
-        row = con.execute(
-            "SELECT count(*) FROM runs_all WHERE node = ? AND variant = ?", [node, variant]
-        ).fetchone()
-    finally:
-        con.close()
-    return int(row[0]) if row else 0
 
 
 def _to_arrow(df: pd.DataFrame, table: str) -> pa.Table:
@@ -229,13 +262,10 @@ def _to_arrow(df: pd.DataFrame, table: str) -> pa.Table:
 
 def load_trace(campaign: Campaign, run_id: str) -> dict[str, pd.DataFrame]:
     """The trace tables of one run, through the store's one read path."""
-    from tailscope.store.views import connect
+    from tailscope.store.read import read_table
 
-    con = connect(campaign)
-    try:
-        return {
-            name: con.execute(f"SELECT * FROM {name}_all WHERE run_id = ?", [run_id]).df()
-            for name in ("regions", "placement", "traffic")
-        }
-    finally:
-        con.close()
+    out = {}
+    for name in ("regions", "placement", "traffic"):
+        df = read_table(campaign, name).to_pandas()
+        out[name] = df[df["run_id"] == run_id].reset_index(drop=True)
+    return out
