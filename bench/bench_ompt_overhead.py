@@ -11,8 +11,8 @@ begin/end; the encountering thread also the region itself) on 2 threads, alterna
             libomp's OMPT dispatch costs by itself)
   tool      libomp + the tool (numa_maps copies off: they are per distinct region, not per instance)
   counters  libomp + the tool reading task-clock and page-faults at every region edge (one read() each)
-It prints the median loop time per region, the added time per region and per recorded event (callback), the
-ratio to `none`, and the time the tool adds at exit (writing its files) from the wall time. gcc + libgomp is
+It prints the median (and minimum) loop time per region, the added time per region and per recorded event
+(callback), the ratio to `none`, and the time the tool adds at exit (writing its files) from the wall time. gcc + libgomp is
 shown as a second peer (libgomp has no OMPT: the tool cannot run there). A minute or two on 2 vCPUs.
 """
 
@@ -51,6 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--regions", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2, help="OpenMP threads (1: no barrier waits)")
     args = parser.parse_args()
     clang = shutil.which("clang-14") or shutil.which("clang")
     if not clang:
@@ -58,7 +59,7 @@ def main() -> int:
         return 2
     tool = str(native_library("tailscope_ompt"))
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_TOOL", "TAILSCOPE_OMPT"))}
-    base.update({"OMP_NUM_THREADS": "2", "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+    base.update({"OMP_NUM_THREADS": str(args.threads), "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
     with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
         llvm = build(clang, tmpdir / "tiny_llvm")
@@ -97,10 +98,13 @@ def main() -> int:
     per_event_per_region = events / args.regions / 2  # begin+end pairs per region
     none = statistics.median(loops["none"]) / args.regions
     print(
-        f"{args.regions} regions x {args.repeats} runs, 2 threads; the tool recorded {events} events "
+        f"{args.regions} regions x {args.repeats} runs, {args.threads} threads; the tool recorded {events} events "
         f"({events / args.regions:.1f} per region)"
     )
-    print(f"{'config':>9} {'us/region':>10} {'added us':>9} {'ns/event':>9} {'ratio':>7} {'exit s':>7}")
+    print(
+        "us/region: median over runs (min in brackets); added: vs `none`; ns/event: added per recorded event"
+    )
+    print(f"{'config':>9} {'us/region':>18} {'added us':>9} {'ns/event':>9} {'ratio':>7} {'exit s':>7}")
     for name in configs:
         per = statistics.median(loops[name]) / args.regions
         added = per - none
