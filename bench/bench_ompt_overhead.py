@@ -5,15 +5,17 @@
 
 Builds bench/ompt_tiny_regions.c with clang (LLVM libomp) and runs a loop of --regions tiny parallel regions
 (each with a dynamic `omp for`: per region and thread the tool records implicit task, loop and barrier
-begin/end; the encountering thread also the region itself) on 2 threads, alternating, --repeats times each:
+begin/end; the encountering thread also the region itself) on --threads threads (default 2), alternating,
+--repeats times each:
   none      libomp, no tool
   dispatch  libomp + the tool with TAILSCOPE_OMPT_NOOP=1: callbacks registered, nothing recorded (what
             libomp's OMPT dispatch costs by itself)
   tool      libomp + the tool (numa_maps copies off: they are per distinct region, not per instance)
   counters  libomp + the tool reading task-clock and page-faults at every region edge (one read() each)
 It prints the median (and minimum) loop time per region, the added time per region and per recorded event
-(callback), the ratio to `none`, and the time the tool adds at exit (writing its files) from the wall time. gcc + libgomp is
-shown as a second peer (libgomp has no OMPT: the tool cannot run there). A minute or two on 2 vCPUs.
+(callback), the ratio to `none`, and the time the tool adds at exit (writing its files) from the wall time.
+gcc + libgomp is shown as a second peer (libgomp has no OMPT: the tool cannot run there). A minute or two
+on 2 vCPUs.
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ def main() -> int:
     per_event_per_region = events / args.regions / 2  # begin+end pairs per region
     none = statistics.median(loops["none"]) / args.regions
     print(
-        f"{args.regions} regions x {args.repeats} runs, {args.threads} threads; the tool recorded {events} events "
+        f"{args.regions} regions x {args.repeats} runs, {args.threads} threads; "
+        f"the tool recorded {events} events "
         f"({events / args.regions:.1f} per region)"
     )
     print(
