@@ -24,7 +24,7 @@
  *   TAILSCOPE_OMPT_SYSFS      sysfs root for the uncore PMUs (tests: a fixture tree); default /sys.
  *   TAILSCOPE_OMPT_NOOP=1     register the callbacks but record nothing (bench: what OMPT dispatch costs alone).
  *
- * Output (DIR):
+ * Output (DIR; a process started by the traced one with the same environment writes into DIR/child-PID/):
  *   meta.tsv       key<TAB>value: pid, runtime (omp runtime version string), tsc_hz, anchors (TSC, CLOCK_MONOTONIC
  *                  ns, CLOCK_REALTIME ns at start and at end), events, uncore events, skipped events, dropped.
  *   threads.tsv    thread, tid, type (initial|worker|other), first_cpu.
@@ -52,6 +52,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -141,6 +142,7 @@ static struct {
     const void **seen;   /* code addresses already snapshotted (first mode) */
     size_t nseen, capseen;
     bool failed;
+    pid_t pid;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local tbuf *t_buf;
@@ -628,6 +630,8 @@ static const char *thread_type(int t)
 static void tool_finalize(ompt_data_t *tool_data)
 {
     (void)tool_data;
+    if (getpid() != g.pid)
+        return; /* a fork()ed child without exec: its parent writes the trace */
     numa_snapshot(0, NULL, true);
     ts_anchor_take(&g.end, g.tsc_hz);
     if (g.numa_index && fclose(g.numa_index) != 0)
@@ -761,7 +765,21 @@ ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *
         fprintf(stderr, "tailscope ompt: cannot create %s: %s; tracing off\n", out, strerror(errno));
         return NULL;
     }
-    strcpy(g.out, out);
+    /* The first process claims the directory (O_EXCL on `owner`); an OpenMP program it starts inherits the
+     * environment and writes into child-PID/ instead of over the traced program's files. */
+    char owner[4200];
+    snprintf(owner, sizeof owner, "%s/owner", out);
+    int fd = open(owner, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+        dprintf(fd, "%d\n", (int)getpid());
+        close(fd);
+        strcpy(g.out, out);
+    } else {
+        int n = snprintf(g.out, sizeof g.out, "%s/child-%d", out, (int)getpid());
+        if (n < 0 || (size_t)n >= sizeof g.out || (mkdir(g.out, 0755) != 0 && errno != EEXIST))
+            return NULL;
+    }
+    g.pid = getpid();
     g.runtime = runtime_version;
     const char *mode = getenv("TAILSCOPE_OMPT_NUMA");
     g.numa_mode = 1;

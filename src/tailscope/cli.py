@@ -303,6 +303,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     print(f"runtime: {outcome.runtime.family} ({outcome.runtime.path}); traced on {outcome.runs_on}")
     for line in outcome.skipped:
         print(f"not counted: {line}")
+    if outcome.child_processes:
+        print(
+            f"note: the program started {outcome.child_processes} other OpenMP process(es); their raw traces "
+            f"are in {outcome.trace_dir / 'ompt'}/child-PID/ (not analysed)"
+        )
     if outcome.unmatched:
         print(f"warning: {outcome.unmatched} region begin/end events did not pair")
     print(render(outcome.regions, outcome.traffic, outcome.placement, outcome.finding.text))

@@ -99,3 +99,32 @@ def test_two_socket_topology_gives_remote_messages(jacobi, tool_library, pinned,
     doc = check_chrome(trace_dir / "trace.json")
     tracks = {e["name"] for e in doc["traceEvents"] if e["ph"] == "C"}
     assert tracks == {"socket 0 -> 1 bytes/s"}
+
+
+def test_a_second_openmp_process_writes_beside_not_over(jacobi, tool_library, tmp_path):
+    """A program the traced one starts inherits OMP_TOOL_LIBRARIES: it must not overwrite the trace."""
+    _, binary = jacobi
+    out = tmp_path / "ompt"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "OMP_NUM_THREADS": "2",
+        "OMP_TOOL_LIBRARIES": str(tool_library),
+        "TAILSCOPE_OMPT_OUT": str(out),
+        "TAILSCOPE_OMPT_NUMA": "off",
+    }
+    plan = prepare(binary, tmp_path)
+    env.update(plan.env)
+    proc = subprocess.run(
+        ["sh", "-c", f"{binary} 32 2 naive & wait; {binary} 32 5 naive"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.stdout.count("residual=") == 2
+    children = list(out.glob("child-*"))
+    assert len(children) == 1
+    first = dict(line.split("\t", 1) for line in (out / "meta.tsv").read_text().splitlines())
+    second = dict(line.split("\t", 1) for line in (children[0] / "meta.tsv").read_text().splitlines())
+    assert (first["parallel_regions"], second["parallel_regions"]) == ("2", "5")
+    assert (out / "owner").read_text().strip() == first["pid"]

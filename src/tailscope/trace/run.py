@@ -67,6 +67,7 @@ class TraceOutcome:
     skipped: list[str]
     otf2: Path
     chrome: Path
+    child_processes: int = 0  # other OpenMP processes the program started: traced into ompt/child-PID/
 
 
 def _run_id(campaign: str, node: str, variant: str, trial: int) -> str:
@@ -136,6 +137,7 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
                 int(pairing.regions["thread"].nunique()),
             )
             load.write("runs", pa.Table.from_pylist([row], schema=TABLES["runs"].schema), node=node)
+        children = len(list(raw.glob("child-*")))  # OpenMP programs it started, traced beside it
         trace_dir = root / "traces" / f"{safe_name(program.name)}-{run_id[:12]}"
         trace_dir.mkdir(parents=True)
         shutil.move(str(raw), str(trace_dir / "ompt"))
@@ -159,6 +161,7 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
         skipped=out.skipped,
         otf2=otf2_path,
         chrome=chrome_path,
+        child_processes=children,
     )
 
 
