@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import otf2
-from otf2.events import Enter, Leave, MpiRecv, MpiSend
+from otf2.events import Enter, Leave, Metric, MpiRecv, MpiSend
 
 
 @dataclass
@@ -15,6 +15,7 @@ class Otf2Summary:
     enters: dict[str, int] = field(default_factory=dict)  # location name -> enters
     messages: list[tuple[str, str, str, int, int]] = field(default_factory=list)  # src, dst, comm, tag, bytes
     regions: set[str] = field(default_factory=set)
+    metrics: list[tuple[str, str, float]] = field(default_factory=list)  # location, metric member, value
 
 
 def check_archive(anchor: str) -> Otf2Summary:
@@ -41,6 +42,10 @@ def check_archive(anchor: str) -> Otf2Summary:
                 key = (event.communicator.name, event.msg_tag, event.msg_length)
                 assert key not in sends, f"message {key} sent twice"
                 sends[key] = (loc, receiver, event.time)
+            elif isinstance(event, Metric):
+                for member, value in zip(event.metric.members, event.values, strict=True):
+                    assert value >= 0, f"{loc}: negative {member.name}"
+                    summary.metrics.append((loc, member.name, value))
             elif isinstance(event, MpiRecv):
                 sender = event.communicator.group.members[event.sender].name
                 recvs[(event.communicator.name, event.msg_tag, event.msg_length)] = (sender, loc, event.time)

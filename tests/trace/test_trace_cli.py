@@ -96,6 +96,11 @@ def test_two_socket_topology_gives_remote_messages(jacobi, tool_library, pinned,
     assert sorted(m[4] for m in summary.messages) == sorted(round(b) for b in remote["bytes"])
     assert {(m[0], m[1]) for m in summary.messages} == {("socket 0", "socket 1")}
     assert {m[2] for m in summary.messages} <= {f"bandwidth {n}" for n in bin_names()}
+    rates = [m for m in summary.metrics if m[2] > 0]
+    assert {(loc, name) for loc, name, _ in rates} == {
+        ("socket 1", "bytes/s socket 0 -> 1 (placement-model)")
+    }
+    assert len(rates) == len(summary.messages)
     doc = check_chrome(trace_dir / "trace.json")
     tracks = {e["name"] for e in doc["traceEvents"] if e["ph"] == "C"}
     assert tracks == {"socket 0 -> 1 bytes/s"}

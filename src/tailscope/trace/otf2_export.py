@@ -4,7 +4,8 @@ Each socket is a process (location group) with one location `socket S` that ente
 regions, as seen from the thread that started them, and carries the traffic: the bytes a region moved from
 socket A to socket B are an MPI message sent by A when the region begins and received by B when it ends,
 whose communicator is the bandwidth bin (so Vampir's communicator filter hides the noise, as in the seed) and
-whose length is the bytes. The OpenMP threads are further locations (`thread T`) in the group of the socket
+whose length is the bytes; the receiving socket also carries a metric `bytes/s socket A -> B` (the region's
+rate while it runs, 0 after). The OpenMP threads are further locations (`thread T`) in the group of the socket
 they started on, with every region nested as recorded. Timestamps are CLOCK_MONOTONIC nanoseconds.
 """
 
@@ -79,7 +80,7 @@ def write_otf2(
         # socket it ran on, and the messages of each region on the sockets they leave and reach
         thread_socket = regions.groupby("thread")["socket"].agg(lambda x: x.mode().iloc[0]).to_dict()
         top = regions[(regions["kind"] == "parallel") & (regions["depth"] == 0) & (regions["thread"] == 0)]
-        per_socket: dict[int, list[tuple[int, int, str, object]]] = {s: [] for s in sockets}
+        per_socket: dict[int, list[tuple[int, float, str, object]]] = {s: [] for s in sockets}
         for row in top.to_dict("records"):
             s = int(thread_socket.get(0, row["socket"]))
             if s in per_socket:
@@ -89,6 +90,13 @@ def write_otf2(
         for i, m in enumerate(msgs):
             per_socket[m.src].append((m.begin_ns, 1, "send", i))
             per_socket[m.dst].append((m.end_ns, 2, "recv", i))
+            # per-link bandwidth as a metric on the receiving socket: the region's rate while it runs
+            per_socket[m.dst].append((m.begin_ns, 0.5, "rate", i))
+            per_socket[m.dst].append((m.end_ns, 2.5, "rate0", i))
+        metrics = {
+            (m.src, m.dst): defs.metric(f"bytes/s socket {m.src} -> {m.dst} ({m.source})", unit="B/s")
+            for m in msgs
+        }
         for s, items in per_socket.items():
             writer = trace.event_writer_from_location(socket_loc[s])
             for t, _, what, obj in sorted(items, key=lambda x: (x[0], x[1])):
@@ -99,9 +107,13 @@ def write_otf2(
                 elif what == "send":
                     m = msgs[int(obj)]  # type: ignore[call-overload]
                     writer.mpi_send(t, rank[m.dst], comms[m.bin], int(obj), m.nbytes)  # type: ignore[call-overload]
-                else:
+                elif what == "recv":
                     m = msgs[int(obj)]  # type: ignore[call-overload]
                     writer.mpi_recv(t, rank[m.src], comms[m.bin], int(obj), m.nbytes)  # type: ignore[call-overload]
+                else:
+                    m = msgs[int(obj)]  # type: ignore[call-overload]
+                    rate = m.nbytes / max((m.end_ns - m.begin_ns) / 1e9, 1e-9) if what == "rate" else 0.0
+                    writer.metric(t, metrics[(m.src, m.dst)], rate)
 
         # thread locations
         writers = {}

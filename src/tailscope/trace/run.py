@@ -87,11 +87,11 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
     node = req.node or node_name()
     root = Path(req.campaign or default_campaign_dir("trace", node))
     variant = f"trace:{program.name}-" + hashlib.sha256(json.dumps(req.command[1:]).encode()).hexdigest()[:8]
-    tool = native_library("tailscope_ompt")
     with tempfile.TemporaryDirectory(prefix="tailscope-trace-") as tmp:
         work = Path(tmp)
         raw = work / "ompt"
         plan = runtime.prepare(program, work)
+        tool = native_library("tailscope_ompt")
         started = dt.datetime.now(dt.UTC)
         rc, wall = _run(program, req, plan, tool, raw)
         out = read_tool_output(raw)
