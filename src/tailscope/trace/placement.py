@@ -161,31 +161,41 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
     if not snaps:
         return pd.DataFrame(columns=cols)
     team = team_per_socket(regions)
-    parallels = regions[regions["kind"] == "parallel"].drop_duplicates("parallel").set_index("parallel")
+    par = regions[regions["kind"] == "parallel"].drop_duplicates("parallel")
+    ends = dict(zip(par["parallel"].tolist(), par["tsc_end"].tolist(), strict=True))
+    seconds = dict(zip(par["parallel"].tolist(), par["seconds"].tolist(), strict=True))
+    members: dict[int, list[tuple[int, int]]] = {}
+    for pid, sock, n in zip(
+        team["parallel"].tolist(), team["socket"].tolist(), team["threads"].tolist(), strict=True
+    ):
+        members.setdefault(int(pid), []).append((int(sock), int(n)))
+    cache: dict[tuple[int, tuple[tuple[int, int], ...]], dict[tuple[int, int], float]] = {}
     rows = []
-    for pid, group in team.groupby("parallel"):
-        if pid not in parallels.index:
+    for pid, composition in members.items():
+        if pid not in ends:
             continue
-        region = parallels.loc[pid]
-        snap = snapshot_for(snaps, int(pid), int(region["tsc_end"]))
-        size = int(group["threads"].sum())
+        snap = snapshot_for(snaps, pid, int(ends[pid]))
+        size = sum(n for _, n in composition)
         if snap is None or size == 0:
             continue
-        data: dict[int, float] = {}
-        for node, b in snap.bytes_per_node.items():
-            data[topo.socket_of_node(node)] = data.get(topo.socket_of_node(node), 0.0) + float(b)
-        total = sum(data.values())
-        share = {
-            int(s): total * int(n) / size for s, n in zip(group["socket"], group["threads"], strict=True)
-        }
-        for (src, dst), b in sorted(local_first(share, data).items()):
+        key = (snap.snapshot, tuple(sorted(composition)))
+        if key not in cache:
+            data: dict[int, float] = {}
+            for node, b in snap.bytes_per_node.items():
+                data[topo.socket_of_node(node)] = data.get(topo.socket_of_node(node), 0.0) + float(b)
+            total = sum(data.values())
+            share: dict[int, float] = {}
+            for sock, n in composition:
+                share[sock] = share.get(sock, 0.0) + total * n / size
+            cache[key] = local_first(share, data)
+        for (src, dst), b in sorted(cache[key].items()):
             rows.append(
                 {
-                    "parallel": int(pid),
+                    "parallel": pid,
                     "src_socket": src,
                     "dst_socket": dst,
                     "bytes": b,
-                    "seconds": float(region["seconds"]),
+                    "seconds": float(seconds[pid]),
                     "source": SOURCE,
                     "event": None,
                     "link": None,

@@ -4,6 +4,7 @@ counters."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,11 +262,38 @@ def _resolve(regions: pd.DataFrame, objects: pd.DataFrame) -> None:
 
 def region_label(row: pd.Series | dict) -> str:
     """'parallel @ jacobi.c:52' (file:line when known, else object+offset)."""
-    where: str
-    if row.get("file") and pd.notna(row.get("line")):
-        where = f"{Path(str(row['file'])).name}:{int(row['line'])}"
-    elif row.get("object") and int(row.get("offset", -1)) >= 0:
-        where = f"{Path(str(row['object'])).name}+{int(row['offset']):#x}"
+    line = row.get("line")
+    offset = row.get("offset")
+    return _label(
+        str(row["construct"]),
+        row.get("file") or None,
+        int(line) if line is not None and pd.notna(line) else None,
+        row.get("object") or None,
+        int(offset) if offset is not None and pd.notna(offset) else -1,
+    )
+
+
+def region_labels(regions: pd.DataFrame) -> list[str]:
+    """region_label of every row, computed once per distinct code location (traces have millions of rows)."""
+    cols = [regions[c].tolist() for c in ("construct", "file", "line", "object", "offset")]
+    return [
+        _label(
+            str(c),
+            f if isinstance(f, str) and f else None,
+            int(ln) if ln is not None and pd.notna(ln) else None,
+            o if isinstance(o, str) and o else None,
+            int(off) if off is not None and pd.notna(off) else -1,
+        )
+        for c, f, ln, o, off in zip(*cols, strict=True)
+    ]
+
+
+@functools.lru_cache(maxsize=65536)
+def _label(construct: str, file: str | None, line: int | None, obj: str | None, offset: int) -> str:
+    if file and line is not None:
+        where = f"{Path(file).name}:{line}"
+    elif obj and offset >= 0:
+        where = f"{Path(obj).name}+{offset:#x}"
     else:
         where = "runtime"
-    return f"{row['construct']} @ {where}"
+    return f"{construct} @ {where}"

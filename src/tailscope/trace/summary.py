@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tailscope.trace.records import region_label
+from tailscope.trace.records import region_labels
 
 
 def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
@@ -15,16 +15,12 @@ def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(
             columns=["region", "instances", "seconds", "bytes", "remote_bytes", "remote_fraction"]
         )
-    par["region"] = [region_label(r) for r in par.to_dict("records")]
+    par["region"] = region_labels(par)
     t = traffic.copy()
-    t["remote"] = (t["src_socket"] != t["dst_socket"]) & (t["src_socket"] >= 0)
+    remote = (t["src_socket"] != t["dst_socket"]) & (t["src_socket"] >= 0)
+    t["remote_bytes"] = t["bytes"].where(remote, 0.0)
     per = (
-        t.groupby("parallel").apply(
-            lambda g: pd.Series(
-                {"bytes": g["bytes"].sum(), "remote_bytes": g.loc[g["remote"], "bytes"].sum()}
-            ),
-            include_groups=False,
-        )
+        t.groupby("parallel")[["bytes", "remote_bytes"]].sum()
         if not t.empty
         else pd.DataFrame(columns=["bytes", "remote_bytes"])
     )
@@ -67,7 +63,7 @@ def render(regions: pd.DataFrame, traffic: pd.DataFrame, placement: pd.DataFrame
         )
     table = region_table(regions, traffic)
     par = regions[regions["kind"] == "parallel"]
-    labels = pd.Series([region_label(r) for r in par.to_dict("records")], index=par["parallel"].to_numpy())
+    labels = pd.Series(region_labels(par), index=par["parallel"].to_numpy())
     for source in sorted(traffic["source"].unique()) if not traffic.empty else []:
         scopes = [("whole run", None)]
         if not table.empty:

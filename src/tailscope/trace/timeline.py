@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tailscope.trace.records import region_label
+from tailscope.trace.records import region_labels
 
 MIB = 1024 * 1024
 # Seed 004's bins: <100 MiB/s, <200 MiB/s, <1 GiB/s, ...; the last bin is open.
@@ -27,29 +27,42 @@ class Edge:
 
 def edges(regions: pd.DataFrame) -> Iterator[Edge]:
     """Per thread, in time order, nested (regions were paired with a stack; depth is the nesting)."""
-    for thread, group in regions.sort_values(["thread", "mono_begin_ns", "depth"]).groupby(
-        "thread", sort=True
-    ):
-        stack: list[tuple[int, str]] = []  # (end ns, label) of the open regions
-        cursor = 0  # time of the last edge: never goes backwards on a location
-        for row in group.to_dict("records"):
-            while len(stack) > int(row["depth"]):
-                end, label = stack.pop()
+    ordered = regions.sort_values(["thread", "mono_begin_ns", "depth"])
+    labels = region_labels(ordered)
+    stack: list[tuple[int, str]] = []  # (end ns, label) of the open regions
+    cursor = 0  # time of the last edge: never goes backwards on a location
+    current = None
+    rows = zip(
+        ordered["thread"].tolist(),
+        ordered["depth"].tolist(),
+        ordered["mono_begin_ns"].tolist(),
+        ordered["mono_end_ns"].tolist(),
+        labels,
+        strict=True,
+    )
+    for thread, depth, begin_ns, end_ns, label in rows:
+        if thread != current:
+            while stack:
+                end, open_label = stack.pop()
                 cursor = max(end, cursor)
-                yield Edge(int(thread), cursor, False, label)
-            begin = max(int(row["mono_begin_ns"]), cursor)
-            end = max(int(row["mono_end_ns"]), begin)
-            if stack:  # a child never outlasts its parent (TSC -> ns rounding)
-                end = min(end, stack[-1][0])
-                begin = min(begin, end)
-            cursor = begin
-            label = region_label(row)
-            yield Edge(int(thread), begin, True, label)
-            stack.append((end, label))
-        while stack:
-            end, label = stack.pop()
+                yield Edge(int(current), cursor, False, open_label)  # type: ignore[arg-type]
+            current, cursor = thread, 0
+        while len(stack) > int(depth):
+            end, open_label = stack.pop()
             cursor = max(end, cursor)
-            yield Edge(int(thread), cursor, False, label)
+            yield Edge(int(thread), cursor, False, open_label)
+        begin = max(int(begin_ns), cursor)
+        end = max(int(end_ns), begin)
+        if stack:  # a child never outlasts its parent (TSC -> ns rounding)
+            end = min(end, stack[-1][0])
+            begin = min(begin, end)
+        cursor = begin
+        yield Edge(int(thread), begin, True, label)
+        stack.append((end, label))
+    while stack:
+        end, open_label = stack.pop()
+        cursor = max(end, cursor)
+        yield Edge(int(current), cursor, False, open_label)  # type: ignore[arg-type]
 
 
 def bin_of(bytes_per_s: float, bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS) -> int:
@@ -83,20 +96,27 @@ def messages(
     traffic: pd.DataFrame, regions: pd.DataFrame, bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS
 ) -> list[Message]:
     """Remote traffic (src != dst, both known) as messages spanning their region (like seed 004's)."""
-    par = regions[regions["kind"] == "parallel"].set_index("parallel")
+    par = regions[regions["kind"] == "parallel"].drop_duplicates("parallel")
+    span = dict(
+        zip(
+            par["parallel"].tolist(),
+            zip(par["mono_begin_ns"].tolist(), par["mono_end_ns"].tolist(), strict=True),
+            strict=True,
+        )
+    )
     out = []
     remote = traffic[(traffic["src_socket"] != traffic["dst_socket"]) & (traffic["src_socket"] >= 0)]
     for r in remote.itertuples(index=False):
-        if r.parallel not in par.index or r.bytes <= 0:
+        if r.parallel not in span or r.bytes <= 0:
             continue
-        region = par.loc[r.parallel]
+        begin, end = span[r.parallel]
         seconds = max(float(r.seconds), 1e-9)
         out.append(
             Message(
                 int(r.src_socket),
                 int(r.dst_socket),
-                int(region["mono_begin_ns"]),
-                int(region["mono_end_ns"]),
+                int(begin),
+                int(end),
                 round(r.bytes),
                 bin_of(r.bytes / seconds, bins_mibs),
                 str(r.source),
