@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from chrome_check import check_chrome
@@ -14,7 +15,7 @@ from otf2_check import check_archive
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
 from tailscope.store.views import connect
-from tailscope.trace.run import load_trace
+from tailscope.trace.run import TraceRequest, load_trace, run_trace
 from tailscope.trace.runtime import detect, prepare
 from tailscope.trace.timeline import bin_names
 
@@ -133,3 +134,29 @@ def test_a_second_openmp_process_writes_beside_not_over(jacobi, tool_library, tm
     second = dict(line.split("\t", 1) for line in (children[0] / "meta.tsv").read_text().splitlines())
     assert (first["parallel_regions"], second["parallel_regions"]) == ("2", "5")
     assert (out / "owner").read_text().strip() == first["pid"]
+
+
+def test_nested_parallel_regions(jacobi, tool_library, tmp_path, monkeypatch):
+    """Two levels of parallelism: every region pairs, inner teams live on their own threads, exports check."""
+    compiler, _ = jacobi
+    cc = "gcc" if compiler == "gcc" else (shutil.which("clang-14") or "clang")
+    binary = tmp_path / "nested"
+    subprocess.run(
+        [cc, "-O1", "-g", "-fopenmp", "-o", str(binary), str(Path(__file__).parent / "nested.c")], check=True
+    )
+    monkeypatch.setenv("OMP_MAX_ACTIVE_LEVELS", "2")
+    outcome = run_trace(TraceRequest(command=[str(binary)], campaign=tmp_path / "c"))
+    assert outcome.exit_code == 0 and outcome.unmatched == 0
+    r = outcome.regions
+    par = r[r["kind"] == "parallel"]
+    assert len(par) == 3  # the outer region and one inner region per outer thread
+    assert sorted(par["line"].unique()) == [6, 8]
+    inner = par[par["line"] == 8]
+    assert len(set(inner["thread"])) == 2  # each started by one thread of the outer team
+    tasks = r[r["kind"] == "implicit_task"]
+    assert len(tasks) == 2 + 2 * 2
+    assert r["thread"].nunique() == 4
+    subprocess.run(["otf2-print", "--silent", str(outcome.otf2)], check=True, capture_output=True)
+    summary = check_archive(str(outcome.otf2))
+    assert sum(v for k, v in summary.enters.items() if k.startswith("thread")) == len(r)
+    check_chrome(outcome.chrome)
