@@ -52,6 +52,7 @@ def run_check(
     common: dict[str, ParamValue] | None = None,
     settings: Settings | None = None,
     show_progress: bool = True,
+    evidence: bool = True,
 ) -> CheckResult:
     node = node_name()
     campaign_dir = campaign_dir or default_campaign_dir("check", node)
@@ -60,6 +61,7 @@ def run_check(
         campaign_dir=campaign_dir,
         show_progress=show_progress,
         label="check",
+        evidence=evidence,
     )
     outcome = run_campaign(request)
     if outcome.interrupted:

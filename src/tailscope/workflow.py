@@ -44,6 +44,7 @@ class RunRequest:
     monitor: bool = False  # run tsmon beside the trials and cut each trial's deltas from its samples
     monitor_interval_s: float = 1.0
     monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
+    evidence: bool = True  # per-trial evidence (tailscope.evidence): /proc, /sys, co-runners, clock
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -75,7 +76,11 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             preflight(variant)
     trials = pending_trials(campaign, variants, node)
     runner = LocalRunner(
-        campaign, node=node, timeout_s=request.timeout_s, show_progress=request.show_progress
+        campaign,
+        node=node,
+        timeout_s=request.timeout_s,
+        show_progress=request.show_progress,
+        evidence=request.evidence,
     )
     if not request.monitor:
         return runner.run(trials)

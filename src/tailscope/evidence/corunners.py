@@ -1,0 +1,166 @@
+"""The processes that ran on the probe's CPUs during a trial (the `corunners` table).
+
+Every process's CPU time (utime + stime of /proc/PID/stat, all its threads, in ticks) is read at the end of
+each trial; the previous trial's reading is the baseline, so one scan of /proc per trial serves both ends.
+While a trial runs, the processes that were active in the last interval, plus new ones, are re-read every
+sample interval for the CPU they ran on (`processor`). A process's time during the trial is attributed to
+the probe's CPUs in the proportion of its readings that found it on one of them (exact for a pinned
+co-runner, a sample for a floating one). A process that started and ended between two readings is not
+seen here; the per-CPU `others_s` (busy time minus the probe's) still counts its time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tailscope.evidence.procstat import TICKS_PER_S
+
+PROC = Path("/proc")
+TOP = 10  # rows per trial
+MIN_SHARE = 0.01  # of wall_s x probe CPUs
+CMDLINE_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    comm: str
+    starttime: int  # ticks after boot: tells a reused pid apart
+    cpu_ticks: int  # utime + stime
+    processor: int
+
+
+@dataclass(frozen=True)
+class Corunner:
+    pid: int
+    comm: str
+    cmdline: str | None
+    cpu_s: float
+    share: float
+
+
+def parse_stat(text: str, pid: int) -> ProcInfo:
+    close = text.rindex(")")
+    rest = text[close + 2 :].split()
+    return ProcInfo(
+        pid=pid,
+        comm=text[text.index("(") + 1 : close],
+        starttime=int(rest[19]),
+        cpu_ticks=int(rest[11]) + int(rest[12]),
+        processor=int(rest[36]),
+    )
+
+
+def read_one(pid: int, proc: Path = PROC) -> ProcInfo | None:
+    try:
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 4096).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return parse_stat(text, pid)
+    except (ValueError, IndexError):
+        return None
+
+
+def pids(proc: Path = PROC) -> list[int]:
+    try:
+        return [int(n) for n in os.listdir(proc) if n.isdigit()]
+    except OSError:
+        return []
+
+
+def scan(proc: Path = PROC, which: Iterable[int] | None = None) -> dict[int, ProcInfo]:
+    out = {}
+    for pid in pids(proc) if which is None else which:
+        info = read_one(pid, proc)
+        if info is not None:
+            out[pid] = info
+    return out
+
+
+def cmdline(pid: int, proc: Path = PROC) -> str | None:
+    try:
+        raw = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+    return text[:CMDLINE_CHARS] or None
+
+
+@dataclass
+class CorunnerTracker:
+    """Baseline scan, light samples during a trial, end scan; `finish` attributes and ranks."""
+
+    proc: Path = PROC
+    ticks_per_s: float = TICKS_PER_S
+    baseline: dict[int, ProcInfo] | None = None
+    baseline_at: float = 0.0  # time.monotonic() of the baseline scan
+    active: set[int] = field(default_factory=set)
+    _seen: dict[int, list[int]] = field(default_factory=dict)
+    _latest: dict[int, ProcInfo] = field(default_factory=dict)
+
+    def start(self) -> None:
+        if self.baseline is None:
+            self.baseline, self.baseline_at = scan(self.proc), time.monotonic()
+        self._seen, self._latest = {}, {}
+
+    def sample(self) -> None:
+        """Re-read the processes active in the last interval and any new ones (cheap: a few files)."""
+        assert self.baseline is not None
+        now = set(pids(self.proc))
+        for pid in (self.active | (now - self.baseline.keys())) & now:
+            info = read_one(pid, self.proc)
+            if info is not None:
+                self._note(info)
+
+    def _note(self, info: ProcInfo) -> None:
+        self._latest[info.pid] = info
+        self._seen.setdefault(info.pid, []).append(info.processor)
+
+    def finish(self, *, exclude: set[int], cpus: Sequence[int], wall_s: float) -> list[Corunner]:
+        """The ranked co-runners of the trial; the end scan becomes the next trial's baseline."""
+        assert self.baseline is not None
+        end, end_at = scan(self.proc), time.monotonic()
+        # The deltas span baseline to now (the trial and the gap before it): scale to the trial's wall time.
+        window = end_at - self.baseline_at
+        scale = min(1.0, wall_s / window) if window > 0 else 1.0
+        for info in end.values():
+            self._note(info)
+        cpu_set = set(cpus)
+        capacity = wall_s * max(1, len(cpu_set))
+        found = []
+        active = set()
+        for pid, info in self._latest.items():
+            base = self.baseline.get(pid)
+            before = base.cpu_ticks if base is not None and base.starttime == info.starttime else 0
+            ticks = info.cpu_ticks - before
+            if ticks <= 0:
+                continue
+            active.add(pid)
+            if pid in exclude:
+                continue
+            seen = self._seen.get(pid, [])
+            on_probe = sum(1 for c in seen if c in cpu_set)
+            if not on_probe:
+                continue
+            cpu_s = ticks / self.ticks_per_s * on_probe / len(seen) * scale
+            found.append((cpu_s, info))
+        self.baseline, self.baseline_at, self.active = end, end_at, active
+        found.sort(key=lambda x: (-x[0], x[1].pid))
+        rows = []
+        for cpu_s, info in found[:TOP]:
+            share = cpu_s / capacity if capacity > 0 else 0.0
+            if share < MIN_SHARE:
+                break
+            rows.append(Corunner(info.pid, info.comm, cmdline(info.pid, self.proc), cpu_s, share))
+        return rows

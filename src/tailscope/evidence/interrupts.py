@@ -1,0 +1,49 @@
+"""/proc/interrupts per CPU: the total of every source and the local timer (LOC) line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+# Lines with one system-wide count, not one per CPU (arch/x86/kernel/irq.c).
+_NOT_PER_CPU = {"ERR", "MIS"}
+
+
+@dataclass(frozen=True)
+class Interrupts:
+    total: dict[int, int]  # CPU -> every interrupt counted on it
+    local_timer: dict[int, int]  # CPU -> the LOC line (x86) or arch_timer (Arm), when present
+
+
+def parse(text: str) -> Interrupts:
+    lines = text.splitlines()
+    if not lines:
+        return Interrupts({}, {})
+    cpus = [int(tok[3:]) for tok in lines[0].split() if tok.startswith("CPU") and tok[3:].isdigit()]
+    total = dict.fromkeys(cpus, 0)
+    local: dict[int, int] = {}
+    for line in lines[1:]:
+        name, sep, rest = line.partition(":")
+        name = name.strip()
+        if not sep or name in _NOT_PER_CPU:
+            continue
+        counts = []
+        for tok in rest.split()[: len(cpus)]:
+            if not tok.isdigit():
+                break
+            counts.append(int(tok))
+        for cpu, n in zip(cpus, counts, strict=False):
+            total[cpu] += n
+        is_timer = name == "LOC" or (not name.isdigit() and "arch_timer" in rest)
+        if is_timer and len(counts) == len(cpus):
+            for cpu, n in zip(cpus, counts, strict=True):
+                local[cpu] = local.get(cpu, 0) + n
+    return Interrupts(total, local)
+
+
+def read(proc: Path = PROC) -> Interrupts:
+    try:
+        return parse((proc / "interrupts").read_text())
+    except OSError:
+        return Interrupts({}, {})

@@ -1,0 +1,39 @@
+"""Per-CPU files under /sys/devices/system/cpu: cpufreq and thermal throttling.
+
+- cpuN/cpufreq/scaling_cur_freq (kHz): the frequency the governor last set (read at the end of a trial).
+- cpuN/thermal_throttle/core_throttle_count: times the core was throttled (x86 with the therm_throt driver).
+A file that does not exist leaves its value out (None), never zero. (cpuidle residency is not used for busy
+time: a state's time is only added when the CPU leaves it, so a CPU idle at a reading hides its idle time.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+
+
+def _int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass(frozen=True)
+class CpuSysfs:
+    cpufreq_khz: int | None
+    throttle_count: int | None
+
+
+def read_cpu(cpu: int, root: Path = SYS_CPU, *, with_freq: bool = True) -> CpuSysfs:
+    base = root / f"cpu{cpu}"
+    return CpuSysfs(
+        cpufreq_khz=_int(base / "cpufreq" / "scaling_cur_freq") if with_freq else None,
+        throttle_count=_int(base / "thermal_throttle" / "core_throttle_count"),
+    )
+
+
+def read(cpus: list[int], root: Path = SYS_CPU, *, with_freq: bool = True) -> dict[int, CpuSysfs]:
+    return {cpu: read_cpu(cpu, root, with_freq=with_freq) for cpu in cpus}
