@@ -207,6 +207,7 @@ def run_trial(
         timeout_s,
         on_sample=evidence.sample if evidence else None,
         on_exit=evidence.at_exit if evidence else None,
+        sample_interval_s=evidence.settings.sample_interval_s if evidence else 1.0,
     )
     stdout, stderr, wall_s = done.stdout, done.stderr, done.wall_s
     if done.timed_out:

@@ -21,16 +21,29 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.evidence import clock, interrupts, procstat, sysfs, vmstat
-from tailscope.evidence.corunners import CorunnerTracker
+from tailscope.evidence.corunners import MIN_SHARE, CorunnerTracker
 from tailscope.evidence.sched import TaskTracker
 
 SOURCE = "os"
+CREDIT_CAP_S = 0.01  # the optional parts' credit never exceeds this (no burst after a long quiet spell)
 
 
 @dataclass(frozen=True)
 class EvidenceSettings:
-    sample_interval_s: float = 0.1  # probe threads and active processes, while the trial runs
-    clock_every: int = 1  # measure the effective clock after every Nth trial of the collector (0: never)
+    """What the collector reads, and how much trial time its optional parts may take.
+
+    The fixed part (/proc/stat, /proc/interrupts, /proc/vmstat, cpufreq/thermal files, the probe's threads)
+    is read on every trial. The optional parts -- the effective clock (~0.3-1 ms) and the scan of every
+    process (~10 us per process) -- draw on a credit that grows by `budget` x each trial's wall time: on
+    trials of a second or more they run every time; on 50 ms trials the clock runs every few trials (and on
+    the first trial of every variant). A process scan is only wanted when something else ran (see
+    `finish`)."""
+
+    # probe threads (and, in long trials, the active processes) while it runs; the threads are also read when
+    # output arrives after a quiet spell, which is when a probe prints its records after its timed region
+    sample_interval_s: float = 0.25
+    budget: float = 0.005  # share of trial wall time the optional parts may use, on average
+    measure_clock: bool = True  # measure the effective clock (when the credit allows)
     clock_chunks: int = clock.CHUNKS
     clock_adds: int = clock.ADDS
 
@@ -65,7 +78,9 @@ class EvidenceCollector:
         self.proc, self.sys_cpu = proc, sys_cpu
         self.corunners = CorunnerTracker(proc=proc)
         self._cpus_of: dict[str, list[int]] = {}  # variant -> CPUs its last trial ran on
-        self._trials = 0
+        self._credit_s = CREDIT_CAP_S  # the first trial gets its clock and its scan
+        self._cost_s = {"clock": 0.0, "scan": 0.0}  # what the last one took
+        self._last_process_sample = 0.0
         self._before: _Reading | None = None
         self._after: _Reading | None = None
         self._tasks: TaskTracker | None = None
@@ -87,15 +102,20 @@ class EvidenceCollector:
         self.corunners.start()
         self._tasks, self._after = None, None
         self._before = self._read(self._cpus_of.get(variant_id) or [])
+        self._last_process_sample = self._before.t
         if variant_id not in self._cpus_of:  # first trial of the variant: its CPUs are not known yet
             self._before.cpu_files = sysfs.read(sorted(self._before.stat), self.sys_cpu)
 
     def sample(self, pid: int) -> None:
-        """While the trial runs: the probe's threads and the recently active processes."""
+        """While the trial runs: the probe's threads; once per sample interval the recently active
+        processes too (so trials shorter than the interval never pay for it)."""
         if self._tasks is None:
             self._tasks = TaskTracker(pid, self.proc)
         self._tasks.sample()
-        self.corunners.sample()
+        now = time.monotonic()
+        if now - self._last_process_sample >= self.settings.sample_interval_s:
+            self._last_process_sample = now
+            self.corunners.sample()
 
     def at_exit(self, pid: int) -> None:
         """The process has exited and is not reaped yet: its main thread's final values, then the CPUs'."""
@@ -117,11 +137,12 @@ class EvidenceCollector:
         before, after, tasks = self._before, self._after, self._tasks
         if before is None or after is None:
             return Evidence()
-        self._trials += 1
+        first_of_variant = variant_id not in self._cpus_of
         probe_cpus = list(cpus) if cpus else sorted(before.cpu_files)
         if cpus:
             self._cpus_of[variant_id] = list(cpus)
         wall_s = after.t - before.t
+        self._credit_s = min(CREDIT_CAP_S, self._credit_s + self.settings.budget * wall_s)
         out = Evidence()
 
         def row(pmu: str, unit: int | None, event: str, value: float) -> None:
@@ -133,14 +154,17 @@ class EvidenceCollector:
         probe_on_cpu = _probe_time_per_cpu(tasks, rusage)
         runner_cpu = _last_cpu(self.proc)
         runner_s = after.runner_cpu_s - before.runner_cpu_s
+        others_max = 0.0
         for cpu in probe_cpus:
             times = procstat.delta_seconds(before.stat, after.stat, cpu)
             for name, seconds in times.items():
                 row("cpu", cpu, f"{name}_s", seconds)
             if times:
-                busy = times["user"] + times["nice"] + times["system"]
+                used = times["user"] + times["nice"] + times["system"]
                 own = probe_on_cpu.get(cpu, 0.0) + (runner_s if runner_cpu == cpu else 0.0)
-                row("cpu", cpu, "others_s", max(0.0, busy - own))
+                others = max(0.0, used - own)
+                others_max = max(others_max, others)
+                row("cpu", cpu, "others_s", others)
             if cpu in before.irq.total and cpu in after.irq.total:
                 row("cpu", cpu, "interrupts", after.irq.total[cpu] - before.irq.total[cpu])
             loc_b, loc_a = before.irq.local_timer.get(cpu), after.irq.local_timer.get(cpu)
@@ -153,16 +177,13 @@ class EvidenceCollector:
             thr_a = a.throttle_count if a is not None else None
             if thr_b is not None and thr_a is not None:
                 row("cpu", cpu, "throttle_count", thr_a - thr_b)
-        every = self.settings.clock_every
-        if every > 0 and (self._trials - 1) % every == 0:
-            for reading in clock.measure(probe_cpus, self.settings.clock_chunks, self.settings.clock_adds):
-                row("cpu", reading.cpu, "effective_mhz", reading.effective_hz / 1e6)
-                row("cpu", reading.cpu, "available_fraction", reading.available_fraction)
+        run_delay_s = 0.0
         if tasks is not None:
             adjusted = _run_ns_adjusted(tasks, rusage)
             for index, s in enumerate(tasks.threads()):
                 row("task", index, "run_s", adjusted[s.tid] / 1e9)
                 row("task", index, "run_delay_s", s.run_delay_ns / 1e9)
+                run_delay_s = max(run_delay_s, s.run_delay_ns / 1e9)
                 if s.voluntary_switches is not None:
                     row("task", index, "voluntary_switches", s.voluntary_switches)
                 if s.involuntary_switches is not None:
@@ -173,7 +194,16 @@ class EvidenceCollector:
         for key, delta in vmstat.deltas(before.vm, after.vm).items():
             row("vm", None, key, delta)
         exclude = {os.getpid()} | ({tasks.pid} if tasks is not None else set())
-        for c in self.corunners.finish(exclude=exclude, cpus=probe_cpus, wall_s=wall_s):
+        # Scan every process only when someone else ran: busy time beyond the probe's on a probe CPU (10 ms
+        # ticks: 2 ticks is the noise of one difference) or a probe thread waiting on its run queue.
+        threshold = max(MIN_SHARE * wall_s, 2.0 / procstat.TICKS_PER_S)
+        busy = others_max >= threshold or run_delay_s >= MIN_SHARE * wall_s
+        scan = busy and self._afford("scan")
+        t0 = time.monotonic()
+        found = self.corunners.finish(exclude=exclude, cpus=probe_cpus, wall_s=wall_s, scan_now=scan)
+        if scan:
+            self._spend("scan", time.monotonic() - t0)
+        for c in found:
             out.corunners.append(
                 {
                     "run_id": run_id,
@@ -184,7 +214,21 @@ class EvidenceCollector:
                     "share": c.share,
                 }
             )
+        if self.settings.measure_clock and (first_of_variant or self._afford("clock")):
+            t0 = time.monotonic()
+            readings = clock.measure(probe_cpus, self.settings.clock_chunks, self.settings.clock_adds)
+            self._spend("clock", time.monotonic() - t0)
+            for reading in readings:
+                row("cpu", reading.cpu, "effective_mhz", reading.effective_hz / 1e6)
+                row("cpu", reading.cpu, "available_fraction", reading.available_fraction)
         return out
+
+    def _afford(self, part: str) -> bool:
+        return self._credit_s >= self._cost_s[part]
+
+    def _spend(self, part: str, seconds: float) -> None:
+        self._cost_s[part] = seconds
+        self._credit_s -= seconds
 
 
 def _rusage_cpu_ns(rusage: resource.struct_rusage | None) -> int | None:

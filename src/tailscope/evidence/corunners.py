@@ -1,12 +1,14 @@
 """The processes that ran on the probe's CPUs during a trial (the `corunners` table).
 
 Every process's CPU time (utime + stime of /proc/PID/stat, all its threads, in ticks) is read at the end of
-each trial; the previous trial's reading is the baseline, so one scan of /proc per trial serves both ends.
-While a trial runs, the processes that were active in the last interval, plus new ones, are re-read every
-sample interval for the CPU they ran on (`processor`). A process's time during the trial is attributed to
-the probe's CPUs in the proportion of its readings that found it on one of them (exact for a pinned
-co-runner, a sample for a floating one). A process that started and ended between two readings is not
-seen here; the per-CPU `others_s` (busy time minus the probe's) still counts its time.
+a trial when that trial shows that something else ran on the probe's CPUs (the collector decides, from the
+per-CPU busy time and the probe threads' run-queue wait); that reading is the baseline of the next one, so a
+quiet trial costs no scan of /proc. While a trial runs, the processes that were active at the last scan,
+plus new ones, are re-read every sample interval for the CPU they ran on (`processor`). A process's time is
+attributed to the probe's CPUs in the proportion of its readings that found it on one of them (exact for a
+pinned co-runner, a sample for a floating one), and scaled from the span since the baseline to the trial's
+wall time (a rate: exact from the second trial of a busy spell on). A process that started and ended between
+two readings is not seen here; the per-CPU `others_s` (busy time minus the probe's) still counts its time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ PROC = Path("/proc")
 TOP = 10  # rows per trial
 MIN_SHARE = 0.01  # of wall_s x probe CPUs
 CMDLINE_CHARS = 200
+ACTIVE_MAX = 16  # processes re-read during a trial
 
 
 @dataclass(frozen=True)
@@ -115,21 +118,29 @@ class CorunnerTracker:
         self._seen, self._latest = {}, {}
 
     def sample(self) -> None:
-        """Re-read the processes active in the last interval and any new ones (cheap: a few files)."""
-        assert self.baseline is not None
-        now = set(pids(self.proc))
-        for pid in (self.active | (now - self.baseline.keys())) & now:
+        """Re-read the processes that were active at the last scan (cheap: a few files; a process that
+        started since is seen by the end scan, on the CPU it ran on last)."""
+        for pid in self.active:
             info = read_one(pid, self.proc)
             if info is not None:
                 self._note(info)
+
+    def _before_ticks(self, pid: int, info: ProcInfo) -> int:
+        base = self.baseline.get(pid) if self.baseline is not None else None
+        return base.cpu_ticks if base is not None and base.starttime == info.starttime else 0
 
     def _note(self, info: ProcInfo) -> None:
         self._latest[info.pid] = info
         self._seen.setdefault(info.pid, []).append(info.processor)
 
-    def finish(self, *, exclude: set[int], cpus: Sequence[int], wall_s: float) -> list[Corunner]:
-        """The ranked co-runners of the trial; the end scan becomes the next trial's baseline."""
+    def finish(
+        self, *, exclude: set[int], cpus: Sequence[int], wall_s: float, scan_now: bool = True
+    ) -> list[Corunner]:
+        """The ranked co-runners of the trial; the end scan becomes the next trial's baseline. Without
+        `scan_now` (a quiet trial) nothing is read and the baseline stays."""
         assert self.baseline is not None
+        if not scan_now:
+            return []
         end, end_at = scan(self.proc), time.monotonic()
         # The deltas span baseline to now (the trial and the gap before it): scale to the trial's wall time.
         window = end_at - self.baseline_at
@@ -139,14 +150,13 @@ class CorunnerTracker:
         cpu_set = set(cpus)
         capacity = wall_s * max(1, len(cpu_set))
         found = []
-        active = set()
+        active: dict[int, int] = {}
         for pid, info in self._latest.items():
-            base = self.baseline.get(pid)
-            before = base.cpu_ticks if base is not None and base.starttime == info.starttime else 0
-            ticks = info.cpu_ticks - before
+            ticks = info.cpu_ticks - self._before_ticks(pid, info)
             if ticks <= 0:
                 continue
-            active.add(pid)
+            if pid in end:
+                active[pid] = ticks
             if pid in exclude:
                 continue
             seen = self._seen.get(pid, [])
@@ -155,7 +165,9 @@ class CorunnerTracker:
                 continue
             cpu_s = ticks / self.ticks_per_s * on_probe / len(seen) * scale
             found.append((cpu_s, info))
-        self.baseline, self.baseline_at, self.active = end, end_at, active
+        self.baseline, self.baseline_at = end, end_at
+        # the busiest processes of this trial are the ones re-read while the next one runs
+        self.active = set(sorted(active, key=lambda p: -active[p])[:ACTIVE_MAX])
         found.sort(key=lambda x: (-x[0], x[1].pid))
         rows = []
         for cpu_s, info in found[:TOP]:

@@ -68,7 +68,7 @@ def run_watched(
     *,
     on_sample: Callable[[int], None] | None = None,
     on_exit: Callable[[int], None] | None = None,
-    sample_interval_s: float = 0.1,
+    sample_interval_s: float = 0.25,
 ) -> Finished:
     """Run `argv` to completion (killed after `timeout_s`), calling the hooks as described above."""
     t0 = time.monotonic()

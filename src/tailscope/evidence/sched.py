@@ -3,9 +3,9 @@
 - schedstat: time on the CPU, time waiting on a run queue (ns), timeslices (Documentation/scheduler/
   sched-stats.rst).
 - stat: minflt (field 10), majflt (12), utime/stime (14, 15, ticks), processor (39): the CPU it last ran on.
-- status: voluntary_ctxt_switches, nonvoluntary_ctxt_switches.
-- sched (CONFIG_SCHED_DEBUG): se.nr_migrations; without it, migrations are the changes of `processor`
-  between samples (a lower bound).
+- sched (CONFIG_SCHED_DEBUG): nr_voluntary_switches, nr_involuntary_switches, se.nr_migrations. Without it,
+  the switches come from status (voluntary_ctxt_switches, nonvoluntary_ctxt_switches) and the migrations are
+  the changes of `processor` between samples (a lower bound).
 Counters of a new thread start at zero, so a thread's value at its last sample is its value over the trial.
 """
 
@@ -79,6 +79,16 @@ def parse_status_switches(text: str) -> tuple[int | None, int | None]:
     return vol, invol
 
 
+def parse_sched_switches(text: str) -> tuple[int | None, int | None]:
+    vol = invol = None
+    for line in text.splitlines():
+        if line.startswith("nr_voluntary_switches"):
+            vol = int(line.split(":")[1])
+        elif line.startswith("nr_involuntary_switches"):
+            invol = int(line.split(":")[1])
+    return vol, invol
+
+
 def parse_sched_migrations(text: str) -> int | None:
     for line in text.splitlines():
         if line.startswith("se.nr_migrations"):
@@ -97,9 +107,13 @@ def read_task(pid: int, tid: int, proc: Path = PROC) -> TaskSample | None:
         fields = parse_stat(stat)
     except (ValueError, IndexError):
         return None
-    status = _read(base / "status")
-    vol, invol = parse_status_switches(status) if status else (None, None)
+    # `sched` (CONFIG_SCHED_DEBUG) has the switches and the migrations; `status` is the fallback for switches
     sched = _read(base / "sched")
+    if sched:
+        vol, invol = parse_sched_switches(sched)
+    else:
+        status = _read(base / "status")
+        vol, invol = parse_status_switches(status) if status else (None, None)
     return TaskSample(
         tid=tid,
         run_ns=run,

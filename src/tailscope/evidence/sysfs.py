@@ -14,9 +14,17 @@ from pathlib import Path
 SYS_CPU = Path("/sys/devices/system/cpu")
 
 
+_absent: set[Path] = set()  # files found missing once are not tried again (a VM has none of them)
+
+
 def _int(path: Path) -> int | None:
+    if path in _absent:
+        return None
     try:
         return int(path.read_text().split()[0])
+    except FileNotFoundError:
+        _absent.add(path)
+        return None
     except (OSError, ValueError, IndexError):
         return None
 
