@@ -35,7 +35,7 @@ def parse(text: str) -> Interrupts:
             counts.append(int(tok))
         for cpu, n in zip(cpus, counts, strict=False):
             total[cpu] += n
-        is_timer = name == "LOC" or (not name.isdigit() and "arch_timer" in rest)
+        is_timer = name == "LOC" or rest.rstrip().endswith("arch_timer")
         if is_timer and len(counts) == len(cpus):
             for cpu, n in zip(cpus, counts, strict=True):
                 local[cpu] = local.get(cpu, 0) + n
