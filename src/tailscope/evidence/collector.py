@@ -224,7 +224,8 @@ class EvidenceCollector:
         return out
 
     def _afford(self, part: str) -> bool:
-        return self._credit_s >= self._cost_s[part]
+        # a part that once cost more than the cap is still run whenever the credit is full
+        return self._credit_s >= min(self._cost_s[part], CREDIT_CAP_S)
 
     def _spend(self, part: str, seconds: float) -> None:
         self._cost_s[part] = seconds
