@@ -8,8 +8,9 @@
  *   --repeat R    measure R times (default 1)
  *
  * Method (common/ts_clock.h): N dependent adds take N cycles, so a chunk's rate is the core clock when the
- * chunk ran undisturbed; the median chunk is the clock. A chunk during which the CPU was taken away reads
- * slow; availability = median chunk time x chunks / wall time of all chunks.
+ * chunk ran undisturbed. A chunk during which the CPU was taken away reads slow (never fast), so the clock is
+ * the first-quartile chunk time's rate (the median of the faster half); availability = that chunk time x
+ * chunks / wall time of all chunks.
  *
  * Output: one JSON line per CPU and repetition:
  *   {"repeat":0,"cpu":0,"effective_mhz":3694.1,"available_fraction":0.981,"chunks":15,"adds":500000}

@@ -86,16 +86,16 @@ double ts_clock_effective_hz(int cpu, int chunks, long adds, double *available_f
         dt[c] = t[c + 1] - t[c];
     int64_t wall = t[chunks] - t[0];
     qsort(dt, (size_t)chunks, sizeof dt[0], cmp_i64);
-    double median = chunks % 2 ? (double)dt[chunks / 2] : 0.5 * ((double)dt[chunks / 2 - 1] + (double)dt[chunks / 2]);
-    if (median <= 0.0 || wall <= 0) {
+    double undisturbed = (double)dt[(chunks - 1) / 4];
+    if (undisturbed <= 0.0 || wall <= 0) {
         errno = ERANGE;
         return 0.0;
     }
     if (available_fraction) {
-        double a = median * chunks / (double)wall;
+        double a = undisturbed * chunks / (double)wall;
         *available_fraction = a > 1.0 ? 1.0 : a;
     }
-    return (double)(loops * TS_CLOCK_UNROLL) / (median * 1e-9);
+    return (double)(loops * TS_CLOCK_UNROLL) / (undisturbed * 1e-9);
 }
 
 struct ts_clock_job {

@@ -1,8 +1,9 @@
 """The effective clock and availability of CPUs without a PMU (native/common/ts_clock.c, via ctypes).
 
-On every probe CPU at once, one pinned thread times short chunks of a dependent integer-add chain: the median
-chunk rate is the clock (N dependent adds take N cycles), and median chunk time x chunks / wall time is the
-share of the time the CPU actually ran the loop (the rest went to the host or to other tasks).
+On every probe CPU at once, one pinned thread times short chunks of a dependent integer-add chain (N dependent
+adds take N cycles). A disturbed chunk only reads slow, so the clock is the rate of the first-quartile chunk
+time, and that time x chunks / wall time is the share of the time the CPU actually ran the loop (the rest went
+to the host or to other tasks). See native/common/ts_clock.h.
 """
 
 from __future__ import annotations
