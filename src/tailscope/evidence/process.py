@@ -85,7 +85,7 @@ def run_watched(
         sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
         deadline = t0 + timeout_s
         next_sample = t0 + sample_interval_s
-        last_output = t0
+        last_output = t0 - OUTPUT_QUIET_S  # the first output always triggers a sample
         while sel.get_map():
             now = time.monotonic()
             if now >= deadline and not timed_out:
