@@ -7,6 +7,7 @@ fwq's samples show OS noise and its period. `--trials N` runs N trials of every 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,4 +69,10 @@ def run_check(
         return CheckResult(outcome, None, None)
     analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
-    return CheckResult(outcome, analysis, report, tuple(advice_lines(collect(), brief=True)))
+    advice = list(advice_lines(collect(), brief=True))
+    if os.geteuid() != 0:
+        advice.append(
+            "pages: no physical pages were recorded: /proc/self/pagemap gives frame numbers only to root "
+            "(CAP_SYS_ADMIN), so `tailscope addr explain` cannot test page placement; rerun as root for that"
+        )
+    return CheckResult(outcome, analysis, report, tuple(advice))

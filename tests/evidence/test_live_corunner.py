@@ -57,14 +57,18 @@ def test_corunner_is_named_and_its_time_shows(tmp_path: Path) -> None:
         quiet = statistics.median(per_wall(r, pmu, unit, event) for r in control)
         busy = statistics.median(per_wall(r, pmu, unit, event) for r in loaded)
         assert busy > quiet, (event, quiet, busy)
-    # the co-runners are named, with their pids and a substantial share of CPU 0, in the loaded trials only
-    shares = []
+    # the co-runners are named, with their pids and a substantial share of CPU 0, in the loaded trials only.
+    # Substantial, on a machine that may be busy with other work: a busy loop and the probe's thread are both
+    # CPU-bound with the same weight, so the scheduler gives each about the same share of CPU 0; judge each
+    # hog's share against the probe thread's own share in the same trial.
+    ratios = []
     for rows in loaded:
         mine = [c for c in rows.corunners if c["pid"] in pids]
-        shares.append(sum(c["share"] for c in mine))
         for c in mine:
             assert c["comm"].startswith("python") and "sched_setaffinity" in (c["cmdline"] or "")
-    assert statistics.median(shares) >= 0.15, shares
+        hog_share = sum(c["share"] for c in mine) / HOGS
+        ratios.append(hog_share / per_wall(rows, "task", 0, "run_s"))
+    assert statistics.median(ratios) >= 0.4, ratios
     assert not any(c["pid"] in pids for rows in control for c in rows.corunners)
     # the rows fit the store
     for rows in loaded:

@@ -326,7 +326,7 @@ def campaign_metrics(
             f"{campaign_dir}: interval {first}..{last} is not within node {node}'s samples "
             f"{int(numbers[0])}..{int(numbers[-1])} (expected A < B)"
         )
-    header = campaign.manifest.get("sample_headers", {}).get(node, {}).get(source, {})
+    header = campaign.manifest.sample_headers.get(node, {}).get(source, {})
     result = {"node": node, "source": source}
     result.update(compute(frame, first, last, header))
     return result

@@ -82,7 +82,7 @@ def export_perfcounts(
         ).df()
     finally:
         con.close()
-    header = campaign.manifest.get("sample_headers", {}).get(node, {}).get(source, {})
+    header = campaign.manifest.sample_headers.get(node, {}).get(source, {})
     lines = [f"{k} = {v!r}" if isinstance(v, float) else f"{k} = {v}" for k, v in header.items()]
     names: dict[tuple[str, Any, str], tuple[str, bool]] = {}
     for (sample, t_ns, tsc), rows in frame.groupby(["sample", "t_ns", "tsc"], sort=True, dropna=False):

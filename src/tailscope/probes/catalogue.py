@@ -11,9 +11,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tailscope.errors import InputError
 from tailscope.native import native_path
+
+if TYPE_CHECKING:
+    from tailscope.store.manifest import Plan
 
 ParamValue = str | int | float | bool
 
@@ -135,7 +139,7 @@ PROBES: dict[str, ProbeSpec] = {
 }
 
 
-class UnknownProbeError(KeyError):
+class UnknownProbeError(InputError, KeyError):
     def __str__(self) -> str:
         return f"unknown probe {self.args[0]!r} (known: {', '.join(sorted(PROBES))})"
 
@@ -189,9 +193,11 @@ class ProbeVariant:
                 args += [option.flag, str(value)]
         return args
 
-    def to_plan(self, trials: int) -> dict[str, Any]:
-        return {"variant": self.variant_id, "probe": self.probe, "params": self.params, "trials": trials}
+    def to_plan(self, trials: int) -> Plan:
+        from tailscope.store.manifest import Plan
+
+        return Plan(self.variant_id, self.probe, dict(self.params), trials)
 
     @classmethod
-    def from_plan(cls, plan: dict[str, Any]) -> ProbeVariant:
-        return cls(str(plan["probe"]), dict(plan.get("params") or {}))
+    def from_plan(cls, probe: str, params: dict[str, Any]) -> ProbeVariant:
+        return cls(str(probe), dict(params or {}))
