@@ -13,6 +13,10 @@ Each pair runs one trial without evidence and one with it (order alternating), t
 - the probe's own result with / without (does evidence disturb what is measured?).
 Target: evidence < 1% of trial time.
 
+Then the clock's stability: --clock-readings per-trial readings (the collector's settings) on the first probe
+CPU, with a long reference reading (101 chunks) every 5th; printed: the references' spread, the readings'
+median against the references' median, their p5-p95 spread and their availability.
+
 Figures seen on the 2-vCPU KVM development VM: see the report in the `evidence` branch's commit message and
 docs/evidence.md (they vary with the machine's load).
 """
@@ -20,6 +24,7 @@ docs/evidence.md (they vary with the machine's load).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -65,6 +70,7 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--budget", type=float, default=EvidenceSettings.budget, help="optional parts' share")
     ap.add_argument("--param", action="append", default=[], metavar="K=V", help="probe parameter")
+    ap.add_argument("--clock-readings", type=int, default=100)
     args = ap.parse_args()
     params = dict(p.split("=", 1) for p in args.param)
     variant = ProbeVariant(args.probe, params)
@@ -147,7 +153,35 @@ def main() -> int:
         f"with {statistics.median(values[True]):.4g} "
         f"(ratio {statistics.median(values[True]) / statistics.median(values[False]):.4f})"
     )
+    clock.measure = real_measure  # type: ignore[assignment]
+    clock_stability(args.clock_readings)
     return 0
+
+
+def clock_stability(n: int) -> None:
+    from tailscope.evidence import clock
+
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    refs, hz, avail = [], [], []
+    for i in range(n):
+        if i % 5 == 0:
+            refs.append(clock.measure([cpu], chunks=101)[0].effective_hz / 1e6)
+        r = clock.measure([cpu])[0]
+        hz.append(r.effective_hz / 1e6)
+        avail.append(r.available_fraction)
+    ref = statistics.median(refs)
+    q = statistics.quantiles(hz, n=20)
+    print(
+        f"clock on CPU {cpu}: references (101 chunks) {min(refs):.0f}-{max(refs):.0f} MHz "
+        f"(spread {(max(refs) - min(refs)) / ref * 100:.2f}%), median {ref:.1f}"
+    )
+    med = statistics.median(hz)
+    print(
+        f"  {n} per-trial readings ({clock.CHUNKS} chunks of {clock.ADDS} adds): median {med:.1f} MHz "
+        f"({(med - ref) / ref * 100:+.2f}% of the references), p5-p95 {q[0]:.0f}-{q[-1]:.0f} "
+        f"({(q[-1] - q[0]) / ref * 100:.2f}%), availability median {statistics.median(avail):.3f}, "
+        f"min {min(avail):.3f}"
+    )
 
 
 if __name__ == "__main__":

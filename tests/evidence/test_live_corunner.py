@@ -97,3 +97,19 @@ def test_quiet_trial_has_the_contract_rows(tmp_path: Path) -> None:
     assert 100 < mhz < 10000
     off = run_trial(campaign, Trial(variant, 1), node="n", task="t", timeout_s=120, evidence=None)
     assert not [r for r in off.counters if r["source"] == "os"] and not off.corunners
+
+
+def test_optional_parts_wait_for_credit_but_a_new_variant_always_gets_its_clock(tmp_path: Path) -> None:
+    campaign = Campaign.create(tmp_path / "c")
+    a = ProbeVariant("l2sum", {"cpus": "0", "sums": 100, "no_pages": True})
+    b = ProbeVariant("l2sum", {"cpus": "0", "sums": 101, "no_pages": True})
+    collector = EvidenceCollector(EvidenceSettings(budget=0.0))  # no credit is ever earned
+
+    def has_clock(variant: ProbeVariant, i: int) -> bool:
+        rows = run_trial(campaign, Trial(variant, i), node="n", task="t", timeout_s=120, evidence=collector)
+        return any(r["event"] == "effective_mhz" for r in rows.counters)
+
+    assert has_clock(a, 0)  # the first trial of a variant
+    collector._credit_s = 0.0  # the starting credit spent
+    assert not has_clock(a, 1)
+    assert has_clock(b, 0)
