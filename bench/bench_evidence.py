@@ -5,7 +5,8 @@
 
 Each pair runs one trial without evidence and one with it (order alternating), through the runner's own
 `run_trial` into a scratch campaign. Reported:
-- the evidence's own time per trial: the time spent inside the collector's hooks (before the process starts,
+- the evidence's own time per trial: the wall time and the runner's CPU time (all its threads, the clock's
+  included) spent inside the collector's hooks (before the process starts,
   samples while it runs, at its exit, and the rows and clock after it), median and mean, as a share of the
   median trial time, with the optional parts (clock and process scans, limited by --budget) shown apart;
 - the end-to-end ratio: median time of one run_trial call with evidence / without (includes everything, but
@@ -43,13 +44,15 @@ class TimedCollector(EvidenceCollector):
     def __init__(self, settings: EvidenceSettings) -> None:
         super().__init__(settings)
         self.spent: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
 
     def _timed(self, name: str, fn, *args):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return fn(*args)
         finally:
             self.spent[name] += time.perf_counter() - t0
+            self.cpu[name] += time.process_time() - c0
 
     def begin(self, variant_id: str) -> None:
         self._timed("begin", super().begin, variant_id)
@@ -101,11 +104,13 @@ def main() -> int:
     walls: dict[bool, list[float]] = {False: [], True: []}
     values: dict[bool, list[float]] = {False: [], True: []}
     hook: list[float] = []
+    hook_cpu: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         campaign = Campaign.create(Path(tmp) / "c")
         for i in range(args.pairs + 1):  # pair 0 warms up (first /proc scan, library load) and is dropped
             for with_evidence in (i % 2 == 0, i % 2 == 1):
                 before = sum(collector.spent.values())
+                before_cpu = sum(collector.cpu.values())
                 t0 = time.perf_counter()
                 rows = run_trial(
                     campaign,
@@ -123,6 +128,7 @@ def main() -> int:
                 if i == 0:
                     if with_evidence:
                         collector.spent.clear()
+                        collector.cpu.clear()
                         clock_s[0] = scan_s[0] = 0.0
                         scans[0] = clocks[0] = 0
                     continue
@@ -130,6 +136,7 @@ def main() -> int:
                 values[with_evidence].append(float(run["value"]))
                 if with_evidence:
                     hook.append(sum(collector.spent.values()) - before)
+                    hook_cpu.append(sum(collector.cpu.values()) - before_cpu)
     n = args.pairs
     med_off, med_on = statistics.median(walls[False]), statistics.median(walls[True])
     print(f"{args.probe} {params or ''}: {n} pairs, optional-part budget {args.budget:g}")
@@ -142,8 +149,14 @@ def main() -> int:
         f"mean {statistics.mean(hook) * 1e3:.2f} ms = {statistics.mean(hook) / med_off * 100:.2f}% of the "
         "median trial (target < 1%)"
     )
+    print(
+        f"  runner CPU time inside the hooks (what the evidence costs the machine; the wall time above also "
+        f"counts waiting for a CPU on a busy node): mean {statistics.mean(hook_cpu) * 1e3:.2f} ms = "
+        f"{statistics.mean(hook_cpu) / med_off * 100:.2f}% of the median trial"
+    )
     for name, spent in sorted(collector.spent.items()):
-        print(f"    {name:8s} {spent / n * 1e3:.3f} ms/trial")
+        cpu = collector.cpu[name]
+        print(f"    {name:8s} {spent / n * 1e3:.3f} ms/trial wall, {cpu / n * 1e3:.3f} ms/trial CPU")
     print(
         f"    of which clock {clock_s[0] / n * 1e3:.3f} ms/trial ({clocks[0]} clock readings), "
         f"/proc scans {scan_s[0] / n * 1e3:.3f} ms/trial ({scans[0]} scans in {n} trials)"

@@ -42,7 +42,7 @@ class EvidenceSettings:
     # probe threads (and, in long trials, the active processes) while it runs; the threads are also read when
     # output arrives after a quiet spell, which is when a probe prints its records after its timed region
     sample_interval_s: float = 0.25
-    budget: float = 0.005  # share of trial wall time the optional parts may use, on average
+    budget: float = 0.003  # share of trial wall time the optional parts may use, on average
     measure_clock: bool = True  # measure the effective clock (when the credit allows)
     clock_chunks: int = clock.CHUNKS
     clock_adds: int = clock.ADDS

@@ -21,25 +21,29 @@ def parse(text: str) -> Interrupts:
     if not lines:
         return Interrupts({}, {})
     cpus = [int(tok[3:]) for tok in lines[0].split() if tok.startswith("CPU") and tok[3:].isdigit()]
-    total = dict.fromkeys(cpus, 0)
+    n = len(cpus)
+    sums = [0] * n
     local: dict[int, int] = {}
     for line in lines[1:]:
         name, sep, rest = line.partition(":")
         name = name.strip()
         if not sep or name in _NOT_PER_CPU:
             continue
-        counts = []
-        for tok in rest.split()[: len(cpus)]:
-            if not tok.isdigit():
-                break
-            counts.append(int(tok))
-        for cpu, n in zip(cpus, counts, strict=False):
-            total[cpu] += n
-        is_timer = name == "LOC" or rest.rstrip().endswith("arch_timer")
-        if is_timer and len(counts) == len(cpus):
-            for cpu, n in zip(cpus, counts, strict=True):
-                local[cpu] = local.get(cpu, 0) + n
-    return Interrupts(total, local)
+        toks = rest.split(None, n)[:n]
+        if len(toks) == n and all(t.isdigit() for t in toks):
+            counts = [int(t) for t in toks]
+        else:  # a short line (fewer columns than CPUs): the leading numbers only
+            counts = []
+            for tok in toks:
+                if not tok.isdigit():
+                    break
+                counts.append(int(tok))
+        for i, c in enumerate(counts):
+            sums[i] += c
+        if len(counts) == n and (name == "LOC" or rest.rstrip().endswith("arch_timer")):
+            for cpu, c in zip(cpus, counts, strict=True):
+                local[cpu] = local.get(cpu, 0) + c
+    return Interrupts(dict(zip(cpus, sums, strict=True)), local)
 
 
 def read(proc: Path = PROC) -> Interrupts:

@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-OUTPUT_QUIET_S = 0.02  # output after this long without output triggers a sample
+OUTPUT_QUIET_S = 0.02  # output after this long without output triggers a sample...
+OUTPUT_SAMPLE_GAP_S = 0.05  # ...unless the last sample is more recent than this
 
 
 @dataclass
@@ -85,7 +86,7 @@ def run_watched(
         sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
         deadline = t0 + timeout_s
         next_sample = t0 + sample_interval_s
-        last_output = t0 - OUTPUT_QUIET_S  # the first output always triggers a sample
+        last_output = last_sample = t0 - OUTPUT_SAMPLE_GAP_S  # the first output always triggers a sample
         while sel.get_map():
             now = time.monotonic()
             if now >= deadline and not timed_out:
@@ -104,13 +105,14 @@ def run_watched(
                     sel.unregister(key.fileobj)
                     continue
                 chunks[key.data].append(data)
-                if on_sample and not sampled and now - last_output >= OUTPUT_QUIET_S and not timed_out:
+                quiet = now - last_output >= OUTPUT_QUIET_S and now - last_sample >= OUTPUT_SAMPLE_GAP_S
+                if on_sample and not sampled and quiet and not timed_out:
                     on_sample(pid)
-                    sampled, next_sample = True, now + sample_interval_s
+                    sampled, next_sample, last_sample = True, now + sample_interval_s, now
                 last_output = now
             if on_sample and not sampled and now >= next_sample and not timed_out:
                 on_sample(pid)
-                next_sample = now + sample_interval_s
+                next_sample, last_sample = now + sample_interval_s, now
         exit_by = time.monotonic() + 5.0 if timed_out else max(deadline, time.monotonic())
         if not _wait_exited(pid, exit_by):
             timed_out = True

@@ -69,31 +69,33 @@ def parse_comm(text: str) -> str:
     return text[text.index("(") + 1 : text.rindex(")")]
 
 
+def _field(text: str, key: str) -> int | None:
+    """The integer after `key` and its separator (':' plus blanks) at the start of a line, or None."""
+    at = text.find("\n" + key)
+    if at < 0:
+        if not text.startswith(key):
+            return None
+        at = -1
+    start = at + 1 + len(key)
+    if not key.endswith(":"):
+        start = text.find(":", start) + 1
+    end = text.find("\n", start)
+    try:
+        return int(text[start : end if end >= 0 else len(text)])
+    except ValueError:
+        return None
+
+
 def parse_status_switches(text: str) -> tuple[int | None, int | None]:
-    vol = invol = None
-    for line in text.splitlines():
-        if line.startswith("voluntary_ctxt_switches:"):
-            vol = int(line.split()[1])
-        elif line.startswith("nonvoluntary_ctxt_switches:"):
-            invol = int(line.split()[1])
-    return vol, invol
+    return _field(text, "voluntary_ctxt_switches:"), _field(text, "nonvoluntary_ctxt_switches:")
 
 
 def parse_sched_switches(text: str) -> tuple[int | None, int | None]:
-    vol = invol = None
-    for line in text.splitlines():
-        if line.startswith("nr_voluntary_switches"):
-            vol = int(line.split(":")[1])
-        elif line.startswith("nr_involuntary_switches"):
-            invol = int(line.split(":")[1])
-    return vol, invol
+    return _field(text, "nr_voluntary_switches "), _field(text, "nr_involuntary_switches ")
 
 
 def parse_sched_migrations(text: str) -> int | None:
-    for line in text.splitlines():
-        if line.startswith("se.nr_migrations"):
-            return int(line.split(":")[1])
-    return None
+    return _field(text, "se.nr_migrations ")
 
 
 def read_task(pid: int, tid: int, proc: Path = PROC) -> TaskSample | None:
