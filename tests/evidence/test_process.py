@@ -55,7 +55,8 @@ def test_timeout_kills_and_reaps():
     assert done.returncode == -9
     assert done.wall_s < 10
     with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # no child left behind, zombie or alive
+        os.waitpid(done.pid, os.WNOHANG)  # reaped: neither alive nor a zombie
+    assert not os.path.exists(f"/proc/{done.pid}")
 
 
 def test_output_of_both_streams_and_the_exit_code():

@@ -27,6 +27,7 @@ OUTPUT_SAMPLE_GAP_S = 0.05  # ...unless the last sample is more recent than this
 
 @dataclass
 class Finished:
+    pid: int
     stdout: str
     stderr: str
     returncode: int
@@ -134,6 +135,7 @@ def run_watched(
                 proc.send_signal(signal.SIGKILL)
             proc.wait()
     return Finished(
+        pid=pid,
         stdout=b"".join(chunks["stdout"]).decode(errors="replace"),
         stderr=b"".join(chunks["stderr"]).decode(errors="replace"),
         returncode=proc.returncode,
