@@ -4,13 +4,14 @@
  *
  *   --cpus LIST   OS CPU ids, e.g. 0 or 0-3,8 (required); all are measured at once, one pinned thread each
  *   --chunks N    timed chunks per CPU (default 15, at most 1024)
- *   --adds N      dependent integer adds per chunk (default 500000, about 135 us at 3.7 GHz)
+ *   --adds N      dependent integer adds per chunk (default 500000, about 135 us at 3.7 GHz; rounded up to
+ *                 whole steps of 64)
  *   --repeat R    measure R times (default 1)
  *
- * Method (common/ts_clock.h): N dependent adds take N cycles, so a chunk's rate is the core clock when the
- * chunk ran undisturbed. A chunk during which the CPU was taken away reads slow (never fast), so the clock is
- * the first-quartile chunk time's rate (the median of the faster half); availability = that chunk time x
- * chunks / wall time of all chunks.
+ * Method (common/ts_clock.h, clock/ts_clock_cpus.h): N dependent adds take N cycles, so a chunk's rate is the
+ * core clock when the chunk ran undisturbed. A chunk during which the CPU was taken away reads slow (never
+ * fast), so the clock is the 75th-percentile chunk rate; availability = the time the chunks would have taken
+ * at that rate / the wall time they took.
  *
  * Output: one JSON line per CPU and repetition:
  *   {"repeat":0,"cpu":0,"effective_mhz":3694.1,"available_fraction":0.981,"chunks":15,"adds":500000}
@@ -18,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "ts_clock.h"
+#include "ts_clock_cpus.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -79,7 +81,7 @@ int main(int argc, char **argv)
 {
     static int cpus[4096];
     int n = 0, chunks = 15, repeat = 1;
-    long adds = TS_CLOCK_DEFAULT_ADDS;
+    long adds = TS_CLOCK_ADDS_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
         if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
@@ -107,6 +109,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tsclock: out of memory\n");
         return 1;
     }
+    adds = (adds + TS_CLOCK_ADDS_PER_STEP - 1) / TS_CLOCK_ADDS_PER_STEP * TS_CLOCK_ADDS_PER_STEP;
     for (int r = 0; r < repeat; r++) {
         int err = ts_clock_measure(cpus, n, chunks, adds, hz, avail);
         if (err) {

@@ -121,16 +121,21 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
-    print(f"campaign: {outcome.campaign}")
+    if not outcome.committed:
+        print(f"campaign: {outcome.campaign} (nothing stored)")
+    else:
+        print(f"campaign: {outcome.campaign}")
     print(f"trials stored: {outcome.stored} ({outcome.failed} not ok)")
     if outcome.stopped_reason:
         print(f"tailscope: {outcome.stopped_reason}", file=sys.stderr)
-    if outcome.interrupted:
+    if outcome.interrupted and outcome.committed:
         print(
             f"interrupted: finished trials are stored; continue with "
             f"`tailscope run --resume --campaign {outcome.campaign}`",
             file=sys.stderr,
         )
+    elif outcome.interrupted:
+        print("interrupted before any trial finished: nothing stored, no campaign created", file=sys.stderr)
 
 
 def _outcome_code(outcome: RunOutcome) -> int:
@@ -159,6 +164,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.trials is not None and args.trials < 1:
             raise UsageError(f"--trials {args.trials}: expected at least 1")
         variants = ((ProbeVariant(args.probe, _probe_params(args)), args.trials or 0),)
+        if args.scaling:
+            from tailscope.probes.scaling import scaling_variants
+
+            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, _probe_params(args)))
     outcome = run_campaign(
         RunRequest(
             variants=variants,
@@ -175,6 +184,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     _print_outcome(outcome)
+    if args.scaling and not outcome.interrupted:
+        from tailscope.probes.scaling import render_scaling, scaling_table
+
+        print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return _outcome_code(outcome)
 
 
@@ -185,6 +198,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     if args.format in COUNTER_FORMATS:
         return run_counter_import(args)
+    if args.format == "hpl":
+        from tailscope.importers.hpl import import_hpl
+        from tailscope.node.facts import node_name
+
+        if not args.file.is_file():
+            raise UsageError(f"{args.file}: no such file")
+        with load_into(args.campaign, f"import hpl {args.file.name}", create=True) as load:
+            counts = import_hpl(args.file, load, node=args.node or node_name(), task=new_task_id())
+        print(
+            f"imported {counts['runs']} HPL runs ({counts['failed_residual']} failed the residual check, "
+            f"{counts['variants']} problem sizes) into {args.campaign}"
+        )
+        return EXIT_OK
     if args.format != "iterations":
         raise UsageError(f"import: unknown format {args.format!r}")
     if not args.file.is_file():
@@ -242,12 +268,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         settings=_settings(args),
         show_progress=not args.no_progress,
         evidence=not args.no_evidence,
+        deep=args.deep,
     )
     _print_outcome(result.outcome)
     if result.analysis is None or result.report is None:
         return _outcome_code(result.outcome)
     print("\n".join(render_summary(result.analysis)))
     print("\n".join(result.pages_advice))
+    if result.deep is not None:
+        print("\n".join(result.deep.lines()))
     print(f"report: {result.report.resolve()}")
     return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
 
@@ -298,15 +327,21 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
+    )
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("import", help="import results of other tools into a campaign")
     p.add_argument(
         "format",
-        choices=["iterations", *COUNTER_FORMATS],
-        help="iterations: CSV node,run,iteration,value[,unit,...]; perfcounts: the seed sampler's text; "
-        "perf-csv: perf stat -I -x, output; likwid-csv: likwid-perfctr -O output",
+        choices=["iterations", "hpl", *COUNTER_FORMATS],
+        help="iterations: CSV node,run,iteration,value[,unit,...]; hpl: xhpl output or hpcc's hpccoutf.txt; "
+        "perfcounts: the seed sampler's text; perf-csv: perf stat -I -x, output; "
+        "likwid-csv: likwid-perfctr -O output",
     )
     p.add_argument("--node", help="node the counter samples belong to (default: from the file)")
     p.add_argument("file", type=Path)
@@ -334,6 +369,11 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
     p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="then follow each degraded probe with the micro-architecture probes that isolate its component",
+    )
     p.add_argument("--trials", type=TRIALS, metavar="N", help="N trials of every probe")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")

@@ -10,7 +10,6 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 from tailscope.analysis.cluster import cluster_settings_of
@@ -29,7 +28,7 @@ from tailscope.probes.catalogue import ProbeVariant
 from tailscope.report.html import render_html, select_timeline_runs
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
 from tailscope.store.load import claim_run_trials, remove_empty_campaign
-from tailscope.store.read import connect
+from tailscope.store.read import CampaignConnection, connect
 
 
 @dataclass(frozen=True)
@@ -133,17 +132,17 @@ def _run_with_monitor(
     with monitor.running_monitor(path, interval_s=request.monitor_interval_s, events=events):
         outcome = runner.run(trials)
     if runner.committed:
-        store_monitor_files(root, node)
+        store_monitor_files(root, node, own_task=task)
     return outcome
 
 
-def store_monitor_files(root: Path, node: str) -> None:
+def store_monitor_files(root: Path, node: str, own_task: str | None = None) -> None:
     """Store the monitor files of this node not stored yet: this run's, and those of runs that were killed
     before they could (`run --resume` calls this too). Files of writers still running are left alone."""
     from tailscope.counters import monitor
     from tailscope.store.load import live_claims
 
-    running = {c.key for c in live_claims(root)}
+    running = {c.key for c in live_claims(root)} - {own_task}
     for path in monitor.unstored_monitor_files(root, node):
         if path.name.split(".")[-3] not in running:
             monitor.store_monitor_file(path, root, node=node, cut=True)
@@ -154,27 +153,15 @@ def load_frames(
     *,
     probe: str | None = None,
     node: str | None = None,
-    con: duckdb.DuckDBPyConnection | None = None,
+    con: CampaignConnection | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs (every status) and the iterations of the selected runs (on `con` when given)."""
     own = con is None
     if con is None:
         con = connect(campaign)
     try:
-        where, params = [], []
-        if probe:
-            where.append("probe = ?")
-            params.append(probe)
-        if node:
-            where.append("node = ?")
-            params.append(node)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        runs = con.execute(f"SELECT * FROM runs {clause} ORDER BY variant, node, trial", params).df()
-        iterations = con.execute(
-            f"""SELECT run_id, iteration, thread, kernel, cpu, warmup, seconds, value
-                FROM iterations WHERE run_id IN (SELECT run_id FROM runs {clause})""",
-            params,
-        ).df()
+        runs = con.runs(probe=probe, node=node)
+        iterations = con.iterations_of_runs(probe=probe, node=node)
     finally:
         if own:
             con.close()
@@ -198,18 +185,14 @@ def analyze_campaign(
 
 
 def with_attribution(
-    con: duckdb.DuckDBPyConnection, analysis: CampaignAnalysis, runs: pd.DataFrame
+    con: CampaignConnection, analysis: CampaignAnalysis, runs: pd.DataFrame
 ) -> CampaignAnalysis:
     """Add the counter attribution (analysis/attribution.py) when the analysed runs have counters."""
-    if not con.execute("SELECT count(*) FROM counters_all").fetchone()[0]:  # type: ignore[index]
+    if not con.has_rows("counters"):
         return analysis
     from tailscope.analysis.attribution import METHOD, attribute
 
-    counters = con.execute(
-        "SELECT run_id, source, pmu, unit, event, value FROM counters "
-        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-        [[r.run_id for r in analysis.runs]],
-    ).df()
+    counters = con.counters([r.run_id for r in analysis.runs])
     if counters.empty:
         return analysis
     section = attribute(analysis.runs, counters, runs, robust_cut=analysis.settings.robust_cut)
@@ -227,11 +210,9 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
     wanted = sorted({run_id for ids in select_timeline_runs(analysis).values() for run_id in ids})
     con = connect(campaign)
     try:
-        nodes = con.execute("SELECT * FROM nodes ORDER BY node").df()
-        iterations = con.execute(
-            "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
-        ).df()
-        samples = _timeline_samples(con)
+        nodes = con.nodes()
+        iterations = con.iterations(wanted)
+        samples = con.timeline_samples(MAX_TIMELINE_ROWS)
     finally:
         con.close()
     html = render_html(
@@ -247,18 +228,6 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
 
 
 MAX_TIMELINE_ROWS = 2_000_000  # monitor samples summed over units; more than this and no timelines are drawn
-
-
-def _timeline_samples(con: duckdb.DuckDBPyConnection) -> pd.DataFrame | None:
-    """Monitor samples summed over units, for the report's counter timelines (None when too many)."""
-    query = (
-        "SELECT node, source, pmu, event, sample, min(t_ns) AS t_ns, sum(value) AS value FROM samples "
-        "GROUP BY node, source, pmu, event, sample"
-    )
-    rows = con.execute(f"SELECT count(*) FROM ({query})").fetchone()
-    if not rows or rows[0] == 0 or rows[0] > MAX_TIMELINE_ROWS:
-        return None
-    return con.execute(query).df()
 
 
 __all__ = [

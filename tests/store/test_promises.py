@@ -443,3 +443,11 @@ def test_killed_monitored_run_leaves_no_monitor_and_resume_stores_its_samples(tm
     again = rows(campaign, "SELECT count(*) FROM samples")[0][0]
     assert main(["run", "--resume", "--campaign", str(campaign), "--no-progress"]) == 0
     assert rows(campaign, "SELECT count(*) FROM samples")[0][0] == again  # stored once, not twice
+
+
+def test_an_empty_import_creates_no_campaign(tmp_path):
+    from tailscope.store.load import load_into
+
+    with load_into(tmp_path / "c", "import nothing", create=True):
+        pass
+    assert not (tmp_path / "c").exists()

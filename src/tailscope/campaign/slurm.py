@@ -264,9 +264,9 @@ def campaign_nodes(campaign: Campaign, stored: set[str] | None = None) -> list[s
     for path in (campaign.root / SLURM_DIR).glob("job-*.nodes"):
         nodes.update(path.read_text().split())
     if stored is None:
-        con = connect(campaign, check=False)
+        con = connect(campaign)
         try:
-            stored = {r[0] for r in con.execute("SELECT DISTINCT node FROM runs").fetchall()}
+            stored = set(con.node_names())
         finally:
             con.close()
     return sorted(nodes | stored)
@@ -283,9 +283,9 @@ class NodeProgress:
 
 def progress(campaign: Campaign, *, check: bool = True) -> list[NodeProgress]:
     plans = campaign.manifest.planned_trials(include_imported=False)
-    con = connect(campaign, check=check)
+    con = connect(campaign)
     try:
-        rows = con.execute("SELECT node, variant, trial, status FROM runs").fetchall()
+        rows = con.run_keys()
     finally:
         con.close()
     ok: dict[tuple[str, str], set[int]] = {}

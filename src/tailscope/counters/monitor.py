@@ -248,16 +248,9 @@ def trial_windows(campaign: Campaign, node: str | None = None) -> list[tuple[str
 
     con = connect(campaign)
     try:
-        where = "status = 'ok' AND realtime_start_ns IS NOT NULL AND seconds IS NOT NULL"
-        params: list[Any] = []
-        if node:
-            where += " AND node = ?"
-            params.append(node)
-        query = f"SELECT run_id, realtime_start_ns, seconds FROM runs WHERE {where}"
-        rows = con.execute(query, params).fetchall()
+        return con.trial_windows(node)
     finally:
         con.close()
-    return [(r, int(t0), int(t0 + round(float(s) * 1e9))) for r, t0, s in rows]
 
 
 def store_cut(mf: MonitorFile, load: Transaction, *, node: str) -> int:

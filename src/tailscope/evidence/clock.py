@@ -1,9 +1,11 @@
-"""The effective clock and availability of CPUs without a PMU (native/common/ts_clock.c, via ctypes).
+"""The effective clock and availability of CPUs without a PMU (native/clock/ts_clock_cpus.c on the one clock
+routine, native/common/ts_clock.c; via ctypes).
 
 On every probe CPU at once, one pinned thread times short chunks of a dependent integer-add chain (N dependent
 adds take N cycles). A disturbed chunk only reads slow, so the clock is the rate of the first-quartile chunk
-time, and that time x chunks / wall time is the share of the time the CPU actually ran the loop (the rest went
-to the host or to other tasks). See native/common/ts_clock.h.
+time (the 75th-percentile chunk rate), and the time the chunks would have taken at that rate / the wall time
+they took is the share of the time the CPU actually ran the loop (the rest went to the host or to other tasks).
+See native/clock/ts_clock_cpus.h.
 """
 
 from __future__ import annotations
@@ -40,13 +42,6 @@ def _lib() -> ctypes.CDLL:
         ctypes.POINTER(ctypes.c_double),
     ]
     lib.ts_clock_measure.restype = ctypes.c_int
-    lib.ts_clock_effective_hz.argtypes = [
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-        ctypes.POINTER(ctypes.c_double),
-    ]
-    lib.ts_clock_effective_hz.restype = ctypes.c_double
     return lib
 
 

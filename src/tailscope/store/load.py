@@ -283,6 +283,9 @@ class Transaction:
     def commit(self) -> None:
         if self._done:
             return
+        if not self.exists and not self._staged and not (self.root / MANIFEST).exists():
+            self.abort()  # an operation that stored nothing creates no campaign
+            return
         with signals_deferred(), self._locked():
             campaign = self.campaign()
             if self.exists:

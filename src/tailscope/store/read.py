@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -219,11 +220,167 @@ class CampaignConnection:
     def close(self) -> None:
         self._con.close()
 
+    # --- the questions the rest of tailscope asks (all the SQL outside the store's own views is here) -------
+    def df(self, sql: str, parameters: Sequence[Any] | None = None) -> pd.DataFrame:
+        return self.execute(sql, parameters).df()
+
+    def runs(self, *, probe: str | None = None, node: str | None = None) -> pd.DataFrame:
+        """Every stored trial (each counted once, any status), ordered by variant, node, trial."""
+        where, params = _where(probe=probe, node=node)
+        return self.df(f"SELECT * FROM runs {where} ORDER BY variant, node, trial", params)
+
+    def iterations_of_runs(self, *, probe: str | None = None, node: str | None = None) -> pd.DataFrame:
+        """The timed iterations of the runs `runs(probe=, node=)` selects."""
+        where, params = _where(probe=probe, node=node)
+        return self.df(
+            "SELECT run_id, iteration, thread, kernel, cpu, warmup, seconds, value FROM iterations "
+            f"WHERE run_id IN (SELECT run_id FROM runs {where})",
+            params,
+        )
+
+    def iterations(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        return self.df(
+            "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
+        )
+
+    def counters(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        return self.df(
+            "SELECT run_id, source, pmu, unit, event, value FROM counters "
+            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+            [list(run_ids)],
+        )
+
+    def has_rows(self, table: str) -> bool:
+        if table not in TABLES:
+            raise KeyError(table)
+        return bool(self.execute(f"SELECT count(*) FROM {table}_all").fetchone()[0])
+
+    def run_keys(self) -> list[tuple[str, str, int, str]]:
+        """(node, variant, trial, status) of every stored trial."""
+        return [(str(n), str(v), int(t), str(s)) for n, v, t, s in
+                self.execute("SELECT node, variant, trial, status FROM runs").fetchall()]  # fmt: skip
+
+    def node_names(self) -> list[str]:
+        return [str(r[0]) for r in self.execute("SELECT DISTINCT node FROM runs ORDER BY node").fetchall()]
+
+    def nodes(self) -> pd.DataFrame:
+        """The latest facts of every node."""
+        return self.df("SELECT * FROM nodes ORDER BY node")
+
+    def virtual_nodes(self) -> dict[str, str]:
+        """node -> hypervisor, for the nodes whose facts say they are virtual machines."""
+        rows = self.execute(
+            "SELECT DISTINCT node, virtualization FROM nodes "
+            "WHERE virtualization IS NOT NULL AND lower(virtualization) NOT IN ('none', '')"
+        ).fetchall()
+        return {str(node): str(virt) for node, virt in rows}
+
+    def pages(self, *, with_trials: bool = False) -> pd.DataFrame:
+        """Physical pages of the stored runs; `with_trials`: recorded ones only, with node, variant, trial."""
+        if not with_trials:
+            return self.df(
+                'SELECT run_id, "array", thread, virtual_address, physical_address, page_size FROM pages'
+            )
+        return self.df(
+            """
+            SELECT p.run_id, r.node, r.variant, r.trial, p."array", p.thread, p.virtual_address,
+                   p.physical_address, p.page_size
+            FROM pages p JOIN runs r USING (run_id)
+            WHERE p.physical_address IS NOT NULL
+            ORDER BY r.variant, r.node, r.trial, p."array", p.virtual_address
+            """
+        )
+
+    def trial_windows(self, node: str | None = None) -> list[tuple[str, int, int]]:
+        """(run_id, t0_ns, t1_ns) of every ok run: its timed region in CLOCK_REALTIME."""
+        where = "status = 'ok' AND realtime_start_ns IS NOT NULL AND seconds IS NOT NULL"
+        params: list[Any] = []
+        if node:
+            where += " AND node = ?"
+            params.append(node)
+        rows = self.execute(
+            f"SELECT run_id, realtime_start_ns, seconds FROM runs WHERE {where}", params
+        ).fetchall()
+        return [(str(r), int(t0), int(t0 + round(float(s) * 1e9))) for r, t0, s in rows]
+
+    def sample_series(
+        self,
+        node: str | None,
+        source: str | None,
+        *,
+        columns: str = "sample, t_ns, tsc, source, pmu, unit, event, value",
+    ) -> tuple[str, str, pd.DataFrame]:
+        """The one (node, source) of background samples the user picked (or the only one), with its rows."""
+        pairs = self.execute("SELECT DISTINCT node, source FROM samples ORDER BY node, source").fetchall()
+        chosen = [p for p in pairs if (node is None or p[0] == node) and (source is None or p[1] == source)]
+        root = self.campaign.root
+        if not chosen:
+            stored = ", ".join(f"{n} ({s})" for n, s in pairs) or "none"
+            raise StoreError(f"{root}: no samples for node {node or '(any)'}; stored: {stored}")
+        if len(chosen) > 1:
+            listed = ", ".join(f"{n} ({s})" for n, s in chosen)
+            raise StoreError(
+                f"{root}: samples of several nodes/sources ({listed}); pick with --node/--source"
+            )
+        picked_node, picked_source = chosen[0]
+        frame = self.df(
+            f"SELECT {columns} FROM samples WHERE node = ? AND source = ? "
+            "ORDER BY sample, pmu, unit NULLS FIRST, event",
+            [picked_node, picked_source],
+        )
+        return str(picked_node), str(picked_source), frame
+
+    def value_spread_by_threads(
+        self, probe: str
+    ) -> list[tuple[str, str, int, int, float, float, float, str]]:
+        """(node, probe, threads, trials, min, median, max, unit) of a probe's ok trials per thread count."""
+        rows = self.execute(
+            """
+            SELECT node, probe, threads, count(*), min(value), quantile_cont(value, 0.5), max(value),
+                   any_value(unit)
+            FROM runs WHERE probe = ? AND status = 'ok' AND value IS NOT NULL
+            GROUP BY node, probe, threads ORDER BY node, threads
+            """,
+            [probe],
+        ).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), r[4], r[5], r[6], str(r[7])) for r in rows]
+
+    def ok_summaries(self, variant: str) -> list[tuple[str | None, float | None]]:
+        """(summary JSON, value) of a variant's ok trials, in trial order."""
+        return self.execute(
+            "SELECT summary, value FROM runs WHERE variant = ? AND status = 'ok' ORDER BY trial", [variant]
+        ).fetchall()
+
+    def hardware_counter_values(self) -> int:
+        """How many perf counter values of hardware (not software) PMUs are stored."""
+        row = self.execute(
+            "SELECT count(*) FROM counters WHERE source = 'perf' AND pmu NOT LIKE 'software%'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def timeline_samples(self, max_rows: int) -> pd.DataFrame | None:
+        """Monitor samples summed over units, for the report's timelines (None when more than max_rows)."""
+        query = (
+            "SELECT node, source, pmu, event, sample, min(t_ns) AS t_ns, sum(value) AS value FROM samples "
+            "GROUP BY node, source, pmu, event, sample"
+        )
+        rows = self.execute(f"SELECT count(*) FROM ({query})").fetchone()
+        if not rows or rows[0] == 0 or rows[0] > max_rows:
+            return None
+        return self.df(query)
+
     def __enter__(self) -> CampaignConnection:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _where(**equal: str | None) -> tuple[str, list[Any]]:
+    terms = [(column, value) for column, value in equal.items() if value]
+    if not terms:
+        return "", []
+    return "WHERE " + " AND ".join(f"{c} = ?" for c, _ in terms), [v for _, v in terms]
 
 
 def connect(campaign: Campaign | Path, *, check: bool = True) -> CampaignConnection:
