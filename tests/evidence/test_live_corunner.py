@@ -110,6 +110,6 @@ def test_optional_parts_wait_for_credit_but_a_new_variant_always_gets_its_clock(
         return any(r["event"] == "effective_mhz" for r in rows.counters)
 
     assert has_clock(a, 0)  # the first trial of a variant
-    collector._credit_s = 0.0  # the starting credit spent
+    collector._credit_s["clock"] = 0.0  # the starting credit spent
     assert not has_clock(a, 1)
     assert has_clock(b, 0)

@@ -115,6 +115,7 @@ def test_stat_with_a_hostile_command_name(comm):
 
 def test_cpufreq_and_thermal_throttle_where_present(tmp_path):
     sysfs._absent.clear()
+    sysfs._cpus_without.clear()
     before = sysfs.read([0, 1], FIX / "sys_cpu_before")
     after = sysfs.read([0, 1], FIX / "sys_cpu_after")
     assert after[0].cpufreq_khz == 2100000

@@ -4,13 +4,14 @@ routine, native/common/ts_clock.c; via ctypes).
 On every probe CPU at once, one pinned thread times short chunks of a dependent integer-add chain (N dependent
 adds take N cycles). A disturbed chunk only reads slow, so the clock is the rate of the first-quartile chunk
 time (the 75th-percentile chunk rate), and the time the chunks would have taken at that rate / the wall time
-they took is the share of the time the CPU actually ran the loop (the rest went to the host or to other tasks).
+they took is the share of the time the CPU actually ran the loop (the rest went to the host or to others).
 See native/clock/ts_clock_cpus.h.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -43,6 +44,13 @@ def _lib() -> ctypes.CDLL:
     ]
     lib.ts_clock_measure.restype = ctypes.c_int
     return lib
+
+
+def prepare() -> None:
+    """Load the library and find the TSC frequency now (a 20 ms calibration where CPUID does not give it)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if cpus:
+        measure(cpus[:1], chunks=1, adds=1000)
 
 
 def measure(cpus: Sequence[int], chunks: int = CHUNKS, adds: int = ADDS) -> list[ClockReading]:

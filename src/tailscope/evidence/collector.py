@@ -78,9 +78,13 @@ class EvidenceCollector:
         self.proc, self.sys_cpu = proc, sys_cpu
         self.corunners = CorunnerTracker(proc=proc)
         self._cpus_of: dict[str, list[int]] = {}  # variant -> CPUs its last trial ran on
-        self._credit_s = CREDIT_CAP_S  # the first trial gets its clock and its scan
+        # each optional part has its own credit (half the budget each), so a busy node's scans cannot starve
+        # the clock; the first trial gets both
+        self._credit_s = {"clock": CREDIT_CAP_S, "scan": CREDIT_CAP_S}
         self._cost_s = {"clock": 0.0, "scan": 0.0}  # what the last one took
         self._last_process_sample = 0.0
+        if self.settings.measure_clock:
+            clock.prepare()  # the TSC frequency is found once (up to 20 ms), not charged to a trial
         self._before: _Reading | None = None
         self._after: _Reading | None = None
         self._tasks: TaskTracker | None = None
@@ -142,7 +146,8 @@ class EvidenceCollector:
         if cpus:
             self._cpus_of[variant_id] = list(cpus)
         wall_s = after.t - before.t
-        self._credit_s = min(CREDIT_CAP_S, self._credit_s + self.settings.budget * wall_s)
+        for part in self._credit_s:
+            self._credit_s[part] = min(CREDIT_CAP_S, self._credit_s[part] + self.settings.budget / 2 * wall_s)
         out = Evidence()
 
         def row(pmu: str, unit: int | None, event: str, value: float) -> None:
@@ -225,11 +230,11 @@ class EvidenceCollector:
 
     def _afford(self, part: str) -> bool:
         # a part that once cost more than the cap is still run whenever the credit is full
-        return self._credit_s >= min(self._cost_s[part], CREDIT_CAP_S)
+        return self._credit_s[part] >= min(self._cost_s[part], CREDIT_CAP_S)
 
     def _spend(self, part: str, seconds: float) -> None:
         self._cost_s[part] = seconds
-        self._credit_s -= seconds
+        self._credit_s[part] -= seconds
 
 
 def _rusage_cpu_ns(rusage: resource.struct_rusage | None) -> int | None:

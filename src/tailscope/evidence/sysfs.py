@@ -35,12 +35,21 @@ class CpuSysfs:
     throttle_count: int | None
 
 
+_NONE = CpuSysfs(None, None)
+_cpus_without: set[tuple[Path, int]] = set()  # CPUs that had neither file: not looked at again
+
+
 def read_cpu(cpu: int, root: Path = SYS_CPU, *, with_freq: bool = True) -> CpuSysfs:
+    if (root, cpu) in _cpus_without:
+        return _NONE
     base = root / f"cpu{cpu}"
-    return CpuSysfs(
+    found = CpuSysfs(
         cpufreq_khz=_int(base / "cpufreq" / "scaling_cur_freq") if with_freq else None,
         throttle_count=_int(base / "thermal_throttle" / "core_throttle_count"),
     )
+    if with_freq and found == _NONE:
+        _cpus_without.add((root, cpu))
+    return found
 
 
 def read(cpus: list[int], root: Path = SYS_CPU, *, with_freq: bool = True) -> dict[int, CpuSysfs]:
