@@ -33,8 +33,9 @@ class EvidenceSettings:
     """What the collector reads, and how much trial time its optional parts may take.
 
     The fixed part (/proc/stat, /proc/interrupts, /proc/vmstat, cpufreq/thermal files, the probe's threads)
-    is read on every trial. The optional parts -- the effective clock (~0.3-1 ms) and the scan of every
-    process (~10 us per process) -- draw on a credit that grows by `budget` x each trial's wall time: on
+    is read on every trial. The optional parts -- the effective clock (~0.7 ms of CPU time per probe CPU) and
+    the scan of every process (~10 us per process) -- each draw on a credit that grows by half of `budget` x
+    each trial's wall time and is charged the CPU time the part used (all its threads): on
     trials of a second or more they run every time; on 50 ms trials the clock runs every few trials (and on
     the first trial of every variant). A process scan is only wanted when something else ran (see
     `finish`)."""
@@ -204,10 +205,10 @@ class EvidenceCollector:
         threshold = max(MIN_SHARE * wall_s, 2.0 / procstat.TICKS_PER_S)
         busy = others_max >= threshold or run_delay_s >= MIN_SHARE * wall_s
         scan = busy and self._afford("scan")
-        t0 = time.monotonic()
+        t0 = time.process_time()
         found = self.corunners.finish(exclude=exclude, cpus=probe_cpus, wall_s=wall_s, scan_now=scan)
         if scan:
-            self._spend("scan", time.monotonic() - t0)
+            self._spend("scan", time.process_time() - t0)
         for c in found:
             out.corunners.append(
                 {
@@ -220,9 +221,9 @@ class EvidenceCollector:
                 }
             )
         if self.settings.measure_clock and (first_of_variant or self._afford("clock")):
-            t0 = time.monotonic()
+            t0 = time.process_time()  # CPU time of every clock thread: waiting for a busy CPU costs nothing
             readings = clock.measure(probe_cpus, self.settings.clock_chunks, self.settings.clock_adds)
-            self._spend("clock", time.monotonic() - t0)
+            self._spend("clock", time.process_time() - t0)
             for reading in readings:
                 row("cpu", reading.cpu, "effective_mhz", reading.effective_hz / 1e6)
                 row("cpu", reading.cpu, "available_fraction", reading.available_fraction)

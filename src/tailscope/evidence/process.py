@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 OUTPUT_QUIET_S = 0.02  # output after this long without output triggers a sample...
 OUTPUT_SAMPLE_GAP_S = 0.05  # ...unless the last sample is more recent than this
+OUTPUT_SAMPLES = 2  # at most this many output-triggered samples per process (the periodic ones go on)
 
 
 @dataclass
@@ -88,6 +89,7 @@ def run_watched(
         deadline = t0 + timeout_s
         next_sample = t0 + sample_interval_s
         last_output = last_sample = t0 - OUTPUT_SAMPLE_GAP_S  # the first output always triggers a sample
+        output_samples = 0
         while sel.get_map():
             now = time.monotonic()
             if now >= deadline and not timed_out:
@@ -107,9 +109,10 @@ def run_watched(
                     continue
                 chunks[key.data].append(data)
                 quiet = now - last_output >= OUTPUT_QUIET_S and now - last_sample >= OUTPUT_SAMPLE_GAP_S
-                if on_sample and not sampled and quiet and not timed_out:
+                if on_sample and not sampled and quiet and not timed_out and output_samples < OUTPUT_SAMPLES:
                     on_sample(pid)
                     sampled, next_sample, last_sample = True, now + sample_interval_s, now
+                    output_samples += 1
                 last_output = now
             if on_sample and not sampled and now >= next_sample and not timed_out:
                 on_sample(pid)
