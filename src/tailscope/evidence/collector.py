@@ -206,7 +206,9 @@ class EvidenceCollector:
         busy = others_max >= threshold or run_delay_s >= MIN_SHARE * wall_s
         scan = busy and self._afford("scan")
         t0 = time.process_time()
-        found = self.corunners.finish(exclude=exclude, cpus=probe_cpus, wall_s=wall_s, scan_now=scan)
+        found = self.corunners.finish(
+            exclude=exclude, cpus=probe_cpus, wall_s=wall_s, scan_now=scan, busy=busy
+        )
         if scan:
             self._spend("scan", time.process_time() - t0)
         for c in found:

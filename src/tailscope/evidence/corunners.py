@@ -2,13 +2,14 @@
 
 Every process's CPU time (utime + stime of /proc/PID/stat, all its threads, in ticks) is read at the end of
 a trial when that trial shows that something else ran on the probe's CPUs (the collector decides, from the
-per-CPU busy time and the probe threads' run-queue wait); that reading is the baseline of the next one, so a
-quiet trial costs no scan of /proc. While a trial runs, the processes that were active at the last scan,
-plus new ones, are re-read every sample interval for the CPU they ran on (`processor`). A process's time is
-attributed to the probe's CPUs in the proportion of its readings that found it on one of them (exact for a
-pinned co-runner, a sample for a floating one), and scaled from the span since the baseline to the trial's
-wall time (a rate: exact from the second trial of a busy spell on). A process that started and ended between
-two readings is not seen here; the per-CPU `others_s` (busy time minus the probe's) still counts its time.
+per-CPU busy time and the probe threads' run-queue wait, and within its budget); that reading is the baseline
+of the next one, so a quiet trial costs no scan of /proc. On a busy trial without a full scan, only the 16
+processes busiest at the last scan are re-read (a few files), so a busy spell names them on every trial.
+While a trial runs, those processes are also re-read every sample interval for the CPU they ran on
+(`processor`). A process's time is attributed to the probe's CPUs in the proportion of its readings that
+found it on one of them (exact for a pinned co-runner, a sample for a floating one), and scaled from the span
+since its previous reading to the trial's wall time (a rate). A process that started and ended between two
+readings is not seen here; the per-CPU `others_s` (busy time minus the probe's) still counts its time.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class CorunnerTracker:
     active: set[int] = field(default_factory=set)
     _seen: dict[int, list[int]] = field(default_factory=dict)
     _latest: dict[int, ProcInfo] = field(default_factory=dict)
+    _read_at: dict[int, float] = field(default_factory=dict)  # re-read since the baseline scan: when
 
     def start(self) -> None:
         if self.baseline is None:
@@ -134,17 +136,26 @@ class CorunnerTracker:
         self._seen.setdefault(info.pid, []).append(info.processor)
 
     def finish(
-        self, *, exclude: set[int], cpus: Sequence[int], wall_s: float, scan_now: bool = True
+        self,
+        *,
+        exclude: set[int],
+        cpus: Sequence[int],
+        wall_s: float,
+        scan_now: bool = True,
+        busy: bool = False,
     ) -> list[Corunner]:
-        """The ranked co-runners of the trial; the end scan becomes the next trial's baseline. Without
-        `scan_now` (a quiet trial) nothing is read and the baseline stays."""
+        """The ranked co-runners of the trial. With `scan_now` every process is read and the reading becomes
+        the next baseline. Without it, a `busy` trial re-reads only the processes busiest at the last scan
+        (a few files: the same processes are named on every trial of a busy spell, between full scans);
+        a quiet one reads nothing."""
         assert self.baseline is not None
-        if not scan_now:
+        now = time.monotonic()
+        if scan_now:
+            end = scan(self.proc)
+        elif busy and self.active:
+            end = {pid: info for pid in self.active if (info := read_one(pid, self.proc)) is not None}
+        else:
             return []
-        end, end_at = scan(self.proc), time.monotonic()
-        # The deltas span baseline to now (the trial and the gap before it): scale to the trial's wall time.
-        window = end_at - self.baseline_at
-        scale = min(1.0, wall_s / window) if window > 0 else 1.0
         for info in end.values():
             self._note(info)
         cpu_set = set(cpus)
@@ -163,11 +174,20 @@ class CorunnerTracker:
             on_probe = sum(1 for c in seen if c in cpu_set)
             if not on_probe:
                 continue
+            # the delta spans the process's last reading to now (the trial and the gap before it): a rate,
+            # scaled to the trial's wall time
+            window = now - self._read_at.get(pid, self.baseline_at)
+            scale = min(1.0, wall_s / window) if window > 0 else 1.0
             cpu_s = ticks / self.ticks_per_s * on_probe / len(seen) * scale
             found.append((cpu_s, info))
-        self.baseline, self.baseline_at = end, end_at
-        # the busiest processes of this trial are the ones re-read while the next one runs
-        self.active = set(sorted(active, key=lambda p: -active[p])[:ACTIVE_MAX])
+        if scan_now:
+            self.baseline, self.baseline_at, self._read_at = end, now, {}
+            # the busiest processes of this trial are the ones re-read while the next ones run
+            self.active = set(sorted(active, key=lambda p: -active[p])[:ACTIVE_MAX])
+        else:
+            for pid, info in end.items():
+                self.baseline[pid] = info
+                self._read_at[pid] = now
         found.sort(key=lambda x: (-x[0], x[1].pid))
         rows = []
         for cpu_s, info in found[:TOP]:
