@@ -113,3 +113,25 @@ def test_optional_parts_wait_for_credit_but_a_new_variant_always_gets_its_clock(
     collector._credit_s["clock"] = 0.0  # the starting credit spent
     assert not has_clock(a, 1)
     assert has_clock(b, 0)
+
+
+def test_between_full_scans_the_busiest_processes_are_still_named(tmp_path: Path) -> None:
+    campaign = Campaign.create(tmp_path / "c")
+    variant = ProbeVariant("l2sum", {"cpus": "0", "sums": 4000, "no_pages": True})
+    collector = EvidenceCollector()
+    hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
+    try:
+        time.sleep(0.2)
+        named = []
+        for i in range(3):
+            if i > 0:
+                collector._credit_s["scan"] = -1.0  # no full scan affordable: only the light re-read
+            rows = run_trial(
+                campaign, Trial(variant, i), node="n", task="t", timeout_s=120, evidence=collector
+            )
+            named.append([c["share"] for c in rows.corunners if c["pid"] == hog.pid])
+    finally:
+        hog.kill()
+        hog.wait()
+    assert named[0], "the full scan of the first trial names the hog"
+    assert named[1] and named[2], named  # and so do the light re-reads of the next ones
