@@ -113,6 +113,7 @@ class CorunnerTracker:
     _seen: dict[int, list[int]] = field(default_factory=dict)
     _latest: dict[int, ProcInfo] = field(default_factory=dict)
     _read_at: dict[int, float] = field(default_factory=dict)  # re-read since the baseline scan: when
+    _cmdlines: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (pid, starttime) -> cmdline
 
     def start(self) -> None:
         if self.baseline is None:
@@ -194,5 +195,10 @@ class CorunnerTracker:
             share = cpu_s / capacity if capacity > 0 else 0.0
             if share < MIN_SHARE:
                 break
-            rows.append(Corunner(info.pid, info.comm, cmdline(info.pid, self.proc), cpu_s, share))
+            key = (info.pid, info.starttime)
+            if key not in self._cmdlines:  # read once per process, not on every trial it is named in
+                if len(self._cmdlines) > 4096:
+                    self._cmdlines.clear()
+                self._cmdlines[key] = cmdline(info.pid, self.proc)
+            rows.append(Corunner(info.pid, info.comm, self._cmdlines[key], cpu_s, share))
         return rows
