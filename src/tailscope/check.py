@@ -54,6 +54,7 @@ def run_check(
     common: dict[str, ParamValue] | None = None,
     settings: Settings | None = None,
     show_progress: bool = True,
+    evidence: bool = True,
     deep: bool = False,
 ) -> CheckResult:
     node = node_name()
@@ -63,6 +64,7 @@ def run_check(
         campaign_dir=campaign_dir,
         show_progress=show_progress,
         label="check",
+        evidence=evidence,
     )
     outcome = run_campaign(request)
     if outcome.interrupted:

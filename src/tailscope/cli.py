@@ -180,6 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             monitor=args.monitor,
             monitor_interval_s=parse_interval(args.monitor_interval),
             monitor_events=args.monitor_events,
+            evidence=not args.no_evidence,
         )
     )
     _print_outcome(outcome)
@@ -266,6 +267,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         common=_probe_params(args),
         settings=_settings(args),
         show_progress=not args.no_progress,
+        evidence=not args.no_evidence,
         deep=args.deep,
     )
     _print_outcome(result.outcome)
@@ -345,6 +347,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 # --- parser ---------------------------------------------------------------------------------------
+_NO_EVIDENCE_HELP = (
+    "do not record what else ran on the probe's CPUs around each trial (/proc, /sys, effective clock; "
+    "docs/evidence.md); causes then read 'no evidence recorded'"
+)
+
+
 def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tailscope {__version__}")
@@ -364,6 +372,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--monitor", action="store_true", help="run the background monitor beside the trials")
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
+    p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     p.add_argument(
         "--scaling",
         action="store_true",
@@ -417,6 +426,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
     p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
+    p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     _add_analysis_options(p)
     p.set_defaults(func=cmd_check)
 

@@ -43,6 +43,7 @@ class RunRequest:
     monitor: bool = False  # run tsmon beside the trials and cut each trial's deltas from its samples
     monitor_interval_s: float = 1.0
     monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
+    evidence: bool = True  # per-trial evidence (tailscope.evidence): /proc, /sys, co-runners, clock
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -101,6 +102,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             timeout_s=request.timeout_s,
             show_progress=request.show_progress,
             plans=plans,
+            evidence=request.evidence,
         )
         if request.monitor:
             outcome = _run_with_monitor(request, runner, trials, variants)
