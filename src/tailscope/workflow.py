@@ -143,10 +143,35 @@ def analyze_campaign(
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
         cluster = cluster_settings_of(campaign.manifest)
-        analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster)
+        counters, corunners, nodes = load_evidence(con)
+        analysis = analyze(
+            runs,
+            iterations,
+            settings,
+            campaign.campaign_id,
+            cluster,
+            counters=counters,
+            corunners=corunners,
+            nodes=nodes,
+        )
         return with_attribution(con, analysis, runs)
     finally:
         con.close()
+
+
+def load_evidence(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The per-trial evidence (EVIDENCE.md): os counters rows, co-runners (empty where the store has no
+    such table yet) and node facts, for the cause catalogue and the node verdicts."""
+    counters = con.execute(
+        "SELECT run_id, source, pmu, CAST(unit AS VARCHAR) AS unit, event, value FROM counters "
+        "WHERE source = 'os'"
+    ).df()
+    try:
+        corunners = con.execute("SELECT * FROM corunners").df()
+    except duckdb.CatalogException:
+        corunners = pd.DataFrame(columns=["run_id", "pid", "comm", "cmdline", "cpu_s", "share"])
+    nodes = con.execute("SELECT * FROM nodes").df()
+    return counters, corunners, nodes
 
 
 def with_attribution(

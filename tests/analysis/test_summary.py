@@ -71,7 +71,9 @@ def test_planted_slow_runs_are_found_and_classified(campaign):
     result = analyze(runs, iterations, Settings(), "c1")
     slow = {(r.node, r.trial): r.kind for r in result.runs if r.slow}
     assert slow == {("n1", 4): "systematic", ("n2", 9): "transient"}
-    assert {r.kind for r in result.runs if not r.slow} == {"none"}
+    # Robust outliers are flagged too and get a kind: n1 trial 13 is 3% low in every iteration.
+    assert {r.kind for r in result.runs if not r.flagged} == {"none"}
+    assert _run(result, "n1", 13).kind == "systematic" and _run(result, "n1", 13).flagged
     assert _run(result, "n1", 4).evidence.fraction_low == 1.0
     assert _run(result, "n2", 9).evidence.low == 2
     # 3% slow throughout: not slow at 5%, but a robust outlier against 0.2% noise
