@@ -19,6 +19,7 @@ from tailscope.analysis.model import (
     Check,
     GroupSummary,
     KindEvidence,
+    NodeHealth,
     QuantileCI,
     QuantileRule,
     RunKind,
@@ -232,9 +233,26 @@ def demo_analysis(*, checks: Sequence[Check] = (), notes: Sequence[str] = ()) ->
         variants=variants,
         groups=groups,
         runs=tuple(runs),
-        verdict=Verdict(passed=all(c.passed for c in checks), checks=tuple(checks)),
+        verdict=Verdict(
+            passed=all(c.passed for c in checks),
+            checks=tuple(checks),
+            state="healthy" if all(c.passed for c in checks) else "degraded",
+        ),
         notes=tuple(notes),
         methods={"quantiles": "order statistics", "kind": "level vs spread"},
+        nodes=tuple(
+            NodeHealth(
+                node=node,
+                verdict="healthy"
+                if all(c.passed for c in checks if c.scope.endswith(f"/{node}"))
+                else "degraded",
+                reasons=tuple(c.message for c in checks if c.scope.endswith(f"/{node}") and not c.passed)
+                or ("every probe within the limits",),
+                causes=(),
+                limits=("slow-run rate at most 1%",),
+            )
+            for node in sorted({g.node for g in groups})
+        ),
     )
 
 

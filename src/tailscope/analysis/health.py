@@ -137,6 +137,9 @@ def node_health(
 
 
 def campaign_state(nodes: Sequence[NodeHealth]) -> NodeState:
+    """The worst node verdict; inconclusive when there is no node to judge."""
+    if not nodes:
+        return "inconclusive"
     worst: NodeState = "healthy"
     for n in nodes:
         if SEVERITY[n.verdict] > SEVERITY[worst]:
@@ -156,6 +159,7 @@ def _one_node(
     limits: tuple[str, ...],
 ) -> NodeHealth:
     degraded: list[str] = []
+    drains: list[str] = []
     unsure: list[str] = []
     causes: list[CauseFinding] = []
     slow_runs: list[RunVerdict] = []
@@ -177,8 +181,8 @@ def _one_node(
     retest = any(e.retest and not e.drain for _, e in screen)
     for summary, e in screen:
         if e.drain:
-            degraded.append(
-                f"{summary.probe}: {pct(e.slowdown)} slower than the median node ({e.median:.4g} vs "
+            drains.append(
+                f"{summary.probe} {pct(e.slowdown)} slower than the median node ({e.median:.4g} vs "
                 f"{summary.fleet_median:.4g} {summary.unit}, p = {e.p_value:.2g} < "
                 f"{summary.settings.alpha_drain:g}/{len(summary.nodes)}, Bonferroni)"
             )
@@ -195,12 +199,12 @@ def _one_node(
             causes.append(hw)
     causes = _run_causes(slow_runs) + causes
     if busy is not None and busy.median_share > settings.max_busy_share:
-        reasons = [_busy_text(busy, settings), *degraded, *unsure]
+        reasons = [_busy_text(busy, settings), *drains, *degraded, *unsure]
         state: NodeState = "inconclusive"
         causes = [_busy_cause(busy), *causes]
-    elif degraded:
+    elif degraded or drains:
         state = "degraded"
-        reasons = [*(_cause_line(c) for c in causes[:3]), *degraded, *unsure]
+        reasons = [*drains, *(_cause_line(c) for c in causes[:3]), *degraded, *unsure]
     elif unsure:
         state, reasons = "inconclusive", unsure
     else:

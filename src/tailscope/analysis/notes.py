@@ -1,6 +1,7 @@
 """Plain-words findings of an analysis, most important first, each with its numbers and a next step.
 
-Order (ties keep the order of variants and nodes): failed checks; nodes slower than their peers; nodes
+The node verdicts (health.py) carry the failed checks; the notes do not repeat them.
+Order (ties keep the order of variants and nodes): nodes slower than their peers; nodes
 with slow runs (strongest evidence first, at most `MAX_GROUP_NOTES`, the rest counted); the quantile
 rule passing where the tail count does not; the many-tests caution; each variant's pooled slow-run rate
 and what it means for a synchronous job; fwq noise; failed runs; too few runs for a median interval;
@@ -24,6 +25,7 @@ from tailscope.analysis.binomial import (
     trials_to_observe,
     zero_event_upper_bound,
 )
+from tailscope.analysis.causes.context import ranges_text
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary, Verdict
 from tailscope.analysis.power import runs_to_detect_shift
 from tailscope.analysis.quantiles import min_trials_for_ci
@@ -72,7 +74,6 @@ def compose_notes(
             slow_runs[(r.variant, r.node)].append(r)
     by_variant = {v.variant: v for v in variants}
     notes: list[Note] = [
-        *_failed_checks(verdict),
         *_slow_nodes(groups, by_variant, settings),
         *_slow_runs(groups, slow_runs, settings),
         *_threshold_in_noise(groups, settings),
@@ -89,20 +90,6 @@ def compose_notes(
     ]
     notes.sort(key=lambda note: note[0])
     return tuple(text for _, text in notes)
-
-
-def _failed_checks(verdict: Verdict) -> list[Note]:
-    failed = [c for c in verdict.checks if not c.passed]
-    if not failed:
-        return []
-    names = [f"{c.name} on {c.scope}" for c in failed]
-    return [
-        (
-            10,
-            f"{len(failed)} of {len(verdict.checks)} checks failed ({some(names)}); "
-            f"first: {failed[0].message}",
-        )
-    ]
 
 
 def _slow_nodes(
@@ -165,22 +152,27 @@ def _slow_run_note(g: GroupSummary, slow: Sequence[RunVerdict], settings: Settin
         text += (
             f"That is consistent with the allowed rate {pct(tail.p0)} (binomial p = {p_value(tail.p_value)})."
         )
-    if g.n_systematic:
-        text += (
-            " Systematic runs sat at a lower level in every iteration, as when the physical pages a run got "
-            "conflict in the cache: compare their pages and page policy with normal runs, try 1 GiB pages."
-        )
-    if g.n_transient:
-        text += (
-            " Transient runs lost time in a few iterations: look for other activity on the node during them "
-            "(daemons, interrupts, other jobs)."
-        )
-    return text
+    return text + _causes_text(slow)
+
+
+def _causes_text(slow: Sequence[RunVerdict]) -> str:
+    """' Causes: cpu-contention (trials 13-21), unknown (trial 4).' from the runs' top causes."""
+    by_cause: dict[str, list[int]] = defaultdict(list)
+    for r in slow:
+        if r.causes:
+            by_cause[r.causes[0].cause].append(r.trial)
+    if not by_cause:
+        return ""
+    parts = [
+        f"{cause} (trial{'s' if len(trials) > 1 else ''} {ranges_text(trials)})"
+        for cause, trials in sorted(by_cause.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+    return " Most likely causes: " + ", ".join(parts) + " (each run's evidence is in --json and the report)."
 
 
 def _kinds(systematic: int, transient: int, unclassified: int) -> str:
     systematic_words = "systematic (slow in every iteration: a level shift)"
-    transient_words = "transient (a few iterations slow: interference)"
+    transient_words = "transient (slow in part of the run: interference)"
     unclassified_words = "unclassified (iterations missing or too few to tell)"
     total = systematic + transient + unclassified
     for count, words in (

@@ -262,6 +262,7 @@ def _group_summaries(
         low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
         low_ci = quantile_ci(values, low_q, settings.confidence)
         drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
+        rule_limit = _rule_limit(values, median, settings)
         tails = tuple(
             tail_count(
                 int(np.count_nonzero(ratio < 1.0 - d)),
@@ -309,8 +310,8 @@ def _group_summaries(
                     q=low_q,
                     quantile=low_ci.estimate,
                     drop=float(drop),
-                    limit=settings.quantile_rule_limit,
-                    passed=bool(drop > settings.quantile_rule_limit),
+                    limit=rule_limit,
+                    passed=bool(drop >= rule_limit),
                 ),
                 tails=tails,
                 n_slow=tails[0].k,
@@ -324,6 +325,16 @@ def _group_summaries(
             )
         )
     return tuple(out)
+
+
+def _rule_limit(values: np.ndarray, median: float, settings: Settings) -> float:
+    """The quantile rule's limit (negative: a drop): the verdict's max_q01_drop widened to floor_sds robust
+    sds of the group's own noise (verdict.quantile_limit), so the table and the verdict agree; the plain
+    quantile_rule_limit when that check is off."""
+    if settings.max_q01_drop is None or median <= 0:
+        return settings.quantile_rule_limit
+    floor = robust.robust_cv(robust.mad(values), median)
+    return -max(settings.max_q01_drop, settings.floor_sds * floor)
 
 
 def _node_level(scored: pd.DataFrame, settings: Settings) -> dict[tuple[str, str], tuple[float, float, bool]]:
