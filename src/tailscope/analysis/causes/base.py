@@ -25,8 +25,11 @@ def explained_score(explained: float, slowdown: float) -> float:
 
 
 def confidence_of(score: float, direct: bool) -> Literal["high", "medium", "low"]:
-    """High: direct evidence accounting for at least half the slowdown; medium: a fifth; else low."""
-    if direct and score >= 0.5:
+    """High: direct evidence accounting for at least half the slowdown; medium: direct evidence for a
+    fifth; low: less, or a finding by elimination."""
+    if not direct:
+        return "low"
+    if score >= 0.5:
         return "high"
     if score >= 0.2:
         return "medium"

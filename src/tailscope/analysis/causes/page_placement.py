@@ -36,7 +36,7 @@ def mitigation(ctx: RunContext) -> str:
         )
     return (
         "compare the pages of slow and normal runs with `tailscope addr explain` (permutation test); "
-        f"try 1 GiB pages, which give fewer distinct placements (no known slice/snoop-filter model for "
+        f"try 1 GiB pages, which give fewer distinct placements (no known address-to-cache mapping for "
         f"{cpu_name(ctx.facts)})"
     )
 
