@@ -166,10 +166,18 @@ def load_evidence(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
         "SELECT run_id, source, pmu, CAST(unit AS VARCHAR) AS unit, event, value FROM counters "
         "WHERE source = 'os'"
     ).df()
-    try:
-        corunners = con.execute("SELECT * FROM corunners").df()
-    except duckdb.CatalogException:
-        corunners = pd.DataFrame(columns=["run_id", "pid", "comm", "cmdline", "cpu_s", "share"])
+    corunners = pd.DataFrame(columns=["run_id", "pid", "comm", "cmdline", "cpu_s", "share"])
+    # The `corunners` view of the visible runs where the store defines it; else its `corunners_all` rows of
+    # the visible runs; a store without the table (before the evidence branch) has none.
+    for query in (
+        "SELECT * FROM corunners",
+        "SELECT * FROM corunners_all WHERE run_id IN (SELECT run_id FROM runs)",
+    ):
+        try:
+            corunners = con.execute(query).df()
+            break
+        except duckdb.CatalogException:
+            continue
     nodes = con.execute("SELECT * FROM nodes").df()
     return counters, corunners, nodes
 

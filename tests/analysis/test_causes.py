@@ -74,7 +74,8 @@ def test_window_corunner_is_degraded_cpu_contention_naming_the_trials():
         and "stress-ng (pid 4242) took 41% of CPU 0" in top.sentence
     )
     assert top.evidence["others_share"] == pytest.approx(0.43)
-    assert top.evidence["usual_others_share"] == pytest.approx(0.004)
+    # Quiet trials' 2 ms of others is below the 10 ms tick noise of /proc/stat (EVIDENCE.md): counted 0.
+    assert top.evidence["usual_others_share"] == 0.0
     # Every flagged run has ranked causes with evidence values; unflagged runs have none.
     assert all(r.causes for r in flagged.values())
     assert not any(r.causes for r in a.runs if not r.flagged)
@@ -85,7 +86,7 @@ def test_quiet_node_is_healthy():
     n1 = _node(a)
     assert n1.verdict == "healthy" and a.verdict.passed
     assert n1.reasons[0].startswith("every probe within the limits: l2sum (40 runs, noise")
-    assert n1.busy_share == pytest.approx(0.004)
+    assert n1.busy_share == 0.0  # 2 ms of others per 0.5 s trial: below the /proc/stat tick noise
 
 
 def test_dgemm_ensemble_of_the_seed_transient_and_systematic_with_default_settings():

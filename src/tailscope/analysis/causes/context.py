@@ -42,6 +42,7 @@ KERNEL_THREAD_PREFIXES = (
     "kthreadd", "kswapd", "kcompactd", "khugepaged", "ktimers", "idle_inject",
 )  # fmt: skip
 RECLAIM_THREADS = ("kswapd", "kcompactd")
+OTHERS_NOISE_S = 0.02  # others_s comes from /proc/stat's 10 ms ticks: below this per CPU it is noise
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,9 @@ def run_features(counters: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[
         for run, g in cpu.groupby("run_id", sort=False)
     }
     per_cpu = cpu.pivot_table(index=["run_id", "unit"], columns="event", values="value", aggfunc="sum")
+    if "others_s" in per_cpu.columns:  # 10 ms ticks: below OTHERS_NOISE_S per CPU it is noise (EVIDENCE.md)
+        others = per_cpu["others_s"]
+        per_cpu["others_s"] = others.where(others.isna() | (others >= OTHERS_NOISE_S), 0.0)
     out = pd.DataFrame(index=pd.Index(sorted(c["run_id"].astype(str).unique()), name="run_id"))
     if not per_cpu.empty:
         sums = per_cpu.groupby(level="run_id").sum(min_count=1)

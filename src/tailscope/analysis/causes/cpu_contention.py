@@ -1,9 +1,10 @@
 """cpu-contention: other processes (or the host) ran on the probe's CPUs and took their time.
 
 Reads the share of the probe CPUs' time used by other processes (others_s, /proc/stat steal), the probe
-threads' run-queue wait (schedstat), the time the add-chain loop lost (available_fraction) and the named
-co-runners. Kernel threads are left to os-noise. Explained slowdown = the largest excess over the node's
-usual of: others' share (less kernel threads), steal, run-queue wait, time lost by the loop.
+threads' run-queue wait (schedstat), and the named co-runners. Kernel threads are left to os-noise.
+Explained slowdown = the largest excess over the node's usual of: others' share (less kernel threads),
+steal, run-queue wait. The add-chain loop's lost time (available_fraction) is a ~0.6 ms sample taken after
+the trial, so it is reported as evidence but never makes the finding on its own.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         "others_share": (ctx.excess("others_share") or 0.0) - kthreads,
         "steal_share": ctx.excess("steal_share") or 0.0,
         "run_delay_share": ctx.excess("run_delay_share") or 0.0,
-        "lost_share": ctx.excess("lost_share") or 0.0,
     }
     key, explained = max(candidates.items(), key=lambda kv: kv[1])
     jobs = [c for c in ctx.corunners if not c.kernel_thread]
@@ -53,15 +53,15 @@ def assess(ctx: RunContext) -> CauseFinding | None:
             parts.append(f"{words} {vs_usual(ctx.value(name), ctx.typical(name))}")
     if parts:
         sentence += " (" + "; ".join(parts) + ")"
-    if key == "lost_share" and not jobs and (ctx.value("steal_share") or 0.0) < MIN_EXCESS:
-        sentence += "; no process of this OS ran there, so the host took it (steal is not counted in a guest)"
+    if key == "run_delay_share" and not jobs and (ctx.excess("others_share") or 0.0) < MIN_EXCESS:
+        sentence += "; no process of this OS took the time, so the host did (a guest may not count steal)"
     score = explained_score(explained, ctx.slowdown)
     evidence = {
         "explained": explained,
         "by": key,
         "cpus": list(ctx.cpus),
-        **{f"{k}": ctx.value(k) for k in candidates},
-        **{f"usual_{k}": ctx.typical(k) for k in candidates},
+        **{f"{k}": ctx.value(k) for k in (*candidates, "lost_share")},
+        **{f"usual_{k}": ctx.typical(k) for k in (*candidates, "lost_share")},
         "corunners": [{"pid": c.pid, "comm": c.comm, "share": round(c.share, 4)} for c in jobs[:5]],
     }
-    return finding(NAME, ctx, score, sentence, MITIGATION, evidence, direct=bool(jobs) or key != "lost_share")
+    return finding(NAME, ctx, score, sentence, MITIGATION, evidence)
