@@ -76,5 +76,7 @@ def test_limits_are_changeable_and_shared(tmp_path, capsys):
     assert main(["analyze", str(window), *off]) == 0
     assert main(["verdict", str(window), "--nhc", "--node", "n1", *off]) == 0
     capsys.readouterr()
-    assert main(["analyze", str(window), "--max-slow-rate", "x"]) == 2
+    with pytest.raises(SystemExit) as stop:  # argparse: usage error, exit 2
+        main(["analyze", str(window), "--max-slow-rate", "x"])
+    assert stop.value.code == 2
     assert "expected a number or 'off'" in capsys.readouterr().err

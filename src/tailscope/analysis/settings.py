@@ -13,7 +13,7 @@ from typing import Any
 from tailscope.analysis.model import Settings
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
-_OPTIONAL = ("max_slow_rate", "max_q01_drop", "max_cv")
+_OPTIONAL = ("max_slow_rate", "max_q01_drop", "max_cv", "max_cv_ratio")
 _OPEN_UNIT = ("alpha", "confidence", "quantile_rule_q")  # strictly between 0 and 1
 # May also be 0: a rate of 0 allows no slow run at all (any slow run fails the test), a drop limit of 0
 # allows no drop; a given rate of 0 has no "trials needed".
@@ -61,6 +61,16 @@ def validate_settings(settings: Settings) -> None:
             raise ValueError(f"setting {name}: expected a number in [0, 1), got {value}")
     if settings.max_cv is not None and not settings.max_cv >= 0.0:
         raise ValueError(f"setting max_cv: expected a number >= 0 (0.01 = 1%), got {settings.max_cv}")
+    if settings.max_cv_ratio is not None and not settings.max_cv_ratio >= 1.0:
+        raise ValueError(
+            f"setting max_cv_ratio: expected a number >= 1 (3 = three times), got {settings.max_cv_ratio}"
+        )
+    if not 0.0 <= settings.max_busy_share <= 1.0:
+        raise ValueError(
+            f"setting max_busy_share: expected a number in [0, 1], got {settings.max_busy_share}"
+        )
+    if not settings.floor_sds > 0.0:
+        raise ValueError(f"setting floor_sds: expected a number > 0, got {settings.floor_sds}")
     if not settings.robust_cut > 0.0:
         raise ValueError(f"setting robust_cut: expected a number > 0, got {settings.robust_cut}")
     if not -1.0 < settings.quantile_rule_limit < 1.0:
