@@ -231,3 +231,23 @@ def test_analyze_json_has_causes_per_run_and_verdict_per_node():
     assert node["node"] == "n1" and node["verdict"] == "degraded"
     assert node["reasons"][0].startswith("cpu-contention in trials 13-21")
     assert node["limits"] and doc["verdict"]["state"] == "degraded"
+
+
+def test_without_evidence_a_busy_fwq_makes_the_node_inconclusive(build):
+    """Imported or pre-evidence campaigns: fwq's noise fraction (time each quantum lost) says how busy."""
+    from tailscope.analysis.model import Settings
+    from tailscope.analysis.summary import analyze
+
+    rows, parts = [], []
+    for trial in range(8):
+        row = build.run_row(
+            "n1", trial, 300.0, variant="fwq-1", probe="fwq", unit="us", higher_is_better=False
+        )
+        rows.append(row)
+        samples = [100.0] + [300.0 + trial] * 99  # every quantum but the fastest lost ~2/3 of its time
+        parts.append(build.thread_iterations(row["run_id"], 0, samples))
+    a = analyze(build.runs_frame(rows), build.iterations_frame(parts), Settings(), "c")
+    (n1,) = a.nodes
+    assert n1.verdict == "inconclusive"
+    assert n1.reasons[0].startswith("too busy to judge: the fwq probe lost 66")
+    assert "who ran is not recorded (no evidence rows" in n1.reasons[0]

@@ -68,18 +68,25 @@ class Busy:
     busy_trials: tuple[int, ...]  # trials above the limit
     cpus: tuple[int, ...]
     corunners: tuple[tuple[str, int, float, int], ...]  # (comm, pid, median share when present, trials seen)
+    source: str = "os"  # os: evidence rows (EVIDENCE.md); fwq: the fwq probe's noise fraction (no evidence)
 
 
 def busy_by_node(
-    scored: pd.DataFrame, counters: pd.DataFrame | None, corunners: pd.DataFrame | None, limit: float
+    scored: pd.DataFrame,
+    counters: pd.DataFrame | None,
+    corunners: pd.DataFrame | None,
+    limit: float,
+    fwq: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Busy]:
-    """Per node with evidence: the Busy numbers (all its trials, every probe)."""
+    """Per node with evidence: the Busy numbers (all its trials, every probe). A node without evidence
+    rows but with fwq runs is judged by fwq's noise fraction: the share of each quantum's time the probe
+    thread did not run its work (others, the host, interrupts), which is what "busy" means here."""
+    out = _fwq_busy(scored, fwq or {}, limit)
     features, cpus = run_features(counters if counters is not None else pd.DataFrame())
     if features.empty or not {"others_share", "steal_share"} & set(features.columns):
-        return {}
+        return out
     share = features.reindex(columns=["others_share", "steal_share"]).sum(axis=1, min_count=1)
     co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
-    out = {}
     for node, g in scored.groupby("node", sort=True):
         ids = [r for r in g["run_id"].astype(str) if r in share.index and pd.notna(share.get(r))]
         if not ids:
@@ -98,6 +105,25 @@ def busy_by_node(
             busy_trials=tuple(sorted({trial_of[r] for r in ids if shares[r] > limit})),
             cpus=tuple(node_cpus),
             corunners=tuple((comm, pid, float(np.median(v)), len(v)) for (comm, pid), v in top),
+        )
+    return out
+
+
+def _fwq_busy(scored: pd.DataFrame, fwq: Mapping[str, Mapping[str, Any]], limit: float) -> dict[str, Busy]:
+    out = {}
+    usable = [r for r, e in fwq.items() if e.get("noise_fraction") is not None]
+    runs = scored.loc[scored["run_id"].astype(str).isin(usable), ["node", "run_id", "trial"]]
+    for node, g in runs.groupby("node", sort=True):
+        shares = {
+            int(t): float(fwq[str(r)]["noise_fraction"]) for r, t in zip(g["run_id"], g["trial"], strict=True)
+        }
+        out[str(node)] = Busy(
+            trials=len(shares),
+            median_share=float(np.median(list(shares.values()))),
+            busy_trials=tuple(sorted(t for t, s in shares.items() if s > limit)),
+            cpus=(),
+            corunners=(),
+            source="fwq",
         )
     return out
 
@@ -271,6 +297,13 @@ def _common_corunner(runs: Sequence[RunVerdict]) -> str | None:
 
 
 def _busy_text(busy: Busy, settings: Settings) -> str:
+    if busy.source == "fwq":
+        return (
+            f"too busy to judge: the fwq probe lost {pct(busy.median_share)} of each quantum's time to other "
+            f"work in its median run (limit {pct(settings.max_busy_share)}), {len(busy.busy_trials)} of "
+            f"{busy.trials} fwq runs above the limit; who ran is not recorded (no evidence rows in this "
+            f"campaign: it was imported or run before evidence collection); {BUSY_ADVICE}"
+        )
     who = some([f"{comm} (pid {pid}) {pct(share)} in {n} trials" for comm, pid, share, n in busy.corunners])
     return (
         f"too busy to judge: other processes took {pct(busy.median_share)} of {cpu_list_text(busy.cpus)} in "
@@ -281,6 +314,15 @@ def _busy_text(busy: Busy, settings: Settings) -> str:
 
 
 def _busy_cause(busy: Busy) -> CauseFinding:
+    if busy.source == "fwq":
+        return CauseFinding(
+            cause="cpu-contention",
+            score=1.0,
+            confidence="medium",
+            evidence={"fwq_noise_fraction_median": round(busy.median_share, 4), "fwq_runs": busy.trials},
+            sentence=f"the probe CPUs were busy: fwq lost {pct(busy.median_share)} of each quantum",
+            mitigation=BUSY_ADVICE,
+        )
     names = [{"comm": c, "pid": p, "share": round(s, 4), "trials": n} for c, p, s, n in busy.corunners]
     head = f"{busy.corunners[0][0]} (pid {busy.corunners[0][1]}) " if busy.corunners else "other processes "
     return CauseFinding(

@@ -146,7 +146,7 @@ def analyze(
         checks=checks.checks,
         cluster=node_ensembles,
         settings=settings,
-        busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share),
+        busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share, extras),
         facts=causes.node_facts(nodes),
     )
     state = health.campaign_state(node_verdicts)
