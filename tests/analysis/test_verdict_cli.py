@@ -60,6 +60,13 @@ def test_exit_codes_follow_the_node_verdict(tmp_path, capsys, trials, code, stat
         assert nhc.out == ""
     if state == "inconclusive":
         assert "tailscope: n1: inconclusive: too busy to judge" in nhc.err
+    prom = tmp_path / "t.prom"
+    assert main(["verdict", str(root), "--prometheus", str(prom)]) == 0
+    lines = [x for x in prom.read_text().splitlines() if x.startswith("tailscope_node_verdict{")]
+    assert sorted(x.rsplit(" ", 1)[1] for x in lines) == ["0", "0", "1"]
+    assert f'tailscope_node_verdict{{node="n1",verdict="{state}",' in "\n".join(
+        x for x in lines if x.endswith(" 1")
+    )
 
 
 def test_limits_are_changeable_and_shared(tmp_path, capsys):
