@@ -46,7 +46,7 @@ METHOD = (
     "selected for a re-test; healthy otherwise"
 )
 
-MIN_RUNS_FOR_FLOOR = 10
+MIN_RUNS_FOR_FLOOR = 6  # a median interval needs 6 runs; below that the noise floor is not judged
 BUSY_ADVICE = (
     "rerun when the node is idle, or reserve the probe CPUs (Slurm --exclusive, a cpuset, isolcpus) so "
     "nothing else runs there"
