@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from tailscope.analysis.causes.page_placement import PagesTest, pages_tests
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import analyze
@@ -144,19 +145,38 @@ def analyze_campaign(
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
         cluster = cluster_settings_of(campaign.manifest)
         counters, corunners, nodes = load_evidence(con)
-        analysis = analyze(
-            runs,
-            iterations,
-            settings,
-            campaign.campaign_id,
-            cluster,
-            counters=counters,
-            corunners=corunners,
-            nodes=nodes,
-        )
+        evidence = {"counters": counters, "corunners": corunners, "nodes": nodes}
+        analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster, **evidence)
+        tests = pages_tests_for(campaign_dir, con, analysis)
+        if tests:
+            analysis = analyze(
+                runs, iterations, settings, campaign.campaign_id, cluster, **evidence, pages_tests=tests
+            )
         return with_attribution(con, analysis, runs)
     finally:
         con.close()
+
+
+def pages_tests_for(
+    campaign_dir: Path, con: duckdb.DuckDBPyConnection, analysis: CampaignAnalysis
+) -> dict[str, PagesTest]:
+    """The pages test (addr explain's permutation test, no slice model) of the variants where a run's
+    best explanation is page-placement and the campaign recorded pages; empty otherwise."""
+    wanted = {r.variant for r in analysis.runs if r.causes and r.causes[0].cause == "page-placement"}
+    if not wanted:
+        return {}
+    with_pages = con.execute(
+        "SELECT DISTINCT r.variant FROM runs r JOIN pages p USING (run_id) "
+        "WHERE p.physical_address IS NOT NULL"
+    ).fetchall()
+    if not wanted & {str(v) for (v,) in with_pages}:
+        return {}
+    from tailscope.addr.explain import ExplainSettings, explain
+
+    settings = ExplainSettings(threshold=analysis.settings.primary_threshold, permutations=199, seed=14)
+    return {
+        v: t for v, t in pages_tests(explain(campaign_dir, None, settings=settings)).items() if v in wanted
+    }
 
 
 def load_evidence(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -99,11 +99,13 @@ def analyze(
     counters: pd.DataFrame | None = None,
     corunners: pd.DataFrame | None = None,
     nodes: pd.DataFrame | None = None,
+    pages_tests: Mapping[str, Any] | None = None,
 ) -> CampaignAnalysis:
     """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows.
 
     `counters` (rows with source "os" are the per-trial evidence, EVIDENCE.md), `corunners` and `nodes`
     (facts) feed the cause catalogue and the node verdicts; without them causes say "no evidence recorded".
+    `pages_tests` (causes.page_placement.pages_tests of an addr explain result) back page-placement.
 
     Raises ValueError with a one-line message for input that cannot be analysed (missing column, an ok
     run with a value <= 0, a variant whose runs disagree on metric, unit or direction).
@@ -132,7 +134,13 @@ def analyze(
         noise = fwq_noise.fwq_noise(iterations, fwq_ids)
     extras = {str(r): fwq_noise.run_extras(noise.loc[r]) for r in noise.index} if not noise.empty else {}
     found = causes.diagnose_runs(
-        scored, kinds, counters=counters, corunners=corunners, nodes=nodes, run_extras=extras
+        scored,
+        kinds,
+        counters=counters,
+        corunners=corunners,
+        nodes=nodes,
+        run_extras=extras,
+        pages_tests=pages_tests,
     )
 
     variants = _variant_summaries(scored)

@@ -64,12 +64,14 @@ FWQ_FEATURES = ("noise_fraction", "noise_period_s")
 __all__ = ["CATALOGUE", "METHOD", "RunContext", "diagnose", "diagnose_runs"]
 
 
-def diagnose(ctx: RunContext) -> tuple[CauseFinding, ...]:
+def diagnose(
+    ctx: RunContext, pages_tests: Mapping[str, page_placement.PagesTest] | None = None
+) -> tuple[CauseFinding, ...]:
     """The ranked findings of one run (never empty)."""
     if not ctx.has_evidence and ctx.value("noise_fraction") is None:
         return (unknown.assess(ctx),)
     found = [f for m in RUN_CAUSES if (f := m.assess(ctx)) is not None]
-    placement = page_placement.assess(ctx, found)
+    placement = page_placement.assess(ctx, found, pages_tests)
     if placement is not None:
         found.append(placement)
     order = list(CATALOGUE)
@@ -87,6 +89,7 @@ def diagnose_runs(
     corunners: pd.DataFrame | None = None,
     nodes: pd.DataFrame | None = None,
     run_extras: Mapping[str, Mapping[str, Any]] | None = None,
+    pages_tests: Mapping[str, page_placement.PagesTest] | None = None,
 ) -> dict[str, tuple[CauseFinding, ...]]:
     """Ranked findings of every flagged run of `scored` (summary.score_runs' frame, `flagged` column)."""
     flagged = scored.loc[scored["flagged"]]
@@ -123,7 +126,7 @@ def diagnose_runs(
                 facts=facts.get(str(node), {}),
                 params=_params(getattr(row, "params", None)),
             )
-            out[run_id] = diagnose(ctx)
+            out[run_id] = diagnose(ctx, pages_tests)
     return out
 
 
