@@ -251,3 +251,11 @@ def test_without_evidence_a_busy_fwq_makes_the_node_inconclusive(build):
     assert n1.verdict == "inconclusive"
     assert n1.reasons[0].startswith("too busy to judge: the fwq probe lost 66")
     assert "who ran is not recorded (no evidence rows" in n1.reasons[0]
+
+
+def test_the_offset_sweep_advice_is_vendor_aware():
+    from tailscope.node.hugepages import sweep_advice
+
+    assert "snoop" not in sweep_advice(AMD_ZEN4).text and "AMD EPYC 9654" in sweep_advice(AMD_ZEN4).text
+    intel = sweep_advice(INTEL_SKX).text
+    assert "snoop filter (Intel Skylake-SP / Cascade Lake" in intel and "Xeon 8160" in intel
