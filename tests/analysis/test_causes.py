@@ -259,3 +259,12 @@ def test_the_offset_sweep_advice_is_vendor_aware():
     assert "snoop" not in sweep_advice(AMD_ZEN4).text and "AMD EPYC 9654" in sweep_advice(AMD_ZEN4).text
     intel = sweep_advice(INTEL_SKX).text
     assert "snoop filter (Intel Skylake-SP / Cascade Lake" in intel and "Xeon 8160" in intel
+
+
+def test_a_spec_can_turn_a_default_limit_off():
+    from tailscope.analysis.settings import settings_from_dict
+
+    s = settings_from_dict({"max_slow_rate": "off", "max_cv_ratio": 4, "max_busy_share": 0.2})
+    assert (s.max_slow_rate, s.max_cv_ratio, s.max_busy_share, s.max_q01_drop) == (None, 4.0, 0.2, 0.005)
+    with pytest.raises(ValueError, match="setting max_busy_share: expected a number in \\[0, 1\\], got 2"):
+        settings_from_dict({"max_busy_share": 2})

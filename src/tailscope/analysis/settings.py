@@ -21,7 +21,8 @@ _HALF_OPEN_UNIT = ("allowed_slow_rate", "given_rate", "max_slow_rate", "max_q01_
 
 
 def settings_from_dict(values: Mapping[str, Any], base: Settings | None = None) -> Settings:
-    """Settings from `values` (keys are Settings field names; None keeps a limit unchecked).
+    """Settings from `values` (keys are Settings field names; None or "off" turns a limit off, as TOML
+    has no null).
 
     Keys not given keep the value of `base` (default: `Settings()`). `thresholds` accepts any sequence of
     numbers; the first is the primary one.
@@ -35,7 +36,7 @@ def settings_from_dict(values: Mapping[str, Any], base: Settings | None = None) 
             if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
                 raise ValueError(f"setting thresholds: expected a list of numbers, got {value!r}")
             changes[name] = tuple(_number(name, v) for v in value)
-        elif value is None and name in _OPTIONAL:
+        elif name in _OPTIONAL and (value is None or (isinstance(value, str) and value.lower() == "off")):
             changes[name] = None
         else:
             changes[name] = _number(name, value)
