@@ -166,7 +166,14 @@ def variant_summary(
 
 
 SYSTEMATIC = KindEvidence(
-    iterations=20, low=20, fraction_low=1.0, median_ratio=0.88, min_ratio=0.86, spread=0.01
+    iterations=20,
+    low=20,
+    fraction_low=1.0,
+    median_ratio=0.88,
+    min_ratio=0.86,
+    spread=0.01,
+    low_cut=0.94,
+    reference=100.0,
 )
 TRANSIENT = KindEvidence(iterations=20, low=2, fraction_low=0.1, median_ratio=1.0, min_ratio=0.5, spread=0.02)
 

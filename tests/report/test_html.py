@@ -97,6 +97,15 @@ def test_timelines_of_the_selected_slow_runs(html):
     assert "typical trial 0 (slowest of 2 threads)" in labels
     tips = [t.text for t in fwq.iter(f"{ns}title") if t.text.startswith("run ")]
     assert tips[0] == "run fwq-9f9f:n1:2, iteration 0: 125 us"
+    # A run whose evidence carries the classifier's reference: the lines are the label's own (issue 14).
+    l2 = [
+        [t.text for t in s.iter(f"{ns}text")] for s in svgs(html) if s.get("data-run", "").startswith("l2sum")
+    ]
+    assert any(
+        "typical iteration (the label's reference)" in labels
+        and "low iteration: more than 6% below it" in labels
+        for labels in l2
+    )
 
 
 def test_numbers_are_formatted(html):
