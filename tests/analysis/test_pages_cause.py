@@ -10,6 +10,7 @@ from evidence_fixtures import Trial, evidence_rows
 
 from tailscope.analysis.model import Settings
 from tailscope.store.campaign import Campaign, utcnow
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 from tailscope.workflow import analyze_campaign
 
@@ -58,7 +59,8 @@ def _campaign(root, rng, *, planted: bool):
         "iterations": _table(iterations, "iterations"),
         "counters": _table(counters, "counters"),
     }
-    campaign.write_chunk(tables, node="n1", task="t", chunk=0)
+    with load_into(campaign.root, "test") as load:
+        load.write_tables(tables, node="n1")
     return root
 
 

@@ -13,6 +13,7 @@ from evidence_fixtures import Ensemble, Trial, ensemble
 
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
 
@@ -31,7 +32,8 @@ def _store(root: Path, e: Ensemble) -> Path:
         "iterations": _table(e.iterations, "iterations"),
         "counters": _table(e.counters, "counters"),
     }
-    campaign.write_chunk(tables, node="n1", task="fixture", chunk=1)
+    with load_into(campaign.root, "test") as load:
+        load.write_tables(tables, node="n1")
     return root
 
 

@@ -151,7 +151,7 @@ def test_three_node_campaign_kill_resume_flag(slurm_cluster, tmp_path):
     drain = _tailscope(env, "verdict", str(root), "--drain")
     lines = [line for line in drain.stdout.splitlines() if line.startswith("scontrol")]
     expected = 1 if verdicts["n2"] == "degraded" else 0
-    assert len(lines) == expected and all("nodename=n2 " in x and 'reason="tailscope: ' in x for x in lines)
+    assert len(lines) == expected and all("nodename=n2 " in x and "'reason=tailscope: " in x for x in lines)
     prom = tmp_path / "tailscope.prom"
     _tailscope(env, "verdict", str(root), "--prometheus", str(prom))
     text = prom.read_text()
@@ -190,5 +190,5 @@ def test_campaign_srun_inside_an_existing_allocation(slurm_cluster, tmp_path):
     counts = _ok_counts(root)
     assert set(counts) == {(n, t) for n in ("n1", "n2", "n3") for t in range(3)}
     assert all(c == 1 for c in counts.values())
-    (job,) = Campaign.open(root).manifest["cluster"]["jobs"]
+    (job,) = [j.to_json() for j in Campaign.open(root).manifest.cluster.jobs]
     assert job["kind"] == "srun" and job["nodelist"] == "n[1-3]"

@@ -22,9 +22,8 @@ The limits are the analysis defaults, the campaign spec's [thresholds], or the o
 from __future__ import annotations
 
 import argparse
-import os
+import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,8 @@ from typing import TYPE_CHECKING
 
 from tailscope.analysis.health import EXIT_CODES
 from tailscope.analysis.model import CampaignAnalysis, NodeHealth, Settings
+from tailscope.errors import InputError
+from tailscope.node.facts import node_name
 from tailscope.store.campaign import Campaign, write_atomic_bytes
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
 
 
-class VerdictInputError(Exception):
+class VerdictInputError(InputError):
     """A verdict that cannot be given (no cluster data, unknown node); exit 2."""
 
 
@@ -75,7 +76,7 @@ def _p_text(p: float) -> str:
 
 
 def this_node() -> str:
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    return node_name()  # the name every writer records (one function names this node everywhere)
 
 
 def nhc_lines(verdict: NodeVerdict) -> list[str]:
@@ -97,9 +98,9 @@ def _reason_text(v: NodeVerdict) -> str:
 
 
 def command_text(argv: list[str]) -> str:
-    head, reason = argv[:-1], argv[-1]
-    key, _, text = reason.partition("=")
-    return " ".join(head) + f' {key}="{text}"'
+    """The command as a shell line that is safe to paste: every word quoted with shlex (a node name holding
+    `$(...)` or `;` stays one literal word)."""
+    return shlex.join(argv)
 
 
 def _label(value: object) -> str:
@@ -189,7 +190,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     verdicts = node_verdicts(analysis)
     code = EXIT_OK
     if args.prometheus:
-        text = prometheus_text(analysis, verdicts, campaign.manifest.get("name", campaign.campaign_id))
+        text = prometheus_text(analysis, verdicts, campaign.manifest.name or campaign.campaign_id)
         args.prometheus.parent.mkdir(parents=True, exist_ok=True)
         write_atomic_bytes(args.prometheus, text.encode())
     if args.drain:
