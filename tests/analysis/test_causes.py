@@ -48,7 +48,7 @@ def test_busy_node_is_inconclusive_and_names_who_ran():
     assert "40 of 40 trials above the limit" in first
     assert "stress-ng (pid 4242) 46% in 40 trials" in first
     assert "rerun when the node is idle, or reserve the probe CPUs" in first
-    assert n1.causes[0].cause == "cpu-contention" and n1.causes[0].evidence["corunners"][0]["pid"] == 4242
+    assert n1.causes[0].cause == "cpu-contention" and n1.causes[0].evidence["corunners"][0]["pids"] == [4242]
     # The same trials on a quiet node with a larger busy limit: no longer judged inconclusive for that.
     lenient = analyze_ensemble(ensemble(busy), max_busy_share=0.6)
     assert not _node(lenient).reasons[0].startswith("too busy")
@@ -268,3 +268,15 @@ def test_a_spec_can_turn_a_default_limit_off():
     assert (s.max_slow_rate, s.max_cv_ratio, s.max_busy_share, s.max_q01_drop) == (None, 4.0, 0.2, 0.005)
     with pytest.raises(ValueError, match="setting max_busy_share: expected a number in \\[0, 1\\], got 2"):
         settings_from_dict({"max_busy_share": 2})
+
+
+def test_who_ran_is_grouped_by_command_name():
+    """A co-runner with several worker processes (stress-ng --cpu 2) is one "who": its share per trial is
+    the sum over its processes (seen live on this VM: stress-ng-cpu under two pids)."""
+    workers = ((5001, "stress-ng-cpu", 0.2), (5002, "stress-ng-cpu", 0.2), (77, "stream", 0.05))
+    busy = {k: Trial(slowdown=0.4, others=0.45, corunners=workers) for k in range(1, 41)}
+    (n1,) = analyze_ensemble(ensemble(busy)).nodes
+    assert (
+        "who ran there: stress-ng-cpu (pids 5001, 5002) 40% in 40 trials, stream (pid 77) 5%" in n1.reasons[0]
+    )
+    assert n1.causes[0].sentence.startswith("stress-ng-cpu (pids 5001, 5002) kept CPU 0 busy: 45%")

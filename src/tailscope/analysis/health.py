@@ -67,7 +67,8 @@ class Busy:
     median_share: float  # others + steal, share of the probe CPUs, median over trials
     busy_trials: tuple[int, ...]  # trials above the limit
     cpus: tuple[int, ...]
-    corunners: tuple[tuple[str, int, float, int], ...]  # (comm, pid, median share when present, trials seen)
+    # (comm, its pids, median share over the trials it ran in, trials seen), biggest total first
+    corunners: tuple[tuple[str, tuple[int, ...], float, int], ...]
     source: str = "os"  # os: evidence rows (EVIDENCE.md); fwq: the fwq probe's noise fraction (no evidence)
 
 
@@ -93,18 +94,25 @@ def busy_by_node(
             continue
         trial_of = dict(zip(g["run_id"].astype(str), g["trial"].astype(int), strict=True))
         shares = share.reindex(ids)
-        seen: dict[tuple[str, int], list[float]] = defaultdict(list)
+        # By command name: a co-runner restarted between trials, or one with several worker processes
+        # (stress-ng-cpu), is one "who"; its share per trial is the sum over its processes.
+        per_trial: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        pids: dict[str, set[int]] = defaultdict(set)
         for r in ids:
             for c in co.get(r, ()):
-                seen[(c.comm, c.pid)].append(c.share)
-        top = sorted(seen.items(), key=lambda kv: -sum(kv[1]))[:5]
+                per_trial[c.comm][r] += c.share
+                pids[c.comm].add(c.pid)
+        top = sorted(per_trial.items(), key=lambda kv: -sum(kv[1].values()))[:5]
         node_cpus = sorted({c for r in ids for c in cpus.get(r, ())})
         out[str(node)] = Busy(
             trials=len(ids),
             median_share=float(np.median(shares.to_numpy(dtype=float))),
             busy_trials=tuple(sorted({trial_of[r] for r in ids if shares[r] > limit})),
             cpus=tuple(node_cpus),
-            corunners=tuple((comm, pid, float(np.median(v)), len(v)) for (comm, pid), v in top),
+            corunners=tuple(
+                (comm, tuple(sorted(pids[comm])), float(np.median(list(v.values()))), len(v))
+                for comm, v in top
+            ),
         )
     return out
 
@@ -304,13 +312,21 @@ def _busy_text(busy: Busy, settings: Settings) -> str:
             f"{busy.trials} fwq runs above the limit; who ran is not recorded (no evidence rows in this "
             f"campaign: it was imported or run before evidence collection); {BUSY_ADVICE}"
         )
-    who = some([f"{comm} (pid {pid}) {pct(share)} in {n} trials" for comm, pid, share, n in busy.corunners])
+    who = some([f"{_who(comm, pids)} {pct(share)} in {n} trials" for comm, pids, share, n in busy.corunners])
     return (
         f"too busy to judge: other processes took {pct(busy.median_share)} of {cpu_list_text(busy.cpus)} in "
         f"the median trial (limit {pct(settings.max_busy_share)}), {len(busy.busy_trials)} of {busy.trials} "
         "trials "
         f"above the limit" + (f"; who ran there: {who}" if who else "") + f"; {BUSY_ADVICE}"
     )
+
+
+def _who(comm: str, pids: Sequence[int]) -> str:
+    """'stress-ng (pid 4242)', 'stream (pids 28980, 29025, 29049)', 'x (pids 1, 2, 3 and 4 more)'."""
+    if len(pids) == 1:
+        return f"{comm} (pid {pids[0]})"
+    shown = ", ".join(str(p) for p in pids[:3])
+    return f"{comm} (pids {shown}" + (f" and {len(pids) - 3} more)" if len(pids) > 3 else ")")
 
 
 def _busy_cause(busy: Busy) -> CauseFinding:
@@ -323,8 +339,8 @@ def _busy_cause(busy: Busy) -> CauseFinding:
             sentence=f"the probe CPUs were busy: fwq lost {pct(busy.median_share)} of each quantum",
             mitigation=BUSY_ADVICE,
         )
-    names = [{"comm": c, "pid": p, "share": round(s, 4), "trials": n} for c, p, s, n in busy.corunners]
-    head = f"{busy.corunners[0][0]} (pid {busy.corunners[0][1]}) " if busy.corunners else "other processes "
+    names = [{"comm": c, "pids": list(p), "share": round(s, 4), "trials": n} for c, p, s, n in busy.corunners]
+    head = f"{_who(*busy.corunners[0][:2])} " if busy.corunners else "other processes "
     return CauseFinding(
         cause="cpu-contention",
         score=1.0,
