@@ -31,6 +31,7 @@ from tailscope.analysis.causes import (
 )
 from tailscope.analysis.causes.context import (
     RunContext,
+    add_corunner_share,
     corunner_lists,
     features_of,
     run_features,
@@ -96,8 +97,8 @@ def diagnose_runs(
     if flagged.empty:
         return {}
     features, cpus = run_features(counters if counters is not None else pd.DataFrame())
-    features = _with_fwq(features, run_extras or {})
     co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
+    features = _with_fwq(add_corunner_share(features, co), run_extras or {})
     facts = node_facts(nodes)
     out: dict[str, tuple[CauseFinding, ...]] = {}
     for (variant, node), g in scored.groupby(["variant", "node"], sort=False):

@@ -42,7 +42,7 @@ KERNEL_THREAD_PREFIXES = (
     "kthreadd", "kswapd", "kcompactd", "khugepaged", "ktimers", "idle_inject",
 )  # fmt: skip
 RECLAIM_THREADS = ("kswapd", "kcompactd")
-OTHERS_NOISE_S = 0.02  # others_s comes from /proc/stat's 10 ms ticks: below this per CPU it is noise
+OTHERS_NOISE_S = 0.02  # /proc/stat counts 10 ms ticks: below this per CPU a time is noise
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,6 @@ def run_features(counters: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[
         for run, g in cpu.groupby("run_id", sort=False)
     }
     per_cpu = cpu.pivot_table(index=["run_id", "unit"], columns="event", values="value", aggfunc="sum")
-    if "others_s" in per_cpu.columns:  # 10 ms ticks: below OTHERS_NOISE_S per CPU it is noise (EVIDENCE.md)
-        others = per_cpu["others_s"]
-        per_cpu["others_s"] = others.where(others.isna() | (others >= OTHERS_NOISE_S), 0.0)
     out = pd.DataFrame(index=pd.Index(sorted(c["run_id"].astype(str).unique()), name="run_id"))
     if not per_cpu.empty:
         sums = per_cpu.groupby(level="run_id").sum(min_count=1)
@@ -192,7 +189,10 @@ def _derive(out: pd.DataFrame) -> None:
     ):
         present = [p for p in parts if p in out.columns]
         if present:
-            out[share] = out[present].sum(axis=1, min_count=1) / cpu_time
+            # /proc/stat's 10 ms ticks: a time below OTHERS_NOISE_S per probe CPU is noise (EVIDENCE.md)
+            seconds = out[present].sum(axis=1, min_count=1)
+            seconds = seconds.where(seconds.isna() | (seconds >= OTHERS_NOISE_S * out["ncpu"]), 0.0)
+            out[share] = seconds / cpu_time
     for rate, event in (("interrupts_per_s", "interrupts"), ("timer_per_s", "local_timer_interrupts")):
         if event in out.columns:
             out[rate] = out[event] / cpu_time
@@ -230,6 +230,17 @@ def corunner_lists(corunners: pd.DataFrame) -> dict[str, tuple[Corunner, ...]]:
             )
             for _, r in g.iterrows()
         )
+    return out
+
+
+def add_corunner_share(features: pd.DataFrame, corunners: Mapping[str, Sequence[Corunner]]) -> pd.DataFrame:
+    """Add `corunner_share`: the share of the probe CPUs the named co-runners (not kernel threads) took, from
+    the process scan (finer than /proc/stat's ticks on short trials); 0 for runs with evidence but none."""
+    if features.empty:
+        return features
+    shares = {r: sum(c.share for c in cs if not c.kernel_thread) for r, cs in corunners.items()}
+    out = features.copy()
+    out["corunner_share"] = pd.Series(shares, dtype=float).reindex(out.index).fillna(0.0)
     return out
 
 

@@ -3,6 +3,7 @@
 Reads the share of the probe CPUs' time used by other processes (others_s, /proc/stat steal), the probe
 threads' run-queue wait (schedstat), and the named co-runners. Kernel threads are left to os-noise.
 Explained slowdown = the largest excess over the node's usual of: others' share (less kernel threads),
+the named co-runners' share (the process scan: finer than /proc/stat's 10 ms ticks on short trials),
 steal, run-queue wait. The add-chain loop's lost time (available_fraction) is a ~0.6 ms sample taken after
 the trial, so it is reported as evidence but never makes the finding on its own.
 """
@@ -15,7 +16,7 @@ from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
 
 NAME = "cpu-contention"
-READS = ("others_share", "steal_share", "run_delay_share", "lost_share", "corunners")
+READS = ("others_share", "corunner_share", "steal_share", "run_delay_share", "lost_share", "corunners")
 MIN_EXCESS = 0.02  # 2% of the probe CPUs' time
 MITIGATION = (
     "rerun when the node is idle, or reserve the probe's CPUs (Slurm --exclusive, a cpuset, isolcpus); "
@@ -27,6 +28,7 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     kthreads = sum(c.share for c in ctx.corunners if c.kernel_thread)
     candidates = {
         "others_share": (ctx.excess("others_share") or 0.0) - kthreads,
+        "corunner_share": ctx.excess("corunner_share") or 0.0,
         "steal_share": ctx.excess("steal_share") or 0.0,
         "run_delay_share": ctx.excess("run_delay_share") or 0.0,
     }
@@ -44,13 +46,14 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         sentence = f"other activity took the probe's {where}"
     parts = []
     for name, words in (
-        ("others_share", "other processes used"),
+        ("others_share", "other processes used (/proc/stat)"),
         ("steal_share", "the hypervisor stole"),
         ("run_delay_share", "the probe threads waited on the run queue"),
         ("lost_share", "the timing loop lost"),
     ):
-        if ctx.value(name) is not None:
-            parts.append(f"{words} {vs_usual(ctx.value(name), ctx.typical(name))}")
+        value = ctx.value(name)
+        if value is not None and (value > 0 or name == key):  # zeros (or below tick resolution) say nothing
+            parts.append(f"{words} {vs_usual(value, ctx.typical(name))}")
     if parts:
         sentence += " (" + "; ".join(parts) + ")"
     if key == "run_delay_share" and not jobs and (ctx.excess("others_share") or 0.0) < MIN_EXCESS:
