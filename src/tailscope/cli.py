@@ -361,6 +361,52 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from tailscope.trace.run import TraceRequest, run_trace
+    from tailscope.trace.summary import render
+
+    command = list(args.program)
+    if command and command[0] == "--":
+        command = command[1:]
+    bins = None
+    if args.bins:
+        try:
+            bins = tuple(float(b) for b in args.bins.split(","))
+        except ValueError:
+            raise UsageError(f"--bins {args.bins}: expected MiB/s edges like 100,200,1024") from None
+        if list(bins) != sorted(bins) or any(b <= 0 for b in bins):
+            raise UsageError(f"--bins {args.bins}: expected increasing positive MiB/s edges")
+    request = TraceRequest(
+        command=command,
+        campaign=args.campaign,
+        node=args.node,
+        events=tuple(e for e in (args.events or "").split(";") if e),
+        uncore_events=tuple(e for e in (args.uncore or "").split(";") if e),
+        numa=args.numa,
+        sysfs=args.sysfs,
+        **({"bins_mibs": bins} if bins else {}),
+    )
+    outcome = run_trace(request)
+    print(f"runtime: {outcome.runtime.family} ({outcome.runtime.path}); traced on {outcome.runs_on}")
+    for line in outcome.skipped:
+        print(f"not counted: {line}")
+    if outcome.child_processes:
+        print(
+            f"note: the program started {outcome.child_processes} other OpenMP process(es); their raw traces "
+            f"are in {outcome.trace_dir / 'ompt'}/child-PID/ (not analysed)"
+        )
+    if outcome.unmatched:
+        print(f"warning: {outcome.unmatched} region begin/end events did not pair")
+    print(render(outcome.regions, outcome.traffic, outcome.placement, outcome.finding.text))
+    print(f"campaign: {outcome.campaign} (run {outcome.run_id})")
+    print(f"OTF2: {outcome.otf2}")
+    print(f"Chrome trace: {outcome.chrome}")
+    if outcome.exit_code != 0:
+        print(f"tailscope: the program exited with status {outcome.exit_code}", file=sys.stderr)
+        return EXIT_VERDICT
+    return EXIT_OK
+
+
 # --- parser ---------------------------------------------------------------------------------------
 def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
@@ -440,6 +486,32 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("facts", help="this node's facts and tuning advice")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_facts)
+
+    p = sub.add_parser(
+        "trace",
+        help="OpenMP regions, memory placement and socket traffic of an unmodified program (OMPT)",
+        description="Run PROGRAM under tailscope's OMPT tool (on LLVM's libomp; a gcc-built program runs on "
+        "it through a libgomp.so.1 link) and store its regions, placement and traffic; writes an OTF2 "
+        "archive and a Chrome trace JSON beside the campaign's shards.",
+    )
+    p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
+    p.add_argument("--node", help="node name to record (default $SLURMD_NODENAME or the host name)")
+    p.add_argument(
+        "--events",
+        metavar="LIST",
+        help="per-thread counters read at each region edge, ';'-separated "
+        "(task-clock;page-faults;cpu/event=0x..,umask=../)",
+    )
+    p.add_argument("--uncore", metavar="LIST", help="uncore counters read at parallel region edges, "
+                   "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)")
+    p.add_argument("--numa", choices=["first", "every", "off"], default="first",
+                   help="copy numa_maps after the first instance of each parallel region (default), each, "
+                   "or never")
+    p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
+                   "(default 100,200,1024,10240)")
+    p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
+    p.set_defaults(func=cmd_trace)
 
     add_addr_parser(sub)
     add_campaign_parser(sub)
