@@ -30,7 +30,6 @@ from tailscope.report.html import render_html, select_timeline_runs
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
 from tailscope.store.load import claim_run_trials, remove_empty_campaign
 from tailscope.store.read import CampaignConnection, connect
-from tailscope.store.schema import TABLES
 
 
 @dataclass(frozen=True)
@@ -211,7 +210,6 @@ def pages_tests_for(
     }
 
 
-CORUNNER_COLUMNS = ["run_id", "pid", "comm", "cmdline", "cpu_s", "share"]
 
 
 def load_evidence(
@@ -219,12 +217,8 @@ def load_evidence(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The per-trial evidence (EVIDENCE.md) of the given runs: os counters rows, co-runners (none where the
     store has no such table yet) and node facts, for the cause catalogue and the node verdicts."""
-    counters = con.counters(run_ids)
-    counters = counters.loc[counters["source"] == "os"].reset_index(drop=True)
-    corunners = pd.DataFrame(columns=CORUNNER_COLUMNS)
-    if "corunners" in TABLES and con.has_rows("corunners"):
-        corunners = con.df("SELECT * FROM corunners")  # the visible runs' rows (a child view of runs)
-    return counters, corunners, con.nodes()
+    counters = con.counters(run_ids, source="os")
+    return counters, con.corunners(run_ids), con.nodes()
 
 
 def with_attribution(
