@@ -9,10 +9,11 @@ temporary directory (deleted afterwards), then runs, each as a fresh process so 
   - baseline:   python -c "import the importer module" (the interpreter, pyarrow, duckdb: memory not due to
                 the file);
   - tailscope:  `python -m tailscope import FORMAT FILE --campaign DIR` (parse, checks, Parquet).
-Prints MB/s and peak RSS (ru_maxrss of the child) of each, tailscope's peak minus the baseline, and that
-excess against the importer's chunk size. The target (issue 9): peak memory at most 2x the largest chunk,
-never
-proportional to the file.
+  - small file: the same import of a 100 kB file of the same format (the fixed cost: libraries, Parquet
+                writer, pyarrow's readers and pools).
+Prints MB/s and peak RSS (ru_maxrss of the child) of each, and the large import's peak minus the small one's:
+the memory that depends on the input, to set against the importer's chunk size. The target (issue 9): peak
+memory at most 2x the largest chunk, never proportional to the file.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 MB = 1_000_000
+SMALL = 100_000  # bytes: the same import on a small file shows the fixed cost (libraries, writers, pools)
 
 
 def write_iterations(path: Path, size: int) -> None:
@@ -139,26 +141,31 @@ def main() -> int:
         writer, file_name, awk_script, _chunk, module = FORMATS[name]
         with tempfile.TemporaryDirectory(prefix="bench-importers-") as tmp:
             path = Path(tmp) / file_name
+            small = Path(tmp) / "small" / file_name
+            small.parent.mkdir()
             writer(path, int(args.mb * MB))
+            writer(small, SMALL)
             size_mb = path.stat().st_size / MB
+
+            def tailscope(file: Path, campaign: str, fmt: str = name) -> list[str]:
+                argv = [sys.executable, "-m", "tailscope", "import", fmt, str(file), "--campaign", campaign]
+                return argv + (["--node", "n1"] if fmt != "iterations" else [])
+
             runs = {
                 "awk": measure(f"{awk} {awk_script} {path}", shell=True),
                 "baseline": measure([sys.executable, "-c", f"import {module}, tailscope.store.views"]),
-                "tailscope": measure(
-                    [sys.executable, "-m", "tailscope", "import", name, str(path), "--campaign",
-                     f"{tmp}/campaign", "--node", "n1"] if name != "iterations" else
-                    [sys.executable, "-m", "tailscope", "import", name, str(path), "--campaign",
-                     f"{tmp}/campaign"]
-                ),
-            }  # fmt: skip
+                "small file": measure(tailscope(small, f"{tmp}/small-campaign")),
+                "tailscope": measure(tailscope(path, f"{tmp}/campaign")),
+            }
             for tool, (seconds, rss, code) in runs.items():
-                rate = f"{size_mb / seconds:8.1f}" if tool != "baseline" else f"{'-':>8s}"
+                rate = f"{size_mb / seconds:8.1f}" if tool in ("awk", "tailscope") else f"{'-':>8s}"
                 status = "" if code == 0 else f"  (exit {code})"
                 print(f"{name:11s} {size_mb:8.1f} {tool:10s} {seconds:8.2f} {rate} {rss:12.0f}{status}")
             excess = runs["tailscope"][1] - runs["baseline"][1]
+            growth = runs["tailscope"][1] - runs["small file"][1]
             print(
-                f"{name:11s} tailscope peak - baseline = {excess:.0f} MB for a {size_mb:.0f} MB file "
-                f"({excess / size_mb:.2f} x the file); "
+                f"{name:11s} peak - baseline = {excess:.0f} MB; peak - peak on a {SMALL // 1000} kB file = "
+                f"{growth:.0f} MB for a {size_mb:.0f} MB file ({growth / size_mb:.2f} x the file); "
                 f"speed {runs['awk'][0] / runs['tailscope'][0]:.2f} x awk"
             )
     return 0
