@@ -62,18 +62,18 @@ def open_text(path: Path) -> Iterator[TextLines]:
         yield TextLines(Path(path), handle)
 
 
-def stored_count(load: Transaction, sql: str, params: list[Any]) -> int:
-    """One count over what the campaign already holds (0 for a campaign this load creates)."""
+def stored_count(load: Transaction, question: str, *args: str) -> int:
+    """One count the store's read path answers (`runs_of_variant`, `samples_of`) over what the campaign
+    already holds; 0 for a campaign this load creates."""
     from tailscope.store.read import connect
 
     if not load.exists:
         return 0
     con = connect(load.campaign())
     try:
-        row = con.execute(sql, params).fetchone()
+        return int(getattr(con, question)(*args))
     finally:
         con.close()
-    return int(row[0]) if row and row[0] is not None else 0
 
 
 def file_digest(path: Path) -> str:

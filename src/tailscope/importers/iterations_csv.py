@@ -547,7 +547,7 @@ def _import(
     variant = probe
     summary = IterationsSummary()
     with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
-        held = stored_count(load, "SELECT count(*) FROM runs WHERE variant = ?", [variant])
+        held = stored_count(load, "runs_of_variant", variant)
         if held:
             raise ImportInputError(
                 f"{path}: campaign {campaign_dir} already holds {held} runs of {variant}; "

@@ -603,8 +603,7 @@ def import_perf_csv(
 def _import(path: Path, campaign_dir: Path, node: str, start_ns: int | None, reader: Any) -> PerfSummary:
     summary = PerfSummary()
     with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
-        sql = "SELECT count(*) FROM samples WHERE node = ? AND source = ?"
-        if stored_count(load, sql, [node, SOURCE]):
+        if stored_count(load, "samples_of", node, SOURCE):
             raise ImportInputError(
                 f"{path}: campaign {campaign_dir} already holds samples of node {node} from {SOURCE}; "
                 "import under another --node"

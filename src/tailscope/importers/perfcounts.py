@@ -814,9 +814,7 @@ def import_perfcounts(
 def _import(path: Path, campaign_dir: Path, node: str, source: str, *, streamed: bool) -> dict[str, Any]:
     summary = StreamSummary()
     with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
-        held = stored_count(
-            load, "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
-        )
+        held = stored_count(load, "samples_of", node, source)
         if held:
             raise ImportInputError(
                 f"{path}: campaign {campaign_dir} already holds {held} samples of node {node} from "

@@ -263,6 +263,17 @@ class CampaignConnection:
             raise KeyError(table)
         return bool(self.execute(f"SELECT count(*) FROM {table}_all").fetchone()[0])
 
+    def runs_of_variant(self, variant: str) -> int:
+        """How many trials of `variant` are stored (each counted once)."""
+        row = self.execute("SELECT count(*) FROM runs WHERE variant = ?", [variant]).fetchone()
+        return int(row[0]) if row else 0
+
+    def samples_of(self, node: str, source: str) -> int:
+        """How many background sample values of (node, source) are stored."""
+        query = "SELECT count(*) FROM samples WHERE node = ? AND source = ?"
+        row = self.execute(query, [node, source]).fetchone()
+        return int(row[0]) if row else 0
+
     def run_keys(self) -> list[tuple[str, str, int, str]]:
         """(node, variant, trial, status) of every stored trial."""
         return [(str(n), str(v), int(t), str(s)) for n, v, t, s in
