@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from tailscope.errors import InputError
 
