@@ -28,6 +28,8 @@ from tailscope.counters.metrics_cli import add_metrics_parser
 from tailscope.counters.monitor import MonitorInputError, add_monitor_parser, parse_interval
 from tailscope.importers import ImportInputError
 from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser, run_counter_import
+from tailscope.inject.cli import add_inject_parsers
+from tailscope.inject.kinds import InjectInputError
 from tailscope.native import NativeMissingError
 from tailscope.probes.catalogue import (
     COMMON_OPTIONS,
@@ -347,6 +349,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     add_export_parser(sub)
     add_metrics_parser(sub)
     add_monitor_parser(sub)
+    add_inject_parsers(sub)
     return parser
 
 
@@ -372,6 +375,7 @@ _ERRORS: tuple[type[BaseException], ...] = (
     MetricsInputError,
     MonitorInputError,
     EventSetError,
+    InjectInputError,
 )
 
 
