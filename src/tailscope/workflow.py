@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class RunRequest:
     monitor: bool = False  # run tsmon beside the trials and cut each trial's deltas from its samples
     monitor_interval_s: float = 1.0
     monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
+    before_trial: Callable[[Trial], None] | None = None  # hook before each trial (validate's injections)
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -75,7 +77,11 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             preflight(variant)
     trials = pending_trials(campaign, variants, node)
     runner = LocalRunner(
-        campaign, node=node, timeout_s=request.timeout_s, show_progress=request.show_progress
+        campaign,
+        node=node,
+        timeout_s=request.timeout_s,
+        show_progress=request.show_progress,
+        before_trial=request.before_trial,
     )
     if not request.monitor:
         return runner.run(trials)

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -306,6 +306,8 @@ class LocalRunner:
     flush_trials: int = 50
     flush_seconds: float = 60.0
     show_progress: bool = True
+    # Called before each trial (`tailscope validate` starts and stops injections here); may raise to stop.
+    before_trial: Callable[[Trial], None] | None = None
 
     _chunk: int = 0
 
@@ -339,6 +341,8 @@ class LocalRunner:
                     if trial.variant.variant_id != current_variant:
                         current_variant = trial.variant.variant_id
                         progress.set_label(trial.variant.probe, trial.variant.spec.unit)
+                    if self.before_trial is not None:
+                        self.before_trial(trial)
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
                     rows = run_trial(self.campaign, trial, node=self.node, task=self.task, timeout_s=timeout)
                     buffer.extend(rows)

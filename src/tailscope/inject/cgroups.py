@@ -23,7 +23,10 @@ class CpuHierarchy:
         """The files to write (in order) for `quota_us` of CPU time every `period_us`."""
         if self.version == 2:
             return [(group / "cpu.max", f"{quota_us} {period_us}\n")]
-        return [(group / "cpu.cfs_period_us", f"{period_us}\n"), (group / "cpu.cfs_quota_us", f"{quota_us}\n")]
+        return [
+            (group / "cpu.cfs_period_us", f"{period_us}\n"),
+            (group / "cpu.cfs_quota_us", f"{quota_us}\n"),
+        ]
 
     def cgroup_of(self, pid: int) -> Path:
         """The directory of the cgroup `pid` is in, in this hierarchy (/proc/PID/cgroup)."""
@@ -49,14 +52,16 @@ def cpu_hierarchy(mounts: Path = MOUNTS) -> CpuHierarchy:
             continue
         where, fstype, options = Path(fields[1]), fields[2], fields[3].split(",")
         if fstype == "cgroup2":
-            controllers = (where / "cgroup.controllers")
+            controllers = where / "cgroup.controllers"
             if controllers.exists() and "cpu" in controllers.read_text().split():
                 subtree = where / "cgroup.subtree_control"
                 if "cpu" not in subtree.read_text().split():
                     try:
                         subtree.write_text("+cpu\n")
                     except OSError as exc:
-                        raise InjectInputError(f"cpu-quota: cannot enable cpu in {subtree}: {exc.strerror}") from exc
+                        raise InjectInputError(
+                            f"cpu-quota: cannot enable cpu in {subtree}: {exc.strerror}"
+                        ) from exc
                 return CpuHierarchy(2, where)
         elif fstype == "cgroup" and "cpu" in options:
             v1 = where

@@ -182,7 +182,9 @@ class Injection:
                     return
             if self._proc.poll() is not None:
                 err = self._proc.stderr.read().strip() if self._proc.stderr else ""
-                raise InjectInputError(err.splitlines()[-1] if err else f"tsinject exited {self._proc.returncode}")
+                raise InjectInputError(
+                    err.splitlines()[-1] if err else f"tsinject exited {self._proc.returncode}"
+                )
         raise InjectInputError(f"{self.kind.name}: tsinject not ready after {READY_TIMEOUT_S:g} s")
 
     def _set(self, path: Path, value: str) -> None:
@@ -219,11 +221,18 @@ class Injection:
             try:
                 (group / "cgroup.procs").write_text(f"{pid}\n")
             except OSError as exc:
-                raise InjectInputError(f"cpu-quota: cannot move pid {pid} into {group}: {exc.strerror}") from exc
+                raise InjectInputError(
+                    f"cpu-quota: cannot move pid {pid} into {group}: {exc.strerror}"
+                ) from exc
             self._moved.append((pid, original))
         self.ready = {
-            "record": "ready", "cgroup": str(group), "version": hierarchy.version,
-            "quota_us": quota_us, "period_us": period_us, "cpus": len(self.cpus), "pids": self.pids,
+            "record": "ready",
+            "cgroup": str(group),
+            "version": hierarchy.version,
+            "quota_us": quota_us,
+            "period_us": period_us,
+            "cpus": len(self.cpus),
+            "pids": self.pids,
         }
 
     # -- freq-cap (cpufreq scaling_max_freq) -----------------------------------------------------------
