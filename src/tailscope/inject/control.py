@@ -95,6 +95,11 @@ class Injection:
             self.stop()
             raise
 
+    @property
+    def pid(self) -> int | None:
+        """The tsinject process (native kinds), None otherwise or once stopped."""
+        return self._proc.pid if self._proc is not None else None
+
     def running(self) -> bool:
         """False once a tsinject child has exited on its own (its --duration, or killed)."""
         return self._proc is None or self._proc.poll() is None
