@@ -21,7 +21,7 @@ from tailscope.inject.control import Injection
 from tailscope.inject.kinds import InjectInputError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from victims import busy_loop, copy_rate, median, pinned, switches  # noqa: E402
+from victims import busy_loop, copy_rate, median, pinned, switches
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 
@@ -184,7 +184,7 @@ def test_freq_cap_without_cpufreq_is_one_line_and_exit_2() -> None:
     if Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq").exists():
         pytest.skip("this node has cpufreq")
     proc = _tailscope("inject", "freq-cap")
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert err.count("\n") == 1 and "no cpufreq" in err and "Traceback" not in err
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -44,7 +45,7 @@ def inj(first: int, last: int, kind: str, intensity: float) -> dict[str, Any]:
 
 
 def test_known_answer_document() -> None:
-    # clean trials 0-9 (one flagged slow), cpuoccupy 0.5 on 10-13, os-noise 5000 on 14-17, a weak membw on 18-19
+    # clean 0-9 (one flagged slow), cpuoccupy 0.5 on 10-13, os-noise 5000 on 14-17, weak membw on 18-19
     runs = [run(t, 1.0 + 0.001 * t, False) for t in range(9)]
     runs.append(run(9, 0.93, True, [("unknown", 0.4)]))  # a false positive
     runs += [
@@ -145,7 +146,7 @@ def test_schedule_is_balanced_reproducible_and_separated_by_clean_blocks(seed: i
     assert [b.position for b in blocks] == [4 * i for i in range(50)]
     injected = [b for b in blocks if b.kind is not None]
     assert len(injected) == 25
-    for a, b in zip(blocks, blocks[1:], strict=False):
+    for a, b in itertools.pairwise(blocks):
         assert a.kind is None or b.kind is None  # never two injected blocks in a row at fraction 0.5
     counts: dict[tuple[str, float], int] = {}
     for b in injected:
