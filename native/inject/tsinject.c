@@ -21,7 +21,8 @@
  *                priority 1 when permitted, so it preempts the victim like an interrupt handler would)
  *                sleeps to absolute deadlines 1/X s apart and spins --work-us (default 5 us) per wake-up.
  *   memeater     X in (0, 1]: allocate X of (MemAvailable - --reserve) at start, touch every page, and
- *                hold it (re-touched every second), pushing the page cache out: reclaim and major faults.
+ *                hold it (re-touched every 30 s, so it stays resident where swap exists), pushing the
+ *                page cache out: reclaim and major faults. It takes no CPU time once it holds its memory.
  *   memleak      X > 0: MiB per second: grow an allocation by X MiB/s (touched, never freed) until
  *                MemAvailable reaches --reserve or the run ends.
  *   thp-fragment X in (0, 1]: take X of (MemAvailable - --reserve) in 4 KiB pages (MADV_NOHUGEPAGE),
@@ -390,7 +391,7 @@ static int run_memory(const options *o, const sigset_t *sigs)
            grabbed, kept, blocks, meminfo_bytes("MemTotal") / (PAGE * BLOCK_PAGES));
     if (fflush(stdout) != 0)
         ts_die(TS_EXIT_RUNTIME, "stdout: %s", strerror(errno));
-    uint64_t next = now_ns();
+    uint64_t next = now_ns(), retouch = now_ns() + 30ull * 1000000000ull;
     const size_t leak_step = 16ul << 20;
     while (!stopping(sigs) && now_ns() < deadline) {
         if (o->mode == M_LEAK && now_ns() >= next) {
@@ -399,10 +400,12 @@ static int run_memory(const options *o, const sigset_t *sigs)
             else
                 next = UINT64_MAX; /* reached the reserve: hold what was taken */
         }
-        if (o->mode == M_EATER)
+        if (o->mode == M_EATER && now_ns() >= retouch) { /* keep it resident where swap exists */
             for (size_t r = 0; r < nregions; r++)
                 for (size_t i = 0; i < regions[r].bytes; i += PAGE)
                     ((volatile char *)regions[r].addr)[i] += 1;
+            retouch = now_ns() + 30ull * 1000000000ull;
+        }
         struct timespec tick = {0, 100 * 1000 * 1000};
         if (sigtimedwait(sigs, NULL, &tick) > 0)
             break;

@@ -63,6 +63,7 @@ def test_known_answer_document() -> None:
     s = score(
         {"runs": runs},
         [inj(10, 13, "cpuoccupy", 0.5), inj(14, 17, "os-noise", 5000), inj(18, 19, "membw", 0.3)],
+        reference_window=None,  # the campaign-wide clean median
     )
     assert s["clean"]["trials"] == 10 and s["clean"]["successes"] == 1
     assert s["clean"]["rate"] == pytest.approx(0.1)
@@ -88,6 +89,24 @@ def test_known_answer_document() -> None:
     assert rows["os-noise"] == {"os-noise": 2, "none": 1}
     assert rows["none"] == {"unknown": 1}
     assert s["causes_available"] and s["notes"] == []
+
+
+def test_local_reference_follows_a_drifting_clean_baseline() -> None:
+    # clean at 1.0, then the machine gets busier and clean runs sit at 0.6; each injection is ~12% below the
+    # clean runs around it. A campaign-wide median (0.8) would miss the first and inflate the second.
+    runs = [run(t, 1.0, False) for t in [*range(0, 10), *range(14, 24)]]
+    runs += [run(t, 0.88, True) for t in range(10, 14)]
+    runs += [run(t, 0.6, False) for t in [*range(24, 34), *range(38, 48)]]
+    runs += [run(t, 0.52, True) for t in range(34, 38)]
+    injections = [inj(10, 13, "cpuoccupy", 0.2), inj(34, 37, "cpuoccupy", 0.5)]
+    local = {r["trial"]: r["slowdown"] for r in score({"runs": runs}, injections)["runs"]}
+    assert local[10] == pytest.approx(0.12) and local[35] == pytest.approx(1 - 0.52 / 0.6)
+    cells = {d["intensity"]: d for d in score({"runs": runs}, injections)["detection"]}
+    assert cells[0.2]["effective"] == 4 and cells[0.5]["effective"] == 4
+    wide = {
+        r["trial"]: r["slowdown"] for r in score({"runs": runs}, injections, reference_window=None)["runs"]
+    }
+    assert wide[10] == pytest.approx(1 - 0.88 / 0.8) and wide[35] == pytest.approx(1 - 0.52 / 0.8)
 
 
 def test_no_causes_yet_is_said_and_counts_as_none() -> None:

@@ -70,8 +70,18 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from tailscope.inject.validate import ValidateRequest, render_scores, run_validate
+    from tailscope.inject.validate import ValidateRequest, render_scores, rescore, run_validate
 
+    if args.rescore:
+        if args.campaign is None:
+            raise InjectInputError("--rescore needs --campaign DIR (a campaign `validate` wrote)")
+        result = rescore(args.campaign)
+        if args.json:
+            json.dump(result, sys.stdout, indent=1, default=str)
+            sys.stdout.write("\n")
+        else:
+            print("\n".join(render_scores(result)))
+        return EXIT_OK
     if args.trials < 4:
         raise InjectInputError(f"--trials {args.trials}: expected at least 4")
     if args.block < 1:
@@ -131,5 +141,10 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     p.add_argument("--reserve", default="512m", metavar="BYTES", help="memory kinds leave this (512m)")
     p.add_argument("--json", action="store_true", help="the scores as JSON")
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score the validate campaign --campaign DIR again (no trials run)",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_validate)

@@ -9,8 +9,10 @@ Inputs are plain data so the math is testable without running anything:
   expected_cause). A run outside every row is a clean run.
 
 Definitions (all over the runs of this campaign, per node and variant):
-- A run's *injected slowdown* is 1 - perf_ratio / (median perf_ratio of the clean runs of its node and
-  variant): how much slower than clean it really was, whatever tailscope's own reference is.
+- A run's *injected slowdown* is 1 - perf_ratio / (median perf_ratio of the `reference_window` clean runs of
+  its node and variant nearest to it in trial order; None: all of them): how much slower than clean it
+  really was, whatever tailscope's own reference is. The local reference follows slow drifts of a shared
+  machine's load, which a campaign-wide median does not.
 - *Detected*: analyze flagged the run slow (its `slow`, at the primary threshold).
 - *Recall* per injector and intensity: detected / injected runs whose injected slowdown >= `threshold`
   (default 10%). Runs an injection did not slow that much are counted (`runs`, `effective`) but not scored.
@@ -23,6 +25,7 @@ Intervals are Clopper-Pearson (exact binomial) at `confidence`.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections import Counter, defaultdict
@@ -70,6 +73,24 @@ def _injection_of(injections: Sequence[Mapping[str, Any]]) -> dict[tuple[str, st
     return out
 
 
+def _reference(clean: list[tuple[int, float]], trial: int, window: int | None) -> float | None:
+    """Median perf_ratio of the `window` clean runs nearest to `trial` (clean: sorted by trial)."""
+    if not clean:
+        return None
+    if window is None or window >= len(clean):
+        return statistics.median(r for _, r in clean)
+    i = bisect.bisect_left(clean, (trial, -math.inf))
+    lo, hi, picked = i - 1, i, []
+    while len(picked) < window:
+        if hi < len(clean) and (lo < 0 or clean[hi][0] - trial <= trial - clean[lo][0]):
+            picked.append(clean[hi][1])
+            hi += 1
+        else:
+            picked.append(clean[lo][1])
+            lo -= 1
+    return statistics.median(picked)
+
+
 def _node_verdicts(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per-node verdicts wherever `analyze --json` puts them (a `nodes` list, or on groups)."""
     out = []
@@ -90,15 +111,17 @@ def score(
     *,
     threshold: float = 0.10,
     confidence: float = 0.95,
+    reference_window: int | None = 8,
 ) -> dict[str, Any]:
     runs: Iterable[Mapping[str, Any]] = analysis.get("runs") or []
     by_trial = _injection_of(injections)
     runs = list(runs)
-    clean_ratio: dict[tuple[str, str], list[float]] = defaultdict(list)
+    clean: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
     for r in runs:
         if (str(r["node"]), str(r["variant"]), int(r["trial"])) not in by_trial:
-            clean_ratio[(str(r["node"]), str(r["variant"]))].append(float(r["perf_ratio"]))
-    reference = {key: statistics.median(v) for key, v in clean_ratio.items() if v}
+            clean[(str(r["node"]), str(r["variant"]))].append((int(r["trial"]), float(r["perf_ratio"])))
+    for v in clean.values():
+        v.sort()
     causes_available = any("causes" in r for r in runs)
     unknown_names: set[str] = set()
 
@@ -115,7 +138,7 @@ def score(
         predicted = ranked_causes(r) if slow else []
         unknown_names.update(c for c in predicted if c not in CAUSES)
         first = predicted[0] if predicted else NONE
-        ref = reference.get((node, variant))
+        ref = _reference(clean.get((node, variant), []), trial, reference_window)
         slowdown = 1 - float(r["perf_ratio"]) / ref if ref else float(r.get("slowdown", 0.0))
         per_run.append(
             {
@@ -186,6 +209,7 @@ def score(
     return {
         "threshold": threshold,
         "confidence": confidence,
+        "reference_window": reference_window,
         "causes_available": causes_available,
         "clean": {"runs": clean_n, **_rate(clean_flagged, clean_n, confidence)},
         "detection": detection,

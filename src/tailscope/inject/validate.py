@@ -264,6 +264,37 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     return result
 
 
+def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
+    """Score a stored validate campaign again (after tailscope's analysis changed), storing the new scores."""
+    from tailscope.store.views import connect
+
+    campaign = Campaign.open(campaign_dir)
+    con = connect(campaign)
+    try:
+        frame = con.execute(
+            "SELECT node, variant, trial_first, trial_last, kind, intensity, expected_cause, seed, block "
+            "FROM injections_all ORDER BY started_at"
+        ).df()
+        probes = [p for (p,) in con.execute("SELECT DISTINCT probe FROM runs").fetchall()]
+    finally:
+        con.close()
+    if frame.empty:
+        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
+    injections = frame.to_dict("records")
+    analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
+    scores = score(analysis, injections, threshold=threshold)
+    node = str(injections[0]["node"])
+    _store_scores(campaign, scores, node=node, task=f"validate-{new_task_id()}")
+    return {
+        "campaign": str(campaign.root),
+        "seed": int(injections[0]["seed"]),
+        "trials": len(analysis.get("runs") or []),
+        "rescored": True,
+        "schedule": [{k: v for k, v in r.items() if k != "seed"} for r in injections],
+        "scores": scores,
+    }
+
+
 def _store_injections(
     campaign: Campaign, records: list[dict[str, Any]], *, node: str, task: str, seed: int
 ) -> None:
@@ -309,7 +340,12 @@ def render_scores(result: dict[str, Any]) -> list[str]:
         return lines
     s = result["scores"]
     lines.append(f"false-positive rate on clean runs: {_pct(s['clean'])}")
-    lines.append(f"detection recall (injected slowdown >= {s['threshold']:.0%}), 95% Clopper-Pearson:")
+    window = s.get("reference_window")
+    ref = f"the {window} nearest clean runs" if window else "all clean runs"
+    lines.append(
+        f"detection recall (injected slowdown >= {s['threshold']:.0%} against the median of {ref}), "
+        "95% Clopper-Pearson:"
+    )
     for d in s["detection"]:
         what = "all" if d["intensity"] is None else f"{d['intensity']:g}"
         med = "" if d["median_slowdown"] is None else f", median slowdown {d['median_slowdown']:+.1%}"
