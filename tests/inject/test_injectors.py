@@ -298,3 +298,30 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
     assert covered > 0.5 * inj.ready["blocks_total"]
     assert injected < 0.5 * control, (control, injected)
     assert fallbacks > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["bogus"], "unknown mode bogus"),
+        (["cpuoccupy", "--intensity", "1.5"], "cpuoccupy takes a fraction in (0, 1]"),
+        (["os-noise", "--intensity", "0"], "--intensity 0: expected a number above 0"),
+        (["membw", "--cpus", "9999"], "--cpus 9999"),
+        (["cachecopy", "--size", "1k"], "--size 1k"),
+        (["memleak", "--frobnicate", "1"], "unknown option --frobnicate"),
+    ],
+)
+def test_tsinject_usage_errors_are_one_line_and_exit_2(args: list[str], says: str) -> None:
+    from tailscope.native import native_path
+
+    proc = subprocess.run([str(native_path("tsinject")), *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("tsinject: error: ") and says in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+
+
+def test_tsinject_help_is_its_header_comment() -> None:
+    from tailscope.native import native_path
+
+    out = subprocess.run([str(native_path("tsinject")), "--help"], capture_output=True, text=True).stdout
+    assert out.startswith("tsinject -- fault injectors") and "thp-fragment" in out and "EXIT CODES" in out
