@@ -189,26 +189,30 @@ def test_freq_cap_without_cpufreq_is_one_line_and_exit_2() -> None:
     assert err.count("\n") == 1 and "no cpufreq" in err and "Traceback" not in err
 
 
-def _children_named(name: str) -> list[int]:
+def _children_named(name: str, parent: int | None = None) -> list[int]:
+    """PIDs of processes called `name` (children of `parent` when given)."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if (d / "comm").read_text().strip() == name:
-                    pids.append(int(d.name))
+                if (d / "comm").read_text().strip() != name:
+                    continue
+                status = (d / "status").read_text()
             except OSError:
-                pass
+                continue
+            ppid = int(status.split("PPid:")[1].split()[0])
+            if parent is None or ppid == parent:
+                pids.append(int(d.name))
     return pids
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_inject_cli_cleans_up_on_signal(sig: signal.Signals) -> None:
-    before = set(_children_named("tsinject"))
     proc = _tailscope("inject", "cpuoccupy", "--intensity", "0.2", "--cpus", "0")
     assert proc.stdout is not None
     line = proc.stdout.readline()  # the ready record: the injector runs
     assert '"ready"' in line
-    started = set(_children_named("tsinject")) - before
+    started = set(_children_named("tsinject", proc.pid))
     assert started
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
@@ -218,10 +222,10 @@ def test_inject_cli_cleans_up_on_signal(sig: signal.Signals) -> None:
 
 
 def test_a_killed_tailscope_leaves_no_injector() -> None:
-    before = set(_children_named("tsinject"))
     proc = _tailscope("inject", "os-noise", "--intensity", "100")
     assert proc.stdout is not None and '"ready"' in proc.stdout.readline()
-    started = set(_children_named("tsinject")) - before
+    started = set(_children_named("tsinject", proc.pid))
+    assert started
     proc.kill()  # SIGKILL: no Python cleanup runs; tsinject's PR_SET_PDEATHSIG must end it
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 10
@@ -325,3 +329,13 @@ def test_tsinject_help_is_its_header_comment() -> None:
 
     out = subprocess.run([str(native_path("tsinject")), "--help"], capture_output=True, text=True).stdout
     assert out.startswith("tsinject -- fault injectors") and "thp-fragment" in out and "EXIT CODES" in out
+
+
+def test_an_injector_killed_under_tailscope_is_reported_exit_1() -> None:
+    proc = _tailscope("inject", "cpuoccupy", "--intensity", "0.1")
+    assert proc.stdout is not None and '"ready"' in proc.stdout.readline()
+    (child,) = _children_named("tsinject", proc.pid)
+    os.kill(child, signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "ended on its own" in err and err.count("\n") == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tailscope.inject.kinds import KINDS, InjectInputError
 
-EXIT_OK, EXIT_INTERRUPTED = 0, 130
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 class _Stop(Exception):
@@ -52,8 +52,6 @@ def cmd_inject(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.duration if args.duration else float("inf")
             while time.monotonic() < deadline and inj.running():
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-            if not inj.running():
-                print(f"tailscope: {inj.kind.name}: the injector exited on its own", file=sys.stderr)
         except _Stop as exc:
             interrupted = str(exc)
         finally:
@@ -65,6 +63,12 @@ def cmd_inject(args: argparse.Namespace) -> int:
                     signal.signal(s, h)
     if inj.done:
         print(json.dumps(inj.done))
+    if inj.returncode not in (None, 0, -signal.SIGTERM):
+        why = inj.error or f"exit status {inj.returncode}"
+        print(
+            f"tailscope: {inj.kind.name}: the injector ended on its own: {why}; cleaned up", file=sys.stderr
+        )
+        return EXIT_FAILED
     print(f"{inj.kind.name}: stopped{f' by {interrupted}' if interrupted else ''}; cleaned up")
     return EXIT_OK
 

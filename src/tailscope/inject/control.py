@@ -63,6 +63,8 @@ class Injection:
 
     ready: dict[str, Any] = field(default_factory=dict)  # tsinject's ready record / what was written
     done: dict[str, Any] = field(default_factory=dict)  # tsinject's done record
+    returncode: int | None = None  # tsinject's exit status once stopped
+    error: str = ""  # tsinject's last stderr line, if any
     _proc: subprocess.Popen[str] | None = None
     _restore: list[tuple[Path, str]] = field(default_factory=list)  # files to write back, in order
     _moved: list[tuple[int, Path]] = field(default_factory=list)  # (pid, original cgroup dir)
@@ -125,10 +127,13 @@ class Injection:
             for line in out.splitlines():
                 if '"record":"done"' in line:
                     self.done = json.loads(line)
+            self.returncode = proc.returncode
+            if proc.stderr:
+                lines = proc.stderr.read().strip().splitlines()
+                self.error = lines[-1] if lines else ""
+                proc.stderr.close()
             if proc.stdout:
                 proc.stdout.close()
-            if proc.stderr:
-                proc.stderr.close()
         for pid, original in reversed(self._moved):
             try:
                 (original / "cgroup.procs").write_text(f"{pid}\n")
