@@ -67,6 +67,8 @@ def test_known_answer_document() -> None:
     )
     assert s["clean"]["trials"] == 10 and s["clean"]["successes"] == 1
     assert s["clean"]["rate"] == pytest.approx(0.1)
+    # placebo: trial 9 (0.93) is the slowest clean run, 7% below the clean runs around it: under 10%
+    assert s["placebo"]["successes"] == 0 and s["placebo"]["trials"] == 10
     cells = {(d["kind"], d["intensity"]): d for d in s["detection"]}
     cpu = cells[("cpuoccupy", 0.5)]
     assert (cpu["runs"], cpu["effective"], cpu["successes"]) == (4, 4, 3)

@@ -17,6 +17,9 @@ Definitions (all over the runs of this campaign, per node and variant):
 - *Recall* per injector and intensity: detected / injected runs whose injected slowdown >= `threshold`
   (default 10%). Runs an injection did not slow that much are counted (`runs`, `effective`) but not scored.
 - *False-positive rate*: clean runs flagged slow / clean runs.
+- *Placebo rate*: clean runs whose slowdown against the clean runs around them (themselves left out) is
+  >= `threshold`: how often run-to-run noise alone would count as an effective injection. When it is not
+  far below 1, the recall and cause figures measure the node's noise as much as tailscope.
 - *Top-1 / top-2 cause accuracy* per expected cause: effective injected runs whose first (first two) ranked
   causes include the injector's expected cause; a run with no causes or not flagged slow predicts `none`.
 - *Confusion matrix*: expected cause (rows; `none` = clean runs flagged slow) x top-1 predicted cause.
@@ -125,7 +128,7 @@ def score(
     causes_available = any("causes" in r for r in runs)
     unknown_names: set[str] = set()
 
-    clean_n = clean_flagged = 0
+    clean_n = clean_flagged = placebo = 0
     det: dict[tuple[str, float], Counter[str]] = defaultdict(Counter)
     slowdowns: dict[tuple[str, float], list[float]] = defaultdict(list)
     top1: dict[str, Counter[str]] = defaultdict(Counter)
@@ -138,7 +141,10 @@ def score(
         predicted = ranked_causes(r) if slow else []
         unknown_names.update(c for c in predicted if c not in CAUSES)
         first = predicted[0] if predicted else NONE
-        ref = _reference(clean.get((node, variant), []), trial, reference_window)
+        pool = clean.get((node, variant), [])
+        if inj is None:  # a clean run's own reference leaves it out (the placebo below)
+            pool = [c for c in pool if c[0] != trial]
+        ref = _reference(pool, trial, reference_window)
         slowdown = 1 - float(r["perf_ratio"]) / ref if ref else float(r.get("slowdown", 0.0))
         per_run.append(
             {
@@ -153,6 +159,7 @@ def score(
         )
         if inj is None:
             clean_n += 1
+            placebo += int(slowdown >= threshold)
             if slow:
                 clean_flagged += 1
                 confusion[NONE][first] += 1
@@ -212,6 +219,8 @@ def score(
         "reference_window": reference_window,
         "causes_available": causes_available,
         "clean": {"runs": clean_n, **_rate(clean_flagged, clean_n, confidence)},
+        # clean runs >= threshold slower than the clean runs around them: what noise alone "injects"
+        "placebo": {"runs": clean_n, **_rate(placebo, clean_n, confidence)},
         "detection": detection,
         "causes": cause_rows,
         "confusion": {

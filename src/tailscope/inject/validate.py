@@ -340,6 +340,11 @@ def render_scores(result: dict[str, Any]) -> list[str]:
         return lines
     s = result["scores"]
     lines.append(f"false-positive rate on clean runs: {_pct(s['clean'])}")
+    if "placebo" in s:
+        lines.append(
+            f"placebo: clean runs >= {s['threshold']:.0%} slower than the clean runs around them "
+            f"(noise alone): {_pct(s['placebo'])}"
+        )
     window = s.get("reference_window")
     ref = f"the {window} nearest clean runs" if window else "all clean runs"
     lines.append(
