@@ -2,7 +2,7 @@
 
 Windows alternate control / injected, and the test compares the median of the paired ratios, so other work
 on this shared machine slows both sides of a pair alike. Thresholds leave a wide margin to the effects seen
-here (tests/inject/README in the report: cpuoccupy 0.8 -> ~0.3 of the control's progress).
+here (bench/bench_injectors.py prints them).
 """
 
 from __future__ import annotations
@@ -51,17 +51,21 @@ def paired_ratio(
 
 
 def test_cpuoccupy_takes_its_share_of_the_victims_cpu() -> None:
-    assert paired_ratio("cpuoccupy", 0.8, [0], 0, busy_loop) < 0.75
+    ratio = paired_ratio("cpuoccupy", 0.8, [0], 0, busy_loop)
+    assert ratio < 0.75, ratio
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs: injector and victim on different CPUs")
 def test_membw_lowers_bandwidth_on_another_cpu() -> None:
-    assert paired_ratio("membw", 1.0, [0], 1, copy_rate(256 << 20)) < 0.9
+    ratio = paired_ratio("membw", 1.0, [0], 1, copy_rate(256 << 20), pairs=6)
+    assert ratio < 0.9, ratio
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs: injector and victim on different CPUs")
 def test_cachecopy_evicts_a_cache_resident_victim_on_another_cpu() -> None:
-    assert paired_ratio("cachecopy", 1.0, [0], 1, copy_rate(4 << 20)) < 0.9
+    # an 8 MiB copy (16 MiB of the 32 MiB L3): 0.41-0.46 of the control's rate here
+    ratio = paired_ratio("cachecopy", 1.0, [0], 1, copy_rate(8 << 20), pairs=6)
+    assert ratio < 0.85, ratio
 
 
 def test_os_noise_preempts_a_pinned_victim_at_its_rate() -> None:
