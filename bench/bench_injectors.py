@@ -9,7 +9,7 @@ work on a shared machine slows both alike:
   - cpuoccupy / cpu-quota: a pinned busy loop's progress (victim on the injector's CPU; cpu-quota limits the
     victim itself);
   - membw: a 256 MiB array copy's bandwidth, victim on the other CPU (no CPU time taken from it);
-  - cachecopy: a 4 MiB (cache-resident) array copy's bandwidth, victim on the other CPU;
+  - cachecopy: an 8 MiB (cache-resident) array copy's bandwidth, victim on the other CPU;
   - os-noise: the victim's involuntary context switches per second (and the injector's wake-ups);
   - thp-fragment (--thp; about a minute, takes nearly all free memory for a while): the huge pages a 512 MiB
     MADV_HUGEPAGE allocation gets, and thp_fault_fallback.
@@ -120,9 +120,9 @@ def main() -> None:
         r, c = paired(lambda x=x: Injection.of("membw", x, cpus=[0]), other, copy_rate(256 << 20), p, s)
         print(f"membw         {x:9g}  256 MiB copy on CPU {other} ({c / 1e9:.1f} GB/s control)       {r:.2f}")
     for x in (0.3, 0.6, 1.0):
-        r, c = paired(lambda x=x: Injection.of("cachecopy", x, cpus=[0]), other, copy_rate(4 << 20), p, s)
+        r, c = paired(lambda x=x: Injection.of("cachecopy", x, cpus=[0]), other, copy_rate(8 << 20), p, s)
         print(
-            f"cachecopy     {x:9g}  4 MiB copy on CPU {other} ({c / 1e9:.1f} GB/s control)          {r:.2f}"
+            f"cachecopy     {x:9g}  8 MiB copy on CPU {other} ({c / 1e9:.1f} GB/s control)          {r:.2f}"
         )
     for rate in (1000.0, 5000.0, 20000.0):
         with pinned(0):

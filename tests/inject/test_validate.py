@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,72 @@ def test_validate_runs_scores_and_stores_the_schedule(tmp_path: Path) -> None:
     assert [
         (s["kind"], s["intensity"], s["trial_first"]) for s in json.loads(again.stdout)["schedule"]
     ] == pick
+
+
+@pytest.mark.slow
+def test_sigterm_during_validate_stops_the_injection_and_keeps_the_schedule(tmp_path: Path) -> None:
+    from tailscope.inject.cgroups import cpu_hierarchy
+
+    quota = os.geteuid() == 0
+    try:
+        root = cpu_hierarchy().root
+    except Exception:
+        quota = False
+    kinds = "cpuoccupy,cpu-quota" if quota else "cpuoccupy"
+    campaign = tmp_path / "val"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tailscope",
+            "validate",
+            "--injectors",
+            kinds,
+            "--inject-fraction",
+            "0.9",
+            "--trials",
+            "400",
+            "--block",
+            "50",
+            "--seed",
+            "11",
+            "--campaign",
+            str(campaign),
+            "--no-progress",
+            "--param",
+            "elements=1000000",
+            "--param",
+            "reps=4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (campaign / "shards").exists():
+        time.sleep(0.2)
+    time.sleep(3)  # inside the first injected block
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "--rescore" in out
+    children = (
+        [
+            d
+            for d in Path("/proc").iterdir()
+            if d.name.isdigit() and f"PPid:\t{proc.pid}\n" in (d / "status").read_text(errors="replace")
+        ]
+        if Path(f"/proc/{proc.pid}").exists()
+        else []
+    )
+    assert not children
+    if quota:
+        assert not list(root.glob(f"tailscope-inject-{proc.pid}-*"))
+    con = connect(campaign)
+    try:
+        rows = con.execute("SELECT kind, ended_at IS NOT NULL FROM injections_all").fetchall()
+        stored = con.execute("SELECT count(*) FROM runs").fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
+    assert rows and all(ended for _, ended in rows)
+    assert 0 < stored < 400

@@ -16,6 +16,7 @@ import json
 import os
 import random
 import secrets
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,9 +242,15 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
             )
         )
     finally:
-        scheduler.stop()
-        campaign = Campaign.open(campaign_dir)
-        _store_injections(campaign, scheduler.records, node=node, task=task, seed=seed)
+        # a second Ctrl-C or SIGTERM must not cut the cleanup (cgroup, sysctl) or the schedule's record short
+        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            scheduler.stop()
+            campaign = Campaign.open(campaign_dir)
+            _store_injections(campaign, scheduler.records, node=node, task=task, seed=seed)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
     result: dict[str, Any] = {
         "campaign": str(campaign.root),
         "seed": seed,
@@ -336,7 +343,10 @@ def render_scores(result: dict[str, Any]) -> list[str]:
     lines = [f"campaign: {result['campaign']}", f"seed: {result['seed']}  trials: {result['trials']}"]
     lines += [f"skipped {k}: {why}" for k, why in result.get("skipped", {}).items()]
     if "scores" not in result:
-        lines.append("interrupted: no scores")
+        lines.append(
+            f"interrupted: no scores; `tailscope validate --rescore --campaign {result['campaign']}` scores "
+            "the trials stored"
+        )
         return lines
     s = result["scores"]
     lines.append(f"false-positive rate on clean runs: {_pct(s['clean'])}")
