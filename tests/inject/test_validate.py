@@ -14,7 +14,7 @@ import pytest
 
 from tailscope.inject.kinds import KINDS
 from tailscope.inject.validate import choose_kinds
-from tailscope.store.views import connect
+from tailscope.store.read import connect
 
 
 def test_named_injector_that_cannot_act_is_an_input_error() -> None:

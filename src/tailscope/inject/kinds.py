@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailscope.errors import InputError
 
-class InjectInputError(ValueError):
+
+class InjectInputError(InputError):
     """A bad `inject`/`validate` option or an injector that cannot act on this node (one line, exit 2)."""
 
 

@@ -27,7 +27,8 @@ from tailscope.campaign.runner import Trial, default_campaign_dir, preflight
 from tailscope.inject.control import Injection, freq_cap_available
 from tailscope.inject.kinds import KINDS, InjectInputError, InjectorKind, kind_named
 from tailscope.inject.score import score, validation_rows
-from tailscope.store.campaign import Campaign, new_task_id
+from tailscope.store.campaign import MANIFEST, Campaign, new_task_id
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
 THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -227,7 +228,6 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     seed = request.seed if request.seed is not None else secrets.randbits(31)
     blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
     campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
-    Campaign.open_or_create(campaign_dir)
     scheduler = Scheduler(blocks, cpus, request.reserve)
     task = f"validate-{new_task_id()}"
     try:
@@ -246,13 +246,13 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
         old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             scheduler.stop()
-            campaign = Campaign.open(campaign_dir)
-            _store_injections(campaign, scheduler.records, node=node, task=task, seed=seed)
+            if (campaign_dir / MANIFEST).is_file():  # nothing is stored when no trial finished
+                _store_injections(campaign_dir, scheduler.records, node=node, task=task, seed=seed)
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
     result: dict[str, Any] = {
-        "campaign": str(campaign.root),
+        "campaign": str(campaign_dir),
         "seed": seed,
         "injectors": [k.name for k in kinds],
         "skipped": skipped,
@@ -261,19 +261,19 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
         "interrupted": outcome.interrupted,
         "schedule": [{k: v for k, v in r.items() if k != "details"} for r in scheduler.records],
     }
-    if outcome.interrupted:
+    if outcome.interrupted or not (campaign_dir / MANIFEST).is_file():
         return result
-    analysis = analysis_for_scoring(campaign.root, probe=request.probe)
+    analysis = analysis_for_scoring(campaign_dir, probe=request.probe)
     injections = [{**r, "node": node} for r in scheduler.records]
     scores = score(analysis, injections, threshold=request.threshold)
-    _store_scores(campaign, scores, node=node, task=task)
+    _store_scores(campaign_dir, scores, node=node, task=task)
     result["scores"] = scores
     return result
 
 
 def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
     """Score a stored validate campaign again (after tailscope's analysis changed), storing the new scores."""
-    from tailscope.store.views import connect
+    from tailscope.store.read import connect
 
     campaign = Campaign.open(campaign_dir)
     con = connect(campaign)
@@ -291,7 +291,7 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
     analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
     scores = score(analysis, injections, threshold=threshold)
     node = str(injections[0]["node"])
-    _store_scores(campaign, scores, node=node, task=f"validate-{new_task_id()}")
+    _store_scores(campaign.root, scores, node=node, task=f"validate-{new_task_id()}")
     return {
         "campaign": str(campaign.root),
         "seed": int(injections[0]["seed"]),
@@ -302,34 +302,31 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
     }
 
 
-def _store_injections(
-    campaign: Campaign, records: list[dict[str, Any]], *, node: str, task: str, seed: int
-) -> None:
+def _store_injections(root: Path, records: list[dict[str, Any]], *, node: str, task: str, seed: int) -> None:
     if not records:
         return
-    rows = [
-        {
-            **r,
-            "campaign": campaign.campaign_id,
-            "node": node,
-            "task": task,
-            "seed": seed,
-            "started_at": r["started_at"] or _utcnow(),
-        }
-        for r in records
-    ]
-    table = pa.Table.from_pylist(rows, schema=TABLES["injections"].schema)
-    campaign.write_shard("injections", table, node=node, task=task, chunk=1)
+    with load_into(root, "validate") as tx:
+        rows = [
+            {
+                **r,
+                "campaign": tx.campaign_id,
+                "node": node,
+                "task": task,
+                "seed": seed,
+                "started_at": r["started_at"] or _utcnow(),
+            }
+            for r in records
+        ]
+        tx.write("injections", pa.Table.from_pylist(rows, schema=TABLES["injections"].schema), node=node)
 
 
-def _store_scores(campaign: Campaign, scores: dict[str, Any], *, node: str, task: str) -> None:
+def _store_scores(root: Path, scores: dict[str, Any], *, node: str, task: str) -> None:
     now = _utcnow()
-    rows = [
-        {**r, "campaign": campaign.campaign_id, "task": task, "scored_at": now}
-        for r in validation_rows(scores)
-    ]
-    table = pa.Table.from_pylist(rows, schema=TABLES["validation"].schema)
-    campaign.write_shard("validation", table, node=node, task=task, chunk=1)
+    with load_into(root, "validate") as tx:
+        rows = [
+            {**r, "campaign": tx.campaign_id, "task": task, "scored_at": now} for r in validation_rows(scores)
+        ]
+        tx.write("validation", pa.Table.from_pylist(rows, schema=TABLES["validation"].schema), node=node)
 
 
 def _pct(r: dict[str, Any] | None) -> str:
