@@ -21,7 +21,8 @@ Definitions (all over the runs of this campaign, per node and variant):
   >= `threshold`: how often run-to-run noise alone would count as an effective injection. When it is not
   far below 1, the recall and cause figures measure the node's noise as much as tailscope.
 - *Top-1 / top-2 cause accuracy* per expected cause: effective injected runs whose first (first two) ranked
-  causes include the injector's expected cause; a run with no causes or not flagged slow predicts `none`.
+  causes include the injector's expected cause; a run with no causes predicts `none` (the catalogue gives
+  causes to flagged runs only: slow, or a robust outlier).
 - *Confusion matrix*: expected cause (rows; `none` = clean runs flagged slow) x top-1 predicted cause.
 Intervals are Clopper-Pearson (exact binomial) at `confidence`.
 """
@@ -138,7 +139,7 @@ def score(
         node, variant, trial = str(r["node"]), str(r["variant"]), int(r["trial"])
         inj = by_trial.get((node, variant, trial))
         slow = bool(r.get("slow"))
-        predicted = ranked_causes(r) if slow else []
+        predicted = ranked_causes(r)  # the catalogue gives causes to flagged runs only
         unknown_names.update(c for c in predicted if c not in CAUSES)
         first = predicted[0] if predicted else NONE
         pool = clean.get((node, variant), [])
