@@ -27,6 +27,7 @@ from tailscope.counters.metrics_cli import add_metrics_parser
 from tailscope.counters.monitor import add_monitor_parser, parse_interval
 from tailscope.errors import InputError, describe_os_error
 from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser
+from tailscope.inject.cli import add_inject_parsers
 from tailscope.options import FRACTION, NON_NEGATIVE, SECONDS, SHARE, TRIALS, number
 from tailscope.printable import printable
 from tailscope.probes.catalogue import (
@@ -508,6 +509,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     add_export_parser(sub)
     add_metrics_parser(sub)
     add_monitor_parser(sub)
+    add_inject_parsers(sub)
     return parser
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,7 @@ class RunRequest:
     monitor_interval_s: float = 1.0
     monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
     evidence: bool = True  # per-trial evidence (tailscope.evidence): /proc, /sys, co-runners, clock
+    before_trial: Callable[[Trial], None] | None = None  # hook before each trial (validate's injections)
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -104,6 +106,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             show_progress=request.show_progress,
             plans=plans,
             evidence=request.evidence,
+            before_trial=request.before_trial,
         )
         if request.monitor:
             outcome = _run_with_monitor(request, runner, trials, variants)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,6 +303,8 @@ class LocalRunner:
     flush_seconds: float = 60.0
     show_progress: bool = True
     evidence: bool = True  # read tailscope.evidence around every trial (--no-evidence turns it off)
+    # Called before each trial (`tailscope validate` starts and stops injections here); may raise to stop.
+    before_trial: Callable[[Trial], None] | None = None
 
     plans: list[Plan] = field(default_factory=list)  # recorded in the manifest with every commit
     committed: int = 0  # transactions committed by this runner
@@ -344,6 +346,8 @@ class LocalRunner:
                     if trial.variant.variant_id != current_variant:
                         current_variant = trial.variant.variant_id
                         progress.set_label(trial.variant.probe, trial.variant.spec.unit)
+                    if self.before_trial is not None:
+                        self.before_trial(trial)
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
                     rows = run_trial(
                         self.campaign,

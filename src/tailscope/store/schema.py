@@ -7,7 +7,8 @@ analysis, report) takes column names and types from here; nothing else declares 
 # 1 - 2026-11: runs, iterations, pages, nodes, counters, samples.
 # 2 - 2026-11: commit records (DIR/commits/): only shards a commit names are visible; page checksums.
 #     New optional tables in the same version (a campaign without their shards reads them as empty):
-#     corunners (per-trial evidence), regions, placement, traffic (tailscope trace).
+#     corunners (per-trial evidence), regions, placement, traffic (tailscope trace), injections,
+#     validation (tailscope validate).
 #     corunners added (optional table: a campaign without its shards reads it as empty).
 Older versions keep loading once a version 2 exists; an unknown version is refused by name
 (see `check_schema_version`).
@@ -205,6 +206,53 @@ SAMPLES = Table(
     doc="background monitor samples",
 )
 
+# --- `tailscope validate` (issue 14): the injection schedule and its scores. New tables in version 2's
+# wave: a campaign without them reads them as empty.
+INJECTIONS = Table(
+    "injections",
+    (
+        Column("campaign", pa.string()),
+        Column("node", pa.string()),
+        Column("task", pa.string(), doc="the validate invocation that injected"),
+        Column("block", pa.int32(), doc="schedule block index, from 0"),
+        Column("variant", pa.string(), doc="the variant whose trials ran under the injection"),
+        Column("trial_first", pa.int32(), doc="first trial index under the injection"),
+        Column("trial_last", pa.int32(), doc="last trial index under the injection (inclusive)"),
+        Column("kind", pa.string(), doc="injector (tailscope.inject.kinds): cpuoccupy, os-noise, ..."),
+        Column("intensity", pa.float64(), doc="intensity in the kind's unit (inject/kinds.py)"),
+        Column("cpus", pa.string(), nullable=True, doc="CPUs acted on (kernel list), null for memory kinds"),
+        Column("expected_cause", pa.string(), doc="the cause tailscope should name"),
+        Column("seed", pa.int64(), doc="the schedule's random seed"),
+        Column("started_at", _TS, doc="injection in force (after the injector said ready)"),
+        Column("ended_at", _TS, nullable=True, doc="injection stopped and cleaned up"),
+        Column("details", pa.string(), nullable=True, doc="the injector's ready and done records as JSON"),
+    ),
+    key=("campaign", "task", "block"),
+    doc="the recorded injection schedule of `tailscope validate` (trials outside every row were clean)",
+)
+
+VALIDATION = Table(
+    "validation",
+    (
+        Column("campaign", pa.string()),
+        Column("task", pa.string()),
+        Column("scored_at", _TS),
+        Column("measure", pa.string(), doc="recall | false_positive_rate | top1 | top2 | confusion"),
+        Column("kind", pa.string(), nullable=True, doc="injector (recall); null for all intensities / clean"),
+        Column("intensity", pa.float64(), nullable=True, doc="recall per intensity; null: all of the kind"),
+        Column("expected_cause", pa.string(), nullable=True, doc="top1/top2/confusion: the injected cause"),
+        Column("predicted_cause", pa.string(), nullable=True, doc="confusion: tailscope's top cause or none"),
+        Column("successes", pa.int64(), doc="runs counted as right (confusion: runs in the cell)"),
+        Column("trials", pa.int64(), doc="runs scored"),
+        Column("rate", pa.float64(), nullable=True, doc="successes / trials"),
+        Column("ci_low", pa.float64(), nullable=True, doc="Clopper-Pearson lower bound"),
+        Column("ci_high", pa.float64(), nullable=True, doc="Clopper-Pearson upper bound"),
+        Column("confidence", pa.float64(), doc="coverage of the interval"),
+    ),
+    key=("campaign", "task", "measure", "kind", "intensity", "expected_cause", "predicted_cause"),
+    doc="scores of `tailscope validate`: detection recall, false positives, cause accuracy, confusion matrix",
+)
+
 # --- `tailscope trace` (OMPT tool, seed 004). One trace is one `runs` row (probe "trace:<program>", source
 # "ompt", metric "wall"); these child tables hang off its run_id. New tables in version 2's wave: a campaign
 # without them reads them as empty.
@@ -291,7 +339,20 @@ CORUNNERS = Table(
 
 TABLES: dict[str, Table] = {
     t.name: t
-    for t in (RUNS, ITERATIONS, PAGES, NODES, COUNTERS, SAMPLES, CORUNNERS, REGIONS, PLACEMENT, TRAFFIC)
+    for t in (
+        RUNS,
+        ITERATIONS,
+        PAGES,
+        NODES,
+        COUNTERS,
+        SAMPLES,
+        CORUNNERS,
+        REGIONS,
+        PLACEMENT,
+        TRAFFIC,
+        INJECTIONS,
+        VALIDATION,
+    )
 }
 
 RUN_STATUSES = ("ok", "failed", "timeout", "invalid")

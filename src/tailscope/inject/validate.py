@@ -1,0 +1,379 @@
+"""`tailscope validate`: a campaign with a random, recorded schedule of injections, then its scores.
+
+The trials run through the ordinary runner (workflow.run_campaign); its `before_trial` hook starts and stops
+the injections at block boundaries: the trials are cut into blocks of `block` trials, a share of the
+blocks (`inject_fraction`) gets one injection each -- a (kind, intensity) cell drawn so that every cell of
+every kind's graded intensities comes round equally often -- and the others stay clean, with injected
+blocks placed between clean ones. The schedule (seed included) goes into the `injections` table, the
+scores (score.py) into `validation`. `analysis_for_scoring` is the one place the analysis is made for
+scoring.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import secrets
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tailscope.campaign.runner import Trial, default_campaign_dir, preflight
+from tailscope.inject.control import Injection, freq_cap_available
+from tailscope.inject.kinds import KINDS, InjectInputError, InjectorKind, kind_named
+from tailscope.inject.score import score, validation_rows
+from tailscope.store.campaign import MANIFEST, Campaign, new_task_id
+from tailscope.store.load import load_into
+from tailscope.store.schema import TABLES
+
+THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@dataclass(frozen=True)
+class ValidateRequest:
+    injectors: tuple[str, ...] | None = None  # None: every kind that can act here
+    trials: int = 200
+    campaign_dir: Path | None = None
+    seed: int | None = None
+    probe: str = "stream"
+    probe_params: dict[str, Any] = field(default_factory=dict)
+    block: int = 4
+    inject_fraction: float = 0.5
+    reserve: str = "512m"
+    show_progress: bool = True
+    threshold: float = 0.10
+
+
+@dataclass(frozen=True)
+class Block:
+    index: int
+    position: int  # first trial of the block, counted from 0 within this validate run
+    size: int
+    kind: InjectorKind | None
+    intensity: float | None
+
+
+def why_unavailable(kind: InjectorKind) -> str | None:
+    """Why `kind` cannot act on this node (None when it can)."""
+    if kind.name == "freq-cap" and not freq_cap_available():
+        return "no cpufreq (scaling_max_freq) on this node"
+    if kind.name == "cpu-quota":
+        from tailscope.inject.cgroups import cpu_hierarchy
+
+        try:
+            cpu_hierarchy()
+        except InjectInputError as exc:
+            return str(exc)
+        if os.geteuid() != 0:
+            return "needs root to create a cgroup"
+    if kind.name == "thp-fragment":
+        if os.geteuid() != 0:
+            return "needs root (page frame numbers, compact_unevictable_allowed)"
+        if THP_ENABLED.exists() and "[never]" in THP_ENABLED.read_text():
+            return "transparent huge pages are off (never)"
+    return None
+
+
+def choose_kinds(names: tuple[str, ...] | None) -> tuple[list[InjectorKind], dict[str, str]]:
+    skipped: dict[str, str] = {}
+    kinds = []
+    for name in names or tuple(KINDS):
+        kind = kind_named(name)
+        why = why_unavailable(kind)
+        if why is None:
+            kinds.append(kind)
+        elif names:  # asked for by name: say it cannot act, once, with exit 2
+            raise InjectInputError(f"--injectors {name}: cannot act here: {why}")
+        else:
+            skipped[name] = why
+    return kinds, skipped
+
+
+def make_schedule(
+    trials: int, block: int, inject_fraction: float, kinds: list[InjectorKind], rng: random.Random
+) -> list[Block]:
+    """Blocks of `block` trials; round(inject_fraction x blocks) injected, placed between clean blocks."""
+    n_blocks = -(-trials // block)
+    n_inj = min(n_blocks - 1, max(1, round(inject_fraction * n_blocks))) if kinds else 0
+    n_clean = n_blocks - n_inj
+    cells = [(k, i) for k in kinds for i in k.graded]
+    drawn: list[tuple[InjectorKind, float]] = []
+    while len(drawn) < n_inj:
+        rnd = cells[:]
+        rng.shuffle(rnd)
+        drawn += rnd
+    drawn = drawn[:n_inj]
+    # gap g holds the injected blocks placed before clean block g (g = n_clean: after the last)
+    gaps = list(range(n_clean + 1))
+    chosen = sorted(rng.sample(gaps, n_inj) if n_inj <= len(gaps) else rng.choices(gaps, k=n_inj))
+    order: list[tuple[InjectorKind, float] | None] = []
+    it = iter(drawn)
+    for g in range(n_clean + 1):
+        order += [next(it) for _ in range(chosen.count(g))]
+        if g < n_clean:
+            order.append(None)
+    out = []
+    for index, cell in enumerate(order):
+        position = index * block
+        size = min(block, trials - position)
+        out.append(Block(index, position, size, cell[0] if cell else None, cell[1] if cell else None))
+    return out
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class Scheduler:
+    """The runner's before_trial hook: the injection of each trial's block, started/stopped at boundaries."""
+
+    blocks: list[Block]
+    cpus: list[int]
+    reserve: str
+    variant: str = ""
+    seen: int = 0
+    current: Injection | None = None
+    current_block: Block | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def block_at(self, position: int) -> Block:
+        for b in self.blocks:
+            if b.position <= position < b.position + b.size:
+                return b
+        return self.blocks[-1]
+
+    def before_trial(self, trial: Trial) -> None:
+        block = self.block_at(self.seen)
+        self.seen += 1
+        self.variant = trial.variant.variant_id
+        if block is not self.current_block:
+            self.stop()
+            self.current_block = block
+            if block.kind is not None and block.intensity is not None:
+                inj = Injection(
+                    block.kind,
+                    block.intensity,
+                    cpus=self.cpus,
+                    pids=[os.getpid()] if block.kind.name == "cpu-quota" else [],
+                    reserve=self.reserve,
+                )
+                self.records.append(
+                    {
+                        "block": block.index,
+                        "variant": trial.variant.variant_id,
+                        "trial_first": trial.index,
+                        "trial_last": trial.index,
+                        "kind": block.kind.name,
+                        "intensity": block.intensity,
+                        "cpus": ",".join(map(str, self.cpus)) if block.kind.needs_cpus else None,
+                        "expected_cause": block.kind.expected_cause,
+                        "started_at": None,
+                        "ended_at": None,
+                        "details": None,
+                    }
+                )
+                inj.start()
+                self.current = inj
+                self.records[-1]["started_at"] = _utcnow()
+        elif self.current is not None:
+            self.records[-1]["trial_last"] = trial.index
+
+    def stop(self) -> None:
+        inj, self.current = self.current, None
+        if inj is not None:
+            try:
+                inj.stop()
+            finally:
+                self.records[-1]["ended_at"] = _utcnow()
+                self.records[-1]["details"] = json.dumps({"ready": inj.ready, "done": inj.done}, default=str)
+
+
+def analysis_for_scoring(campaign_dir: Path, probe: str | None = None) -> dict[str, Any]:
+    """THE integration point: the `analyze --json` object scoring reads (runs with `slow`, `perf_ratio` and,
+    once the cause catalogue is wired into analyze, `causes`; nodes with `verdict`)."""
+    from tailscope.analysis.model import Settings
+    from tailscope.workflow import analyze_campaign
+
+    return analyze_campaign(campaign_dir, Settings(), probe=probe).to_json()
+
+
+def _param(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def run_validate(request: ValidateRequest) -> dict[str, Any]:
+    from tailscope.node.facts import node_name
+    from tailscope.probes.catalogue import ProbeVariant
+    from tailscope.workflow import RunRequest, run_campaign
+
+    kinds, skipped = choose_kinds(request.injectors)
+    if not kinds:
+        raise InjectInputError("validate: no injector can act on this node")
+    node = node_name()
+    params = {k.replace("-", "_"): _param(str(v)) for k, v in request.probe_params.items()}
+    variant = ProbeVariant(request.probe, params)
+    config = preflight(variant)
+    cpus = [int(c) for c in config.get("cpus") or [0]]
+    seed = request.seed if request.seed is not None else secrets.randbits(31)
+    blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
+    campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
+    scheduler = Scheduler(blocks, cpus, request.reserve)
+    task = f"validate-{new_task_id()}"
+    try:
+        outcome = run_campaign(
+            RunRequest(
+                variants=((variant, request.trials),),
+                campaign_dir=campaign_dir,
+                node=node,
+                show_progress=request.show_progress,
+                label="validate",
+                before_trial=scheduler.before_trial,
+            )
+        )
+    finally:
+        # a second Ctrl-C or SIGTERM must not cut the cleanup (cgroup, sysctl) or the schedule's record short
+        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            scheduler.stop()
+            if (campaign_dir / MANIFEST).is_file():  # nothing is stored when no trial finished
+                _store_injections(campaign_dir, scheduler.records, node=node, task=task, seed=seed)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+    result: dict[str, Any] = {
+        "campaign": str(campaign_dir),
+        "seed": seed,
+        "injectors": [k.name for k in kinds],
+        "skipped": skipped,
+        "trials": outcome.stored,
+        "failed": outcome.failed,
+        "interrupted": outcome.interrupted,
+        "schedule": [{k: v for k, v in r.items() if k != "details"} for r in scheduler.records],
+    }
+    if outcome.interrupted or not (campaign_dir / MANIFEST).is_file():
+        return result
+    analysis = analysis_for_scoring(campaign_dir, probe=request.probe)
+    injections = [{**r, "node": node} for r in scheduler.records]
+    scores = score(analysis, injections, threshold=request.threshold)
+    _store_scores(campaign_dir, scores, node=node, task=task)
+    result["scores"] = scores
+    return result
+
+
+def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
+    """Score a stored validate campaign again (after tailscope's analysis changed), storing the new scores."""
+    from tailscope.store.read import connect
+
+    campaign = Campaign.open(campaign_dir)
+    con = connect(campaign)
+    try:
+        frame = con.execute(
+            "SELECT node, variant, trial_first, trial_last, kind, intensity, expected_cause, seed, block "
+            "FROM injections_all ORDER BY started_at"
+        ).df()
+        probes = [p for (p,) in con.execute("SELECT DISTINCT probe FROM runs").fetchall()]
+    finally:
+        con.close()
+    if frame.empty:
+        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
+    injections = frame.to_dict("records")
+    analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
+    scores = score(analysis, injections, threshold=threshold)
+    node = str(injections[0]["node"])
+    _store_scores(campaign.root, scores, node=node, task=f"validate-{new_task_id()}")
+    return {
+        "campaign": str(campaign.root),
+        "seed": int(injections[0]["seed"]),
+        "trials": len(analysis.get("runs") or []),
+        "rescored": True,
+        "schedule": [{k: v for k, v in r.items() if k != "seed"} for r in injections],
+        "scores": scores,
+    }
+
+
+def _store_injections(root: Path, records: list[dict[str, Any]], *, node: str, task: str, seed: int) -> None:
+    if not records:
+        return
+    with load_into(root, "validate") as tx:
+        rows = [
+            {
+                **r,
+                "campaign": tx.campaign_id,
+                "node": node,
+                "task": task,
+                "seed": seed,
+                "started_at": r["started_at"] or _utcnow(),
+            }
+            for r in records
+        ]
+        tx.write("injections", pa.Table.from_pylist(rows, schema=TABLES["injections"].schema), node=node)
+
+
+def _store_scores(root: Path, scores: dict[str, Any], *, node: str, task: str) -> None:
+    now = _utcnow()
+    with load_into(root, "validate") as tx:
+        rows = [
+            {**r, "campaign": tx.campaign_id, "task": task, "scored_at": now} for r in validation_rows(scores)
+        ]
+        tx.write("validation", pa.Table.from_pylist(rows, schema=TABLES["validation"].schema), node=node)
+
+
+def _pct(r: dict[str, Any] | None) -> str:
+    if not r or r.get("rate") is None:
+        return "n/a (no runs)"
+    ci = r["ci"]
+    return f"{r['rate']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] ({r['successes']}/{r['trials']})"
+
+
+def render_scores(result: dict[str, Any]) -> list[str]:
+    lines = [f"campaign: {result['campaign']}", f"seed: {result['seed']}  trials: {result['trials']}"]
+    lines += [f"skipped {k}: {why}" for k, why in result.get("skipped", {}).items()]
+    if "scores" not in result:
+        lines.append(
+            f"interrupted: no scores; `tailscope validate --rescore --campaign {result['campaign']}` scores "
+            "the trials stored"
+        )
+        return lines
+    s = result["scores"]
+    lines.append(f"false-positive rate on clean runs: {_pct(s['clean'])}")
+    if "placebo" in s:
+        lines.append(
+            f"placebo: clean runs >= {s['threshold']:.0%} slower than the clean runs around them "
+            f"(noise alone): {_pct(s['placebo'])}"
+        )
+    window = s.get("reference_window")
+    ref = f"the {window} nearest clean runs" if window else "all clean runs"
+    lines.append(
+        f"detection recall (injected slowdown >= {s['threshold']:.0%} against the median of {ref}), "
+        "95% Clopper-Pearson:"
+    )
+    for d in s["detection"]:
+        what = "all" if d["intensity"] is None else f"{d['intensity']:g}"
+        med = "" if d["median_slowdown"] is None else f", median slowdown {d['median_slowdown']:+.1%}"
+        lines.append(
+            f"  {d['kind']:12s} {what:>6s}: {_pct(d)}; {d['effective']}/{d['runs']} runs slowed enough{med}"
+        )
+    lines.append("cause accuracy (top-1 | top-2):")
+    for c in s["causes"]:
+        lines.append(f"  {c['expected_cause']:28s} {_pct(c['top1'])} | {_pct(c['top2'])}")
+    if s["confusion"]["rows"]:
+        labels = s["confusion"]["labels"]
+        lines.append("confusion (rows: injected cause; columns: tailscope's top cause):")
+        lines.append("  " + " " * 28 + " ".join(f"{x[:10]:>10s}" for x in labels))
+        for e, cells in s["confusion"]["rows"].items():
+            lines.append(f"  {e:28s}" + " ".join(f"{cells.get(x, 0):10d}" for x in labels))
+    for n in s["nodes"]:
+        lines.append(f"node {n['node']}: {n['verdict']} ({'; '.join(map(str, n['reasons']))})")
+    lines += [f"note: {n}" for n in s["notes"]]
+    return lines

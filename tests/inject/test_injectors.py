@@ -1,0 +1,345 @@
+"""Each injector started for real, its effect measured against control windows in the same test.
+
+Windows alternate control / injected, and the test compares the median of the paired ratios, so other work
+on this shared machine slows both sides of a pair alike. Thresholds leave a wide margin to the effects seen
+here (bench/bench_injectors.py prints them).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tailscope.inject.control import Injection
+from tailscope.inject.kinds import InjectInputError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from victims import busy_loop, copy_rate, median, pinned, switches
+
+TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
+
+
+def paired_ratio(
+    kind: str,
+    intensity: float,
+    inj_cpus: list[int],
+    victim_cpu: int,
+    measure: Callable[[float], float],
+    pairs: int = 4,
+    seconds: float = 0.4,
+) -> float:
+    """Median over pairs of (injected window / mean of the control windows either side)."""
+    ratios = []
+    with pinned(victim_cpu):
+        measure(0.1)
+        before = measure(seconds)
+        for _ in range(pairs):
+            with Injection.of(kind, intensity, cpus=inj_cpus):
+                time.sleep(0.05)
+                injected = measure(seconds)
+            after = measure(seconds)
+            ratios.append(injected / ((before + after) / 2))
+            before = after
+    return median(ratios)
+
+
+def test_cpuoccupy_takes_its_share_of_the_victims_cpu() -> None:
+    ratio = paired_ratio("cpuoccupy", 0.8, [0], 0, busy_loop)
+    assert ratio < 0.75, ratio
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs: injector and victim on different CPUs")
+def test_membw_lowers_bandwidth_on_another_cpu() -> None:
+    ratio = paired_ratio("membw", 1.0, [0], 1, copy_rate(256 << 20), pairs=6)
+    assert ratio < 0.9, ratio
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs: injector and victim on different CPUs")
+def test_cachecopy_evicts_a_cache_resident_victim_on_another_cpu() -> None:
+    # an 8 MiB copy (16 MiB of the 32 MiB L3): 0.41-0.46 of the control's rate here
+    ratio = paired_ratio("cachecopy", 1.0, [0], 1, copy_rate(8 << 20), pairs=6)
+    assert ratio < 0.85, ratio
+
+
+def test_os_noise_preempts_a_pinned_victim_at_its_rate() -> None:
+    rate, seconds = 5000.0, 0.5
+    with pinned(0):
+        s0 = switches()
+        busy_loop(seconds)
+        control = switches() - s0
+        with Injection.of("os-noise", rate, cpus=[0]) as inj:
+            s0 = switches()
+            busy_loop(seconds)
+            injected = switches() - s0
+        fifo = inj.done["threads"][0]["fifo"]
+        wakeups = inj.done["threads"][0]["wakeups"]
+    assert wakeups >= 0.5 * rate * seconds  # the injector kept (about) its rate
+    if fifo:  # a SCHED_FIFO waker preempts the victim at every wake-up
+        assert injected >= 0.3 * rate * seconds and injected > 3 * control + 50
+    else:
+        assert injected > control
+
+
+def _meminfo(field: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(field)
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_memeater_holds_its_memory_and_gives_it_back() -> None:
+    before = _meminfo("MemAvailable")
+    with Injection.of("memeater", 0.05) as inj:
+        held = inj.ready["taken_bytes"]
+        pid = inj.pid
+        assert pid is not None
+        resident = _rss(pid)
+    assert held >= 0.04 * (before - (1 << 30))
+    assert resident >= 0.95 * held  # every page touched and resident
+    assert not Path(f"/proc/{pid}").exists()  # gone, and its memory with it
+
+
+def test_memleak_grows_at_its_rate() -> None:
+    with Injection.of("memleak", 256.0) as inj:
+        time.sleep(1.0)
+    assert 128 << 20 <= inj.done["held_bytes"] <= 768 << 20
+
+
+def test_cpu_quota_throttles_a_process_and_moves_it_back(tmp_path: Path) -> None:
+    from tailscope.inject.cgroups import cpu_hierarchy
+
+    try:
+        hierarchy = cpu_hierarchy()
+    except InjectInputError as exc:
+        pytest.skip(str(exc))
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a cgroup")
+    victim = subprocess.Popen(
+        [sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, {0})\nwhile True: pass"]
+    )
+    try:
+        original = hierarchy.cgroup_of(victim.pid)
+
+        def cpu_seconds() -> float:
+            fields = Path(f"/proc/{victim.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        def share(seconds: float) -> float:
+            c0, t0 = cpu_seconds(), time.monotonic()
+            time.sleep(seconds)
+            return (cpu_seconds() - c0) / (time.monotonic() - t0)
+
+        time.sleep(0.2)
+        control = share(1.0)
+        with Injection.of("cpu-quota", 0.8, cpus=[0], pids=[victim.pid]) as inj:
+            group = Path(inj.ready["cgroup"])
+            assert hierarchy.cgroup_of(victim.pid) == group
+            injected = share(1.0)
+        assert injected < 0.3  # quota 20% of one CPU
+        assert injected < 0.6 * control
+        assert hierarchy.cgroup_of(victim.pid) == original
+        assert not group.exists()
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_freq_cap_writes_and_restores_scaling_max_freq(tmp_path: Path) -> None:
+    # A cpufreq tree in the kernel's format (this VM has none): the real code path, fed recorded-shape files.
+    for cpu in (0, 1):
+        d = tmp_path / f"cpu{cpu}" / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "cpuinfo_max_freq").write_text("3700000\n")
+        (d / "cpuinfo_min_freq").write_text("1500000\n")
+        (d / "scaling_max_freq").write_text("3700000\n")
+    with Injection.of("freq-cap", 0.3, cpus=[0, 1], cpufreq_root=tmp_path) as inj:
+        assert (tmp_path / "cpu0/cpufreq/scaling_max_freq").read_text() == "2590000\n"
+        assert inj.ready["scaling_max_freq_khz"] == {0: 2590000, 1: 2590000}
+    assert (tmp_path / "cpu1/cpufreq/scaling_max_freq").read_text() == "3700000\n"
+    with Injection.of("freq-cap", 0.9, cpus=[0], cpufreq_root=tmp_path):  # clamped at cpuinfo_min_freq
+        assert (tmp_path / "cpu0/cpufreq/scaling_max_freq").read_text() == "1500000\n"
+
+
+def _tailscope(*args: str, **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tailscope", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_freq_cap_without_cpufreq_is_one_line_and_exit_2() -> None:
+    if Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq").exists():
+        pytest.skip("this node has cpufreq")
+    proc = _tailscope("inject", "freq-cap")
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert err.count("\n") == 1 and "no cpufreq" in err and "Traceback" not in err
+
+
+def _children_named(name: str, parent: int | None = None) -> list[int]:
+    """PIDs of processes called `name` (children of `parent` when given)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "comm").read_text().strip() != name:
+                    continue
+                status = (d / "status").read_text()
+            except OSError:
+                continue
+            ppid = int(status.split("PPid:")[1].split()[0])
+            if parent is None or ppid == parent:
+                pids.append(int(d.name))
+    return pids
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_inject_cli_cleans_up_on_signal(sig: signal.Signals) -> None:
+    proc = _tailscope("inject", "cpuoccupy", "--intensity", "0.2", "--cpus", "0")
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the ready record: the injector runs
+    assert '"ready"' in line
+    started = set(_children_named("tsinject", proc.pid))
+    assert started
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "cleaned up" in out and "done" in out
+    assert not (set(_children_named("tsinject")) & started)
+
+
+def test_a_killed_tailscope_leaves_no_injector() -> None:
+    proc = _tailscope("inject", "os-noise", "--intensity", "100")
+    assert proc.stdout is not None and '"ready"' in proc.stdout.readline()
+    started = set(_children_named("tsinject", proc.pid))
+    assert started
+    proc.kill()  # SIGKILL: no Python cleanup runs; tsinject's PR_SET_PDEATHSIG must end it
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while set(_children_named("tsinject")) & started and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (set(_children_named("tsinject")) & started)
+
+
+def test_cpu_quota_cli_leaves_no_cgroup_after_sigterm() -> None:
+    from tailscope.inject.cgroups import cpu_hierarchy
+
+    try:
+        root = cpu_hierarchy().root
+    except InjectInputError as exc:
+        pytest.skip(str(exc))
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a cgroup")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        proc = _tailscope("inject", "cpu-quota", "--pid", str(sleeper.pid), "--intensity", "0.5")
+        assert proc.stdout is not None and '"ready"' in proc.stdout.readline()
+        assert list(root.glob("tailscope-inject-*"))
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
+        assert not list(root.glob(f"tailscope-inject-{proc.pid}-*"))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def _thp_kib(mib: int) -> int:
+    """AnonHugePages (KiB) a fresh process gets for a MADV_HUGEPAGE allocation of `mib` MiB."""
+    code = (
+        "import mmap, re\n"
+        f"n = {mib} << 20\n"
+        "m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+        "m.madvise(mmap.MADV_HUGEPAGE)\n"
+        "for i in range(0, n, 4096): m[i] = 1\n"
+        "t = open('/proc/self/smaps_rollup').read()\n"
+        "print(re.search(r'AnonHugePages:\\s+(\\d+)', t).group(1))\n"
+    )
+    return int(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+
+
+def _vmstat(name: str) -> int:
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        key, value = line.split()
+        if key == name:
+            return int(value)
+    raise AssertionError(name)
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
+    enabled = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not enabled.exists() or "[never]" in enabled.read_text():
+        pytest.skip("transparent huge pages are off on this node")
+    compact = Path("/proc/sys/vm/compact_unevictable_allowed")
+    old = compact.read_text()
+    control = _thp_kib(512)
+    if control < 256 << 10:
+        pytest.skip(f"a quiet THP allocation got only {control} KiB of huge pages: nothing to lower")
+    with Injection.of("thp-fragment", 1.0, reserve="300m") as inj:
+        assert compact.read_text().strip() == "0"
+        fallback0 = _vmstat("thp_fault_fallback")
+        injected = _thp_kib(512)
+        fallbacks = _vmstat("thp_fault_fallback") - fallback0
+        covered = inj.ready["blocks_covered"]
+    assert compact.read_text() == old
+    assert covered > 0.5 * inj.ready["blocks_total"]
+    assert injected < 0.5 * control, (control, injected)
+    assert fallbacks > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["bogus"], "unknown mode bogus"),
+        (["cpuoccupy", "--intensity", "1.5"], "cpuoccupy takes a fraction in (0, 1]"),
+        (["os-noise", "--intensity", "0"], "--intensity 0: expected a number above 0"),
+        (["membw", "--cpus", "9999"], "--cpus 9999"),
+        (["cachecopy", "--size", "1k"], "--size 1k"),
+        (["memleak", "--frobnicate", "1"], "unknown option --frobnicate"),
+    ],
+)
+def test_tsinject_usage_errors_are_one_line_and_exit_2(args: list[str], says: str) -> None:
+    from tailscope.native import native_path
+
+    proc = subprocess.run([str(native_path("tsinject")), *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("tsinject: error: ") and says in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+
+
+def test_tsinject_help_is_its_header_comment() -> None:
+    from tailscope.native import native_path
+
+    out = subprocess.run([str(native_path("tsinject")), "--help"], capture_output=True, text=True).stdout
+    assert out.startswith("tsinject -- fault injectors") and "thp-fragment" in out and "EXIT CODES" in out
+
+
+def test_an_injector_killed_under_tailscope_is_reported_exit_1() -> None:
+    proc = _tailscope("inject", "cpuoccupy", "--intensity", "0.1")
+    assert proc.stdout is not None and '"ready"' in proc.stdout.readline()
+    (child,) = _children_named("tsinject", proc.pid)
+    os.kill(child, signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "ended on its own" in err and err.count("\n") == 1
