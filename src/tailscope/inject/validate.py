@@ -278,11 +278,8 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
     campaign = Campaign.open(campaign_dir)
     con = connect(campaign)
     try:
-        frame = con.execute(
-            "SELECT node, variant, trial_first, trial_last, kind, intensity, expected_cause, seed, block "
-            "FROM injections_all ORDER BY started_at"
-        ).df()
-        probes = [p for (p,) in con.execute("SELECT DISTINCT probe FROM runs").fetchall()]
+        frame = con.injections()
+        probes = con.probe_names()
     finally:
         con.close()
     if frame.empty:

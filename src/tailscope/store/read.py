@@ -279,6 +279,16 @@ class CampaignConnection:
         return [(str(n), str(v), int(t), str(s)) for n, v, t, s in
                 self.execute("SELECT node, variant, trial, status FROM runs").fetchall()]  # fmt: skip
 
+    def probe_names(self) -> list[str]:
+        return [str(r[0]) for r in self.execute("SELECT DISTINCT probe FROM runs ORDER BY probe").fetchall()]
+
+    def injections(self) -> pd.DataFrame:
+        """The injection schedule `tailscope validate` stored, in the order it ran."""
+        return self.df(
+            "SELECT node, variant, trial_first, trial_last, kind, intensity, expected_cause, seed, block "
+            "FROM injections_all ORDER BY started_at"
+        )
+
     def node_names(self) -> list[str]:
         return [str(r[0]) for r in self.execute("SELECT DISTINCT node FROM runs ORDER BY node").fetchall()]
 
