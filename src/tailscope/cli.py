@@ -7,28 +7,23 @@ Exit codes (for scripts and health checkers): 0 ok, 1 a verdict failed a user-se
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tailscope import __version__
+# Only modules that load nothing heavy at import (no numpy, pandas, pyarrow, duckdb, scipy): `--help`,
+# `--version`, `probes` and argument errors must stay as fast as a bare Python start
+# (tests/test_cli_startup.py). Each verb imports what it needs when it runs.
 from tailscope.addr.cli import add_addr_parser
-from tailscope.addr.errors import AddrInputError
 from tailscope.analysis.model import Settings
-from tailscope.campaign.cli import CampaignCliError, add_campaign_parser
-from tailscope.campaign.runner import ProbeUsageError, RunOutcome
-from tailscope.campaign.verdict import VerdictInputError, add_verdict_parser
-from tailscope.counters.errors import MetricsInputError
-from tailscope.counters.eventsets import EventSetError
+from tailscope.campaign.cli import add_campaign_parser
+from tailscope.campaign.verdict import add_verdict_parser
 from tailscope.counters.metrics_cli import add_metrics_parser
-from tailscope.counters.monitor import MonitorInputError, add_monitor_parser, parse_interval
-from tailscope.importers import ImportInputError
+from tailscope.counters.monitor_cli import add_monitor_parser, parse_interval
 from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser, run_counter_import
-from tailscope.native import NativeMissingError
 from tailscope.probes.catalogue import (
     COMMON_OPTIONS,
     PROBES,
@@ -37,8 +32,9 @@ from tailscope.probes.catalogue import (
     UnknownProbeError,
     probe_spec,
 )
-from tailscope.store.campaign import StoreError
-from tailscope.store.schema import SchemaVersionError
+
+if TYPE_CHECKING:
+    from tailscope.campaign.runner import RunOutcome
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -213,8 +209,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
     if args.json:
-        json.dump(analysis.to_json(), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        from tailscope.jsonout import write_json
+
+        write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
     else:
         print("\n".join(render_summary(analysis)))
     return EXIT_OK if analysis.verdict.passed else EXIT_VERDICT
@@ -259,8 +256,9 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
     facts = collect()
     if args.json:
-        json.dump(facts, sys.stdout, indent=1, sort_keys=True, default=str)
-        sys.stdout.write("\n")
+        from tailscope.jsonout import write_json
+
+        write_json(facts, sort_keys=True)
         return EXIT_OK
     for key in ("node", *NODE_COLUMNS):  # the columns of the nodes table, in its order
         print(f"{key:16s} {facts.get(key)}")
@@ -273,9 +271,23 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 
 # --- parser ---------------------------------------------------------------------------------------
+class _VersionAction(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked (importlib.metadata)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.update(nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from tailscope import __version__
+
+        print(f"tailscope {__version__}")
+        parser.exit()
+
+
 def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
-    parser.add_argument("--version", action="version", version=f"tailscope {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="VERB", required=True)
 
     p = sub.add_parser("probes", help="list the probes")
@@ -358,21 +370,33 @@ def _probe_named(argv: Sequence[str]) -> str | None:
     return next((a for a in rest if not a.startswith("-")), None)
 
 
-_ERRORS: tuple[type[BaseException], ...] = (
-    UsageError,
-    StoreError,
-    SchemaVersionError,
-    ImportInputError,
-    ProbeUsageError,
-    NativeMissingError,
-    UnknownProbeError,
-    AddrInputError,
-    CampaignCliError,
-    VerdictInputError,
-    MetricsInputError,
-    MonitorInputError,
-    EventSetError,
+# User mistakes that exit 2 with one line, as (module, class). A class is looked up only when its module
+# was imported: an exception of that class can only have been raised if it was, and looking them all up
+# eagerly would import pyarrow and duckdb into `tailscope --help`.
+_ERRORS: tuple[tuple[str, str], ...] = (
+    ("tailscope.store.campaign", "StoreError"),
+    ("tailscope.store.schema", "SchemaVersionError"),
+    ("tailscope.importers", "ImportInputError"),
+    ("tailscope.campaign.runner", "ProbeUsageError"),
+    ("tailscope.native", "NativeMissingError"),
+    ("tailscope.probes.catalogue", "UnknownProbeError"),
+    ("tailscope.addr.errors", "AddrInputError"),
+    ("tailscope.campaign.cli", "CampaignCliError"),
+    ("tailscope.campaign.verdict", "VerdictInputError"),
+    ("tailscope.counters.errors", "MetricsInputError"),
+    ("tailscope.counters.monitor_cli", "MonitorInputError"),
+    ("tailscope.counters.eventsets", "EventSetError"),
 )
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """UsageError and every class of _ERRORS whose module is loaded."""
+    found: list[type[BaseException]] = [UsageError]
+    for module, name in _ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    return tuple(found)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -386,9 +410,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except _ERRORS as exc:
-        print(f"tailscope: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         print("tailscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -397,3 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    except Exception as exc:
+        if not isinstance(exc, _user_errors()):
+            raise
+        print(f"tailscope: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

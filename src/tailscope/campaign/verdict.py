@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.wording import pct
-from tailscope.store.campaign import Campaign, write_atomic_bytes
 
 if TYPE_CHECKING:
     from tailscope.analysis.cluster import ClusterSummary, NodeEffect
@@ -177,6 +176,7 @@ def _settings_for(campaign_dir: Path) -> Settings:
 
 
 def cmd_verdict(args: argparse.Namespace) -> int:
+    from tailscope.store.campaign import Campaign, write_atomic_bytes
     from tailscope.workflow import analyze_campaign
 
     if not (args.nhc or args.drain or args.prometheus):
