@@ -56,10 +56,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import f as f_dist
-from scipy.stats import false_discovery_control, norm
 
 from tailscope.analysis.binomial import clopper_pearson, prob_any_slow
+from tailscope.analysis.distributions import bh_adjusted, f_ppf, f_sf, normal_cdf
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.robust import MAD_TO_SD, mad
 
@@ -214,7 +213,7 @@ def _variant_cluster(
     denom = np.sqrt(tau2_test + v_i)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(denom > 0, effect / denom, np.where(effect < 0, -np.inf, 0.0))
-    p = norm.cdf(z)
+    p = normal_cdf(z)
     # The practical-size test uses the measured effect, not the shrunken one: in an otherwise uniform fleet
     # tau^2 ~ 0 and shrinkage would erase a real outlier (a 15% slow node among identical ones); thin
     # evidence is already guarded by z, whose variance includes v_i.
@@ -330,10 +329,10 @@ def variance_components(
     f_stat = p_value = icc_low = icc_high = None
     if df_b > 0 and df_w > 0 and msw > 0:
         f_stat = msb / msw
-        p_value = float(f_dist.sf(f_stat, df_b, df_w))
+        p_value = float(f_sf(f_stat, df_b, df_w))
         a = 1.0 - confidence
-        f_low = f_stat / float(f_dist.ppf(1.0 - a / 2.0, df_b, df_w))
-        f_high = f_stat / float(f_dist.ppf(a / 2.0, df_b, df_w))
+        f_low = f_stat / float(f_ppf(1.0 - a / 2.0, df_b, df_w))
+        f_high = f_stat / float(f_ppf(a / 2.0, df_b, df_w))
         icc_low = min(1.0, max(0.0, (f_low - 1.0) / (f_low + n0 - 1.0)))
         icc_high = min(1.0, max(0.0, (f_high - 1.0) / (f_high + n0 - 1.0)))
     return VarianceComponents(
@@ -357,7 +356,7 @@ def benjamini_hochberg(p: Sequence[float] | np.ndarray, q: float) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     if p.size == 0:
         return np.zeros(0, dtype=bool)
-    return np.asarray(false_discovery_control(p, method="bh")) <= q  # BH-adjusted p (scipy), as attribution
+    return bh_adjusted(p) <= q  # BH-adjusted p, as scipy.stats.false_discovery_control and attribution
 
 
 def optimal_bins(x: np.ndarray, k: int) -> np.ndarray:
