@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 # `--version`, `probes` and argument errors must stay as fast as a bare Python start
 # (tests/test_cli_startup.py). Each verb imports what it needs when it runs.
 from tailscope.addr.cli import add_addr_parser
-from tailscope.analysis.model import Settings
 from tailscope.campaign.cli import add_campaign_parser
 from tailscope.campaign.verdict import add_verdict_parser
 from tailscope.counters.metrics_cli import add_metrics_parser
@@ -34,6 +33,7 @@ from tailscope.probes.catalogue import (
 )
 
 if TYPE_CHECKING:
+    from tailscope.analysis.model import Settings
     from tailscope.campaign.runner import RunOutcome
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -105,6 +105,8 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from tailscope.analysis.model import Settings
+
     values: dict[str, Any] = {}
     if args.threshold:
         for d in args.threshold:

@@ -7,7 +7,6 @@ the built-in models without loading numpy. tables.py re-exports everything here.
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 
 BASE_PREFIX = "BaseSequence_"
@@ -25,7 +24,8 @@ def table_stem(path: Path) -> str | None:
 
 
 def builtin_dir() -> Path:
-    return Path(str(resources.files("tailscope.addr") / "tables"))
+    """The package's `tables` directory (installed as plain files next to this module)."""
+    return Path(__file__).resolve().parent / "tables"
 
 
 def builtin_names() -> list[str]:

@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from tailscope.campaign.spec import SpecError, load_spec
-
 EXIT_OK, EXIT_INCOMPLETE = 0, 1
 
 
@@ -16,6 +14,8 @@ class CampaignCliError(Exception):
 
 
 def _spec(path: Path):  # type: ignore[no-untyped-def]
+    from tailscope.campaign.spec import SpecError, load_spec  # tomllib and the analysis model: not for --help
+
     try:
         return load_spec(path)
     except SpecError as exc:
@@ -96,6 +96,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from tailscope.campaign import slurm
+    from tailscope.campaign.spec import SpecError
 
     campaign = slurm.open_campaign(args.campaign)
     try:

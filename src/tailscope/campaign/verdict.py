@@ -19,20 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tailscope.analysis.model import CampaignAnalysis, Settings
-from tailscope.analysis.wording import pct
-
 if TYPE_CHECKING:
     from tailscope.analysis.cluster import ClusterSummary, NodeEffect
+    from tailscope.analysis.model import CampaignAnalysis, Settings
 
 EXIT_OK, EXIT_FAIL = 0, 1
 _SEVERITY = {"ok": 0, "retest": 1, "drain": 2}
@@ -51,6 +46,8 @@ class NodeVerdict:
 
 
 def node_verdicts(analysis: CampaignAnalysis) -> dict[str, NodeVerdict]:
+    from tailscope.analysis.wording import pct
+
     if not analysis.cluster:
         raise VerdictInputError(
             f"campaign {analysis.campaign}: no probe variant has runs on 3 or more nodes; node verdicts "
@@ -87,6 +84,8 @@ def _p_text(p: float) -> str:
 
 
 def this_node() -> str:
+    import socket
+
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
@@ -164,6 +163,8 @@ def prometheus_text(analysis: CampaignAnalysis, verdicts: dict[str, NodeVerdict]
 
 def _settings_for(campaign_dir: Path) -> Settings:
     """The campaign spec's [thresholds] when it was submitted from one, else the defaults."""
+    from tailscope.analysis.model import Settings
+
     spec_path = campaign_dir / "slurm" / "spec.toml"
     if spec_path.is_file():
         from tailscope.campaign.spec import SpecError, load_spec
@@ -176,6 +177,9 @@ def _settings_for(campaign_dir: Path) -> Settings:
 
 
 def cmd_verdict(args: argparse.Namespace) -> int:
+    import shutil
+    import subprocess
+
     from tailscope.store.campaign import Campaign, write_atomic_bytes
     from tailscope.workflow import analyze_campaign
 
