@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pandas as pd
@@ -16,20 +17,15 @@ import pandas as pd
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import analyze
-from tailscope.campaign.runner import (
-    LocalRunner,
-    ProbeUsageError,
-    RunOutcome,
-    Trial,
-    default_campaign_dir,
-    pending_trials,
-    preflight,
-)
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.report.html import render_html, select_timeline_runs
 from tailscope.store.campaign import Campaign, StoreError, write_atomic_bytes
 from tailscope.store.views import connect
+
+# The runner (probes, counters) and the HTML report are imported by the verbs that use them: `analyze`
+# loads neither.
+if TYPE_CHECKING:
+    from tailscope.campaign.runner import LocalRunner, RunOutcome, Trial
 
 
 @dataclass(frozen=True)
@@ -48,6 +44,8 @@ class RunRequest:
 
 def run_campaign(request: RunRequest) -> RunOutcome:
     """Check every variant's options with the probe, plan the trials, run what is missing."""
+    from tailscope.campaign.runner import LocalRunner, default_campaign_dir, pending_trials, preflight
+
     node = request.node or node_name()
     for variant, _ in request.variants:
         preflight(variant)  # raises ProbeUsageError before anything is created or stored
@@ -173,6 +171,8 @@ def with_attribution(
 
 
 def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -> Path:
+    from tailscope.report.html import render_html, select_timeline_runs
+
     campaign = Campaign.open(campaign_dir)
     wanted = sorted({run_id for ids in select_timeline_runs(analysis).values() for run_id in ids})
     con = connect(campaign)
@@ -213,7 +213,6 @@ def _timeline_samples(con: duckdb.DuckDBPyConnection) -> pd.DataFrame | None:
 
 
 __all__ = [
-    "ProbeUsageError",
     "RunRequest",
     "analyze_campaign",
     "load_frames",
