@@ -220,10 +220,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tailscope.workflow import analyze_campaign, write_report
+    from tailscope.workflow import analyze_and_report
 
-    analysis = analyze_campaign(args.campaign, _settings(args))
-    path = write_report(args.campaign, analysis, args.output)
+    _, path = analyze_and_report(args.campaign, _settings(args), args.output)
     print(f"report: {path.resolve()}")
     return EXIT_OK
 

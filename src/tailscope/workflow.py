@@ -132,10 +132,18 @@ def load_frames(
 
 
 def analyze_campaign(
-    campaign_dir: Path, settings: Settings, *, probe: str | None = None, node: str | None = None
+    campaign_dir: Path,
+    settings: Settings,
+    *,
+    probe: str | None = None,
+    node: str | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> CampaignAnalysis:
+    """The campaign's analysis (on `con` when given: a connection reads every shard once)."""
     campaign = Campaign.open(campaign_dir)
-    con = connect(campaign)  # one connection: every shard footer is read once
+    own = con is None
+    if con is None:
+        con = connect(campaign)  # one connection: every shard footer is read once
     try:
         runs, iterations = load_frames(campaign, probe=probe, node=node, con=con)
         if runs.empty:
@@ -143,6 +151,17 @@ def analyze_campaign(
         cluster = cluster_settings_of(campaign.manifest)
         analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster)
         return with_attribution(con, analysis, runs)
+    finally:
+        if own:
+            con.close()
+
+
+def analyze_and_report(campaign_dir: Path, settings: Settings, output: Path) -> tuple[CampaignAnalysis, Path]:
+    """`report`: the analysis and its HTML from one store connection (connecting reads every shard)."""
+    con = connect(Campaign.open(campaign_dir))
+    try:
+        analysis = analyze_campaign(campaign_dir, settings, con=con)
+        return analysis, write_report(campaign_dir, analysis, output, con=con)
     finally:
         con.close()
 
@@ -170,12 +189,21 @@ def with_attribution(
     )
 
 
-def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -> Path:
+def write_report(
+    campaign_dir: Path,
+    analysis: CampaignAnalysis,
+    output: Path,
+    *,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> Path:
+    """The HTML report of `analysis` (reading nodes, timelines and samples on `con` when given)."""
     from tailscope.report.html import render_html, select_timeline_runs
 
     campaign = Campaign.open(campaign_dir)
     wanted = sorted({run_id for ids in select_timeline_runs(analysis).values() for run_id in ids})
-    con = connect(campaign)
+    own = con is None
+    if con is None:
+        con = connect(campaign)
     try:
         nodes = con.execute("SELECT * FROM nodes ORDER BY node").df()
         iterations = con.execute(
@@ -183,7 +211,8 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
         ).df()
         samples = _timeline_samples(con)
     finally:
-        con.close()
+        if own:
+            con.close()
     html = render_html(
         analysis,
         manifest=campaign.manifest,
@@ -214,6 +243,7 @@ def _timeline_samples(con: duckdb.DuckDBPyConnection) -> pd.DataFrame | None:
 
 __all__ = [
     "RunRequest",
+    "analyze_and_report",
     "analyze_campaign",
     "load_frames",
     "run_campaign",
