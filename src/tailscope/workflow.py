@@ -120,9 +120,10 @@ def load_frames(
             params.append(node)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         runs = con.execute(f"SELECT * FROM runs {clause} ORDER BY variant, node, trial", params).df()
+        # The iterations view holds the rows of `runs` already: filter again only for --probe/--node.
         iterations = con.execute(
-            f"""SELECT run_id, iteration, thread, kernel, cpu, warmup, seconds, value
-                FROM iterations WHERE run_id IN (SELECT run_id FROM runs {clause})""",
+            f"""SELECT run_id, iteration, thread, kernel, cpu, warmup, seconds, value FROM iterations
+                {f"WHERE run_id IN (SELECT run_id FROM runs {clause})" if where else ""}""",
             params,
         ).df()
     finally:
