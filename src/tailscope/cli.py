@@ -206,7 +206,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tailscope.report.terminal import render_summary
     from tailscope.workflow import analyze_campaign
 
     analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
@@ -215,6 +214,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
     else:
+        from tailscope.report.terminal import render_summary
+
         print("\n".join(render_summary(analysis)))
     return EXIT_OK if analysis.verdict.passed else EXIT_VERDICT
 
