@@ -48,6 +48,42 @@ medians = frame.groupby(["variant", "node"])["value"].median()
 sys.stdout.write(medians.reset_index().to_json(orient="records"))
 """
 
+PHASES = """
+import resource, sys, time
+t0 = time.perf_counter()
+from pathlib import Path
+from tailscope import workflow
+from tailscope.analysis.cluster import cluster_settings_of
+from tailscope.analysis.model import Settings
+from tailscope.analysis.summary import analyze
+from tailscope.jsonout import encode
+from tailscope.store.campaign import Campaign
+from tailscope.store.views import check_shards, connect
+def mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+marks = [("imports", time.perf_counter() - t0, mib())]
+def mark(name, since):
+    marks.append((name, time.perf_counter() - since, mib()))
+    return time.perf_counter()
+t = time.perf_counter()
+campaign = Campaign.open(Path(sys.argv[1]))
+check_shards(campaign)
+t = mark("store: shard footers (check_shards)", t)
+con = connect(campaign, check=False)
+t = mark("store: views and runs table (connect)", t)
+runs, iterations = workflow.load_frames(campaign, con=con)
+t = mark("store: runs + iterations to pandas (load_frames)", t)
+analysis = analyze(runs, iterations, Settings(), campaign.campaign_id, cluster_settings_of(campaign.manifest))
+t = mark("analysis (summary.analyze)", t)
+analysis = workflow.with_attribution(con, analysis, runs)
+con.close()
+t = mark("counter attribution check", t)
+data = encode(analysis)
+t = mark("JSON encoding", t)
+for name, seconds, peak in marks:
+    print(f"    {name:50s} {seconds:6.2f} s, peak RSS so far {peak:5.0f} MiB")
+"""
+
 TARGETS = {"analyze": (1.5, 2.0), "analyze unbuffered": (1.5, 2.0), "report": (2.0, None)}
 
 
@@ -109,7 +145,7 @@ def run_set(
 
 
 def fleet(
-    nodes: int, repeats: int, verbs: Sequence[str], keep: Path | None
+    nodes: int, repeats: int, verbs: Sequence[str], keep: Path | None, phases: bool = False
 ) -> dict[str, tuple[float, float]]:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -121,6 +157,16 @@ def fleet(
                 f"{nodes} nodes x 50 trials x 10 iterations written in {time.perf_counter() - t0:.1f} s: "
                 f"{root}"
             )
+        if phases:
+            print("  phases of analyze --json (one fresh process):")
+            out = subprocess.run(
+                [sys.executable, "-c", PHASES, str(root)],
+                env=environment(False),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            print(out.stdout.rstrip())
         cmds = {k: v for k, v in commands(root, tmp).items() if k == "peer" or k in verbs}
         result = run_set(cmds, repeats, tmp)
         size = (tmp / "analyze.out").stat().st_size if "analyze" in cmds else 0
@@ -171,6 +217,7 @@ def main() -> None:
     parser.add_argument("--curve", action="store_true", help="cost curve of analyze: 10 .. 5,000 nodes")
     parser.add_argument("--keep", type=Path, help="write (and reuse) the campaigns under this directory")
     parser.add_argument("--no-start-up", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="where analyze's time goes, in one process")
     parser.add_argument("--source", type=Path, help="measure the tailscope in this src directory")
     args = parser.parse_args()
     if args.source:
@@ -181,7 +228,7 @@ def main() -> None:
         start_up(max(args.repeats, 5))
     for nodes in args.nodes:
         print(f"{nodes} nodes:")
-        fleet(nodes, args.repeats, args.verbs, args.keep)
+        fleet(nodes, args.repeats, args.verbs, args.keep, args.phases)
     if args.curve:
         print("cost curve of analyze --json (one run each):")
         for nodes in (10, 100, 1000, 5000):
