@@ -278,7 +278,8 @@ def _variant_cluster(
     ratios = np.sort(ratio_all)
     sizes = sorted({*JOB_SIZES, k})
     jobs = tuple(JobSlowdown(n, prob_any_slow(rate, n), 1.0 - expected_min(ratios, n)) for n in sizes)
-    node_values = [y[codes == i] for i in range(k)]
+    by_node = np.argsort(codes, kind="stable")  # each node's runs in their order, as y[codes == i] gives them
+    node_values = np.split(y[by_node], np.cumsum(n_i)[:-1])
     fleet = 1.0 - math.exp(expected_min_of_nodes(node_values) - centre)
     drained = None
     if drain.any():
