@@ -195,9 +195,14 @@ def _group_summaries(
     slow_all = scored["slow"].to_numpy(dtype=bool)
     run_id_all = scored["run_id"].to_numpy()
     first_of = [scored[c].tolist() for c in ("probe", "metric", "unit", "higher_is_better", "node_median")]
+    groups = sorted(scored.groupby(["variant", "node"]).indices.items())
+    group_of = np.empty(len(scored), dtype=np.int64)
+    for i, (_, rows) in enumerate(groups):
+        group_of[rows] = i
+    mads = robust.group_mads(value_all, group_of, len(groups))  # two sorts, not two medians per group
     out = []
     with _gc_paused():
-        for (variant, node), rows in sorted(scored.groupby(["variant", "node"]).indices.items()):
+        for i, ((variant, node), rows) in enumerate(groups):
             probe, metric, unit, hib, median = (column[rows[0]] for column in first_of)
             hib = bool(hib)
             values = value_all[rows]
@@ -249,7 +254,7 @@ def _group_summaries(
                     mean=mean,
                     sd=sd,
                     cv=None if sd is None or mean == 0.0 else sd / mean,
-                    mad=robust.mad(values),
+                    mad=float(mads[i]),
                     low_quantile=low_ci,
                     quantile_rule=QuantileRule(
                         q=low_q,
