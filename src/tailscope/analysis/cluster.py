@@ -375,19 +375,32 @@ def optimal_bins_upto(x: np.ndarray, k_max: int) -> list[np.ndarray]:
     k_max = max(1, min(k_max, n))
     s1 = np.concatenate([[0.0], np.cumsum(x)])
     s2 = np.concatenate([[0.0], np.cumsum(x * x)])
-    i = np.arange(n)[:, None]  # segment start
-    j = np.arange(n)[None, :]  # segment end (inclusive)
-    cnt = (j - i + 1).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cost = (s2[j + 1] - s2[i]) - (s1[j + 1] - s1[i]) ** 2 / cnt
-    cost = np.where(j >= i, np.maximum(cost, 0.0), np.inf)
-    best = cost[0].copy()  # one bin covering 0..j
+
+    def cost(i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
+        """cost(i, j) of one bin x[i..j] for starts i0 <= i < i1 and ends j0 <= j < j1 (inf for j < i)."""
+        i = np.arange(i0, i1, dtype=float)[:, None]  # segment start
+        j = np.arange(j0, j1, dtype=float)[None, :]  # segment end (inclusive)
+        sum1 = s1[j0 + 1 : j1 + 1][None, :] - s1[i0:i1][:, None]  # slices: no gathers
+        sum2 = s2[j0 + 1 : j1 + 1][None, :] - s2[i0:i1][:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = sum2 - sum1**2 / (j - i + 1.0)
+        return np.where(j >= i, np.maximum(c, 0.0), np.inf)
+
+    # Column blocks of about 2 million cells, left to right, every level per block: the level-b value at
+    # end j needs level b-1 only before j. Never the whole n x n table (200 MB at 5,000 nodes), and only
+    # its upper triangle (a bin cannot start after it ends: rows i > j are infinite and never chosen).
+    width = max(1, (1 << 21) // n)
+    best = np.empty((k_max, n))
+    best[0] = cost(0, 1, 0, n)[0]  # one bin covering 0..j
     back = np.zeros((k_max, n), dtype=int)
-    for b in range(1, k_max):
-        total = best[:-1, None] + cost[1:, :]  # row i-1: bins before start i, plus the bin i..j
-        arg = np.argmin(total, axis=0)
-        back[b] = arg + 1
-        best = total[arg, np.arange(n)]
+    for j0 in range(0, n, width) if k_max > 1 else ():
+        j1 = min(n, j0 + width)
+        block = cost(1, max(j1, 2), j0, j1)  # row r: the bin starting at i = r + 1
+        for b in range(1, k_max):
+            total = best[b - 1, : block.shape[0], None] + block  # bins before i, plus the bin i..j
+            arg = np.argmin(total, axis=0)
+            back[b, j0:j1] = arg + 1
+            best[b, j0:j1] = total[arg, np.arange(j1 - j0)]
     out = []
     for k in range(1, k_max + 1):
         starts = [0] * k
