@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`tailscope analyze --json`, `tailscope report` and `tailscope --help` as commands, beside their peers.
 
-    PYTHONPATH=src .venv/bin/python bench/bench_analyze.py [--nodes 1000 10] [--repeats 3] [--curve]
+    PYTHONPATH=src:bench .venv/bin/python bench/bench_analyze.py [--nodes 1000 10] [--repeats 3]
+        [--phases] [--curve] [--keep DIR] [--source OTHER/src]
 
 For each fleet size a campaign of N nodes x 50 trials x 10 iterations is written through the store's own
 writers (store/campaign.py, the generator of bench_cluster_analyze.py: one chunk per node, atomic renames).
@@ -15,7 +16,10 @@ Then, alternated and repeated (medians printed), each a fresh process whose wall
 And `tailscope --help` against bare `python -c pass` and `python -c "import argparse"`.
 Targets (issue 11): analyze <= 1.5x the peer's time and <= 2x its memory, buffered or not, at 1,000 nodes
 and at 10 (fixed cost); report <= 2x the peer's time; --help <= 2x `python -c "import argparse"`.
-`--curve` adds the cost curve of analyze --json (10, 100, 1,000, 5,000 nodes: time and peak memory).
+`--curve` adds the cost curve of analyze --json (10, 100, 1,000, 5,000 nodes: time and peak memory);
+`--phases` prints where analyze's time and peak memory go (imports, store read, analysis, JSON), in one
+fresh process; `--source` measures another checkout's src (a before/after pair on the same machine);
+`--keep` writes the campaigns there once and reuses them.
 
 stdout of every command goes to a file (not a pipe), so the write() pattern is the one a user gets.
 """
