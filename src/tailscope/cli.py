@@ -22,7 +22,10 @@ from tailscope.campaign.cli import add_campaign_parser
 from tailscope.campaign.verdict import add_verdict_parser
 from tailscope.counters.metrics_cli import add_metrics_parser
 from tailscope.counters.monitor_cli import add_monitor_parser, parse_interval
+from tailscope.errors import InputError, describe_os_error
 from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser, run_counter_import
+from tailscope.options import FRACTION, NON_NEGATIVE, SECONDS, SHARE, TRIALS
+from tailscope.printable import printable
 from tailscope.probes.catalogue import (
     COMMON_OPTIONS,
     PROBES,
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     """A command line that cannot be carried out (exit 2)."""
 
 
@@ -76,32 +79,32 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("statistics")
     g.add_argument(
         "--threshold",
-        type=float,
+        type=FRACTION,
         action="append",
         metavar="D",
         help="slow if more than D below the node median (repeatable; default 0.05 and 0.10)",
     )
     g.add_argument(
         "--allowed-slow-rate",
-        type=float,
+        type=FRACTION,
         metavar="P0",
         help="rate of slow runs the tail-count test allows (default 0.01)",
     )
-    g.add_argument("--confidence", type=float, help="coverage of confidence intervals (default 0.95)")
+    g.add_argument("--confidence", type=FRACTION, help="coverage of confidence intervals (default 0.95)")
     v = parser.add_argument_group("verdict limits (exit 1 when one fails)")
     v.add_argument(
         "--max-slow-rate",
-        type=float,
+        type=SHARE,
         metavar="P",
         help="fail when the tail-count test shows more slow runs than P",
     )
     v.add_argument(
         "--max-q01-drop",
-        type=float,
+        type=SHARE,
         metavar="X",
         help="fail when (q01 - median)/median < -X (SJTU rule; e.g. 0.005)",
     )
-    v.add_argument("--max-cv", type=float, metavar="X", help="fail when a node's CV exceeds X")
+    v.add_argument("--max-cv", type=NON_NEGATIVE, metavar="X", help="fail when a node's CV exceeds X")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -123,16 +126,21 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
-    print(f"campaign: {outcome.campaign}")
+    if not outcome.committed:
+        print(f"campaign: {outcome.campaign} (nothing stored)")
+    else:
+        print(f"campaign: {outcome.campaign}")
     print(f"trials stored: {outcome.stored} ({outcome.failed} not ok)")
     if outcome.stopped_reason:
         print(f"tailscope: {outcome.stopped_reason}", file=sys.stderr)
-    if outcome.interrupted:
+    if outcome.interrupted and outcome.committed:
         print(
             f"interrupted: finished trials are stored; continue with "
             f"`tailscope run --resume --campaign {outcome.campaign}`",
             file=sys.stderr,
         )
+    elif outcome.interrupted:
+        print("interrupted before any trial finished: nothing stored, no campaign created", file=sys.stderr)
 
 
 def _outcome_code(outcome: RunOutcome) -> int:
@@ -161,6 +169,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.trials is not None and args.trials < 1:
             raise UsageError(f"--trials {args.trials}: expected at least 1")
         variants = ((ProbeVariant(args.probe, _probe_params(args)), args.trials or 0),)
+        if args.scaling:
+            from tailscope.probes.scaling import scaling_variants
+
+            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, _probe_params(args)))
     outcome = run_campaign(
         RunRequest(
             variants=variants,
@@ -176,31 +188,49 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     _print_outcome(outcome)
+    if args.scaling and not outcome.interrupted:
+        from tailscope.probes.scaling import render_scaling, scaling_table
+
+        print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return _outcome_code(outcome)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from tailscope.importers.iterations_csv import import_iterations
-    from tailscope.store.campaign import Campaign, new_task_id
+    from tailscope.store.campaign import new_task_id
+    from tailscope.store.load import load_into
 
     if args.format in COUNTER_FORMATS:
         return run_counter_import(args)
+    if args.format == "hpl":
+        from tailscope.importers.hpl import import_hpl
+        from tailscope.node.facts import node_name
+
+        if not args.file.is_file():
+            raise UsageError(f"{args.file}: no such file")
+        with load_into(args.campaign, f"import hpl {args.file.name}", create=True) as load:
+            counts = import_hpl(args.file, load, node=args.node or node_name(), task=new_task_id())
+        print(
+            f"imported {counts['runs']} HPL runs ({counts['failed_residual']} failed the residual check, "
+            f"{counts['variants']} problem sizes) into {args.campaign}"
+        )
+        return EXIT_OK
     if args.format != "iterations":
         raise UsageError(f"import: unknown format {args.format!r}")
     if not args.file.is_file():
         raise UsageError(f"{args.file}: no such file")
-    campaign = Campaign.open_or_create(args.campaign)
-    counts = import_iterations(
-        args.file,
-        campaign,
-        name=args.name,
-        unit=args.unit,
-        higher_is_better=args.higher_is_better,
-        task=new_task_id(),
-    )
+    with load_into(args.campaign, f"import iterations {args.file.name}", create=True) as load:
+        counts = import_iterations(
+            args.file,
+            load,
+            name=args.name,
+            unit=args.unit,
+            higher_is_better=args.higher_is_better,
+            task=new_task_id(),
+        )
     print(
         f"imported {counts['runs']} runs ({counts['iterations']} iterations, {counts['nodes']} nodes) "
-        f"into {campaign.root}"
+        f"into {args.campaign}"
     )
     return EXIT_OK
 
@@ -242,12 +272,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         common=_probe_params(args),
         settings=_settings(args),
         show_progress=not args.no_progress,
+        deep=args.deep,
     )
     _print_outcome(result.outcome)
     if result.analysis is None or result.report is None:
         return _outcome_code(result.outcome)
     print("\n".join(render_summary(result.analysis)))
     print("\n".join(result.pages_advice))
+    if result.deep is not None:
+        print("\n".join(result.deep.lines()))
     print(f"report: {result.report.resolve()}")
     return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
 
@@ -269,6 +302,52 @@ def cmd_facts(args: argparse.Namespace) -> int:
     from tailscope.node.hugepages import advice_lines
 
     print("\n".join(advice_lines(facts)))
+    return EXIT_OK
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from tailscope.trace.run import TraceRequest, run_trace
+    from tailscope.trace.summary import render
+
+    command = list(args.program)
+    if command and command[0] == "--":
+        command = command[1:]
+    bins = None
+    if args.bins:
+        try:
+            bins = tuple(float(b) for b in args.bins.split(","))
+        except ValueError:
+            raise UsageError(f"--bins {args.bins}: expected MiB/s edges like 100,200,1024") from None
+        if list(bins) != sorted(bins) or any(b <= 0 for b in bins):
+            raise UsageError(f"--bins {args.bins}: expected increasing positive MiB/s edges")
+    request = TraceRequest(
+        command=command,
+        campaign=args.campaign,
+        node=args.node,
+        events=tuple(e for e in (args.events or "").split(";") if e),
+        uncore_events=tuple(e for e in (args.uncore or "").split(";") if e),
+        numa=args.numa,
+        sysfs=args.sysfs,
+        **({"bins_mibs": bins} if bins else {}),
+    )
+    outcome = run_trace(request)
+    print(f"runtime: {outcome.runtime.family} ({outcome.runtime.path}); traced on {outcome.runs_on}")
+    for line in outcome.skipped:
+        print(f"not counted: {line}")
+    if outcome.child_processes:
+        print(
+            f"note: the program started {outcome.child_processes} other OpenMP process(es); their raw traces "
+            f"are in {outcome.trace_dir / 'ompt'}/child-PID/ (not analysed)"
+        )
+    if outcome.unmatched:
+        print(f"warning: {outcome.unmatched} region begin/end events did not pair")
+    print(render(outcome.regions, outcome.traffic, outcome.placement, outcome.finding.text))
+    print(f"campaign: {outcome.campaign} (run {outcome.run_id})")
+    print(f"OTF2: {outcome.otf2}")
+    print(f"Chrome trace: {outcome.chrome}")
+    if outcome.exit_code != 0:
+        print(f"tailscope: the program exited with status {outcome.exit_code}", file=sys.stderr)
+        return EXIT_VERDICT
     return EXIT_OK
 
 
@@ -297,24 +376,30 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run N trials of a probe, each a fresh process, into a campaign")
     p.add_argument("probe", nargs="?", metavar="PROBE", help=f"one of: {', '.join(PROBES)}")
-    p.add_argument("--trials", type=int, metavar="N", help="trials to run (with --resume: to complete)")
+    p.add_argument("--trials", type=TRIALS, metavar="N", help="trials to run (with --resume: to complete)")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("--resume", action="store_true", help="run only the planned trials that are missing")
     p.add_argument("--node", help="node name to record (default $SLURMD_NODENAME or the host name)")
-    p.add_argument("--timeout", type=float, metavar="S", help="per-trial time limit in seconds")
+    p.add_argument("--timeout", type=SECONDS, metavar="S", help="per-trial time limit in seconds (> 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--monitor", action="store_true", help="run the background monitor beside the trials")
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
+    )
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("import", help="import results of other tools into a campaign")
     p.add_argument(
         "format",
-        choices=["iterations", *COUNTER_FORMATS],
-        help="iterations: CSV node,run,iteration,value[,unit,...]; perfcounts: the seed sampler's text; "
-        "perf-csv: perf stat -I -x, output; likwid-csv: likwid-perfctr -O output",
+        choices=["iterations", "hpl", *COUNTER_FORMATS],
+        help="iterations: CSV node,run,iteration,value[,unit,...]; hpl: xhpl output or hpcc's hpccoutf.txt; "
+        "perfcounts: the seed sampler's text; perf-csv: perf stat -I -x, output; "
+        "likwid-csv: likwid-perfctr -O output",
     )
     p.add_argument("--node", help="node the counter samples belong to (default: from the file)")
     p.add_argument("file", type=Path)
@@ -342,7 +427,12 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
     p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
-    p.add_argument("--trials", type=int, metavar="N", help="N trials of every probe")
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="then follow each degraded probe with the micro-architecture probes that isolate its component",
+    )
+    p.add_argument("--trials", type=TRIALS, metavar="N", help="N trials of every probe")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
     p.add_argument("--no-progress", action="store_true")
@@ -354,6 +444,32 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("facts", help="this node's facts and tuning advice")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_facts)
+
+    p = sub.add_parser(
+        "trace",
+        help="OpenMP regions, memory placement and socket traffic of an unmodified program (OMPT)",
+        description="Run PROGRAM under tailscope's OMPT tool (on LLVM's libomp; a gcc-built program runs on "
+        "it through a libgomp.so.1 link) and store its regions, placement and traffic; writes an OTF2 "
+        "archive and a Chrome trace JSON beside the campaign's shards.",
+    )
+    p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
+    p.add_argument("--node", help="node name to record (default $SLURMD_NODENAME or the host name)")
+    p.add_argument(
+        "--events",
+        metavar="LIST",
+        help="per-thread counters read at each region edge, ';'-separated "
+        "(task-clock;page-faults;cpu/event=0x..,umask=../)",
+    )
+    p.add_argument("--uncore", metavar="LIST", help="uncore counters read at parallel region edges, "
+                   "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)")
+    p.add_argument("--numa", choices=["first", "every", "off"], default="first",
+                   help="copy numa_maps after the first instance of each parallel region (default), each, "
+                   "or never")
+    p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
+                   "(default 100,200,1024,10240)")
+    p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
+    p.set_defaults(func=cmd_trace)
 
     add_addr_parser(sub)
     add_campaign_parser(sub)
@@ -372,35 +488,6 @@ def _probe_named(argv: Sequence[str]) -> str | None:
     return next((a for a in rest if not a.startswith("-")), None)
 
 
-# User mistakes that exit 2 with one line, as (module, class). A class is looked up only when its module
-# was imported: an exception of that class can only have been raised if it was, and looking them all up
-# eagerly would import pyarrow and duckdb into `tailscope --help`.
-_ERRORS: tuple[tuple[str, str], ...] = (
-    ("tailscope.store.campaign", "StoreError"),
-    ("tailscope.store.schema", "SchemaVersionError"),
-    ("tailscope.importers", "ImportInputError"),
-    ("tailscope.campaign.runner", "ProbeUsageError"),
-    ("tailscope.native", "NativeMissingError"),
-    ("tailscope.probes.catalogue", "UnknownProbeError"),
-    ("tailscope.addr.errors", "AddrInputError"),
-    ("tailscope.campaign.cli", "CampaignCliError"),
-    ("tailscope.campaign.verdict", "VerdictInputError"),
-    ("tailscope.counters.errors", "MetricsInputError"),
-    ("tailscope.counters.monitor_cli", "MonitorInputError"),
-    ("tailscope.counters.eventsets", "EventSetError"),
-)
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """UsageError and every class of _ERRORS whose module is loaded."""
-    found: list[type[BaseException]] = [UsageError]
-    for module, name in _ERRORS:
-        cls = getattr(sys.modules.get(module), name, None)
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            found.append(cls)
-    return tuple(found)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     probe = _probe_named(argv)
@@ -412,6 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
+    except InputError as exc:
+        print(f"tailscope: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("tailscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -420,8 +510,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
-    except Exception as exc:
-        if not isinstance(exc, _user_errors()):
-            raise
-        print(f"tailscope: error: {exc}", file=sys.stderr)
+    except OSError as exc:  # disk full, read-only or foreign-owned campaign, unreadable file, long name
+        print(f"tailscope: error: {describe_os_error(exc)}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def one_line(exc: BaseException) -> str:
+    """The error's message on one line (a message never spans lines on the terminal)."""
+    text = str(exc)
+    return " ".join(printable(part) for part in text.splitlines() if part.strip()) or type(exc).__name__

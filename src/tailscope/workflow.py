@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
 import pandas as pd
 
 from tailscope.analysis.cluster import cluster_settings_of
@@ -19,8 +18,9 @@ from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import analyze
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.store.campaign import Campaign, StoreError, write_atomic_bytes
-from tailscope.store.views import connect
+from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
+from tailscope.store.load import claim_run_trials, remove_empty_campaign
+from tailscope.store.read import CampaignConnection, connect
 
 # The runner (probes, counters) and the HTML report are imported by the verbs that use them: `analyze`
 # loads neither.
@@ -43,8 +43,13 @@ class RunRequest:
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
-    """Check every variant's options with the probe, plan the trials, run what is missing."""
-    from tailscope.campaign.runner import LocalRunner, default_campaign_dir, pending_trials, preflight
+    """Check every variant's options with the probe, claim the trials to run, run them.
+
+    Without --resume, `--trials N` runs N new trials of each variant on this node (after every trial stored
+    or held by another writer); with it, the planned trials this node misses. Trial numbers are claimed under
+    the campaign lock, so two `run`s into one campaign never run one trial twice.
+    """
+    from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, preflight
 
     node = request.node or node_name()
     for variant, _ in request.variants:
@@ -52,32 +57,62 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     if request.campaign_dir is None:
         if request.resume:
             raise StoreError("--resume needs --campaign DIR (the campaign to continue)")
-        campaign = Campaign.create(default_campaign_dir(request.label, node))
-    elif request.resume:
-        campaign = Campaign.open(request.campaign_dir)
+        root = default_campaign_dir(request.label, node)
     else:
-        campaign = Campaign.open_or_create(request.campaign_dir)
-    variants = []
-    for variant, trials in request.variants:
-        planned = {p["variant"]: int(p["trials"]) for p in campaign.manifest.get("plans", [])}
-        have = planned.get(variant.variant_id, 0)
-        # Without --resume a repeated `run` adds trials after the planned ones; with it the plan is completed.
-        wanted = max(have, trials) if request.resume else have + trials
-        campaign.add_plan(variant.to_plan(wanted))
-        variants.append(variant)
+        root = Path(request.campaign_dir)
+    if request.resume or (root / MANIFEST).exists():
+        campaign = Campaign.open(root)
+    else:
+        campaign = Campaign(root, Campaign.new_manifest(root))
+    variants = [variant for variant, _ in request.variants]
     if request.resume and not request.variants:
-        variants = [
-            ProbeVariant.from_plan(p) for p in campaign.manifest.get("plans", []) if not p.get("imported")
-        ]
+        variants = [ProbeVariant.from_plan(p.probe, p.params) for p in campaign.manifest.probe_plans()]
         for variant in variants:
             preflight(variant)
-    trials = pending_trials(campaign, variants, node)
-    runner = LocalRunner(
-        campaign, node=node, timeout_s=request.timeout_s, show_progress=request.show_progress
-    )
-    if not request.monitor:
-        return runner.run(trials)
-    return _run_with_monitor(request, runner, trials, variants)
+    planned = campaign.manifest.planned_trials()
+    wanted: dict[str, list[int] | int] = {}
+    for variant, trials in request.variants or [(v, 0) for v in variants]:
+        have = planned.get(variant.variant_id, 0)
+        if request.resume:
+            wanted[variant.variant_id] = list(range(max(have, trials)))
+        else:
+            wanted[variant.variant_id] = trials
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    task = new_task_id()
+    try:
+        claim = claim_run_trials(campaign, node, key=task, wanted=wanted)
+    except BaseException:
+        if created:
+            remove_empty_campaign(root)
+        raise
+    try:
+        by_id = {v.variant_id: v for v in variants}
+        trials = [Trial(by_id[vid], t) for vid, ts in claim.trials.items() for t in ts]
+        plans = [
+            by_id[vid].to_plan(max(planned.get(vid, 0), max(ts) + 1 if ts else 0))
+            for vid, ts in claim.trials.items()
+        ]
+        runner = LocalRunner(
+            campaign,
+            node=node,
+            task=task,
+            timeout_s=request.timeout_s,
+            show_progress=request.show_progress,
+            plans=plans,
+        )
+        if request.monitor:
+            outcome = _run_with_monitor(request, runner, trials, variants)
+        else:
+            outcome = runner.run(trials)
+            if request.resume and (root / MANIFEST).exists():
+                store_monitor_files(root, node)
+        outcome.committed = runner.committed
+        return outcome
+    finally:
+        claim.release()
+        if created and not (root / MANIFEST).exists():
+            remove_empty_campaign(root)
 
 
 def _run_with_monitor(
@@ -89,14 +124,25 @@ def _run_with_monitor(
     events = request.monitor_events or next(
         (str(v.params["events"]) for v in variants if v.params.get("events")), "software"
     )
-    campaign, node, task = runner.campaign, runner.node, runner.task
-    path = monitor.monitor_file_for(campaign, node, task)
+    root, node, task = runner.campaign.root, runner.node, runner.task
+    path = monitor.monitor_file_for(root, node, task)
     with monitor.running_monitor(path, interval_s=request.monitor_interval_s, events=events):
         outcome = runner.run(trials)
-    mf = monitor.read(path)
-    monitor.store_samples(mf, campaign, node=node, task=f"{task}-samples")
-    monitor.store_cut(mf, campaign, node=node, task=task)
+    if runner.committed:
+        store_monitor_files(root, node, own_task=task)
     return outcome
+
+
+def store_monitor_files(root: Path, node: str, own_task: str | None = None) -> None:
+    """Store the monitor files of this node not stored yet: this run's, and those of runs that were killed
+    before they could (`run --resume` calls this too). Files of writers still running are left alone."""
+    from tailscope.counters import monitor
+    from tailscope.store.load import live_claims
+
+    running = {c.key for c in live_claims(root)} - {own_task}
+    for path in monitor.unstored_monitor_files(root, node):
+        if path.name.split(".")[-3] not in running:
+            monitor.store_monitor_file(path, root, node=node, cut=True)
 
 
 def load_frames(
@@ -104,28 +150,15 @@ def load_frames(
     *,
     probe: str | None = None,
     node: str | None = None,
-    con: duckdb.DuckDBPyConnection | None = None,
+    con: CampaignConnection | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs (every status) and the iterations of the selected runs (on `con` when given)."""
     own = con is None
     if con is None:
         con = connect(campaign)
     try:
-        where, params = [], []
-        if probe:
-            where.append("probe = ?")
-            params.append(probe)
-        if node:
-            where.append("node = ?")
-            params.append(node)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        runs = con.execute(f"SELECT * FROM runs {clause} ORDER BY variant, node, trial", params).df()
-        # The iterations view holds the rows of `runs` already: filter again only for --probe/--node.
-        iterations = con.execute(
-            f"""SELECT run_id, iteration, thread, kernel, cpu, warmup, seconds, value FROM iterations
-                {f"WHERE run_id IN (SELECT run_id FROM runs {clause})" if where else ""}""",
-            params,
-        ).df()
+        runs = con.runs(probe=probe, node=node)
+        iterations = con.iterations_of_runs(probe=probe, node=node)
     finally:
         if own:
             con.close()
@@ -138,7 +171,7 @@ def analyze_campaign(
     *,
     probe: str | None = None,
     node: str | None = None,
-    con: duckdb.DuckDBPyConnection | None = None,
+    con: CampaignConnection | None = None,
 ) -> CampaignAnalysis:
     """The campaign's analysis (on `con` when given: a connection reads every shard once)."""
     campaign = Campaign.open(campaign_dir)
@@ -149,7 +182,7 @@ def analyze_campaign(
         runs, iterations = load_frames(campaign, probe=probe, node=node, con=con)
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
-        cluster = cluster_settings_of(campaign.manifest)
+        cluster = cluster_settings_of(campaign.manifest.cluster)
         analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster)
         return with_attribution(con, analysis, runs)
     finally:
@@ -159,6 +192,8 @@ def analyze_campaign(
 
 def analyze_and_report(campaign_dir: Path, settings: Settings, output: Path) -> tuple[CampaignAnalysis, Path]:
     """`report`: the analysis and its HTML from one store connection (connecting reads every shard)."""
+    if not output.parent.is_dir():  # before the analysis, not after it
+        raise StoreError(f"-o {output}: directory {output.parent} does not exist (create it first)")
     con = connect(Campaign.open(campaign_dir))
     try:
         analysis = analyze_campaign(campaign_dir, settings, con=con)
@@ -168,18 +203,14 @@ def analyze_and_report(campaign_dir: Path, settings: Settings, output: Path) -> 
 
 
 def with_attribution(
-    con: duckdb.DuckDBPyConnection, analysis: CampaignAnalysis, runs: pd.DataFrame
+    con: CampaignConnection, analysis: CampaignAnalysis, runs: pd.DataFrame
 ) -> CampaignAnalysis:
     """Add the counter attribution (analysis/attribution.py) when the analysed runs have counters."""
-    if not con.execute("SELECT count(*) FROM counters_all").fetchone()[0]:  # type: ignore[index]
+    if not con.has_rows("counters"):
         return analysis
     from tailscope.analysis.attribution import METHOD, attribute
 
-    counters = con.execute(
-        "SELECT run_id, source, pmu, unit, event, value FROM counters "
-        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-        [[r.run_id for r in analysis.runs]],
-    ).df()
+    counters = con.counters([r.run_id for r in analysis.runs])
     if counters.empty:
         return analysis
     section = attribute(analysis.runs, counters, runs, robust_cut=analysis.settings.robust_cut)
@@ -191,26 +222,22 @@ def with_attribution(
 
 
 def write_report(
-    campaign_dir: Path,
-    analysis: CampaignAnalysis,
-    output: Path,
-    *,
-    con: duckdb.DuckDBPyConnection | None = None,
+    campaign_dir: Path, analysis: CampaignAnalysis, output: Path, *, con: CampaignConnection | None = None
 ) -> Path:
     """The HTML report of `analysis` (reading nodes, timelines and samples on `con` when given)."""
     from tailscope.report.html import render_html, select_timeline_runs
 
+    if not output.parent.is_dir():
+        raise StoreError(f"-o {output}: directory {output.parent} does not exist (create it first)")
     campaign = Campaign.open(campaign_dir)
     wanted = sorted({run_id for ids in select_timeline_runs(analysis).values() for run_id in ids})
     own = con is None
     if con is None:
         con = connect(campaign)
     try:
-        nodes = con.execute("SELECT * FROM nodes ORDER BY node").df()
-        iterations = con.execute(
-            "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
-        ).df()
-        samples = _timeline_samples(con)
+        nodes = con.nodes()
+        iterations = con.iterations(wanted)
+        samples = con.timeline_samples(MAX_TIMELINE_ROWS)
     finally:
         if own:
             con.close()
@@ -222,24 +249,11 @@ def write_report(
         generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         samples=samples,
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
     write_atomic_bytes(output, html.encode())
     return output
 
 
 MAX_TIMELINE_ROWS = 2_000_000  # monitor samples summed over units; more than this and no timelines are drawn
-
-
-def _timeline_samples(con: duckdb.DuckDBPyConnection) -> pd.DataFrame | None:
-    """Monitor samples summed over units, for the report's counter timelines (None when too many)."""
-    query = (
-        "SELECT node, source, pmu, event, sample, min(t_ns) AS t_ns, sum(value) AS value FROM samples "
-        "GROUP BY node, source, pmu, event, sample"
-    )
-    rows = con.execute(f"SELECT count(*) FROM ({query})").fetchone()
-    if not rows or rows[0] == 0 or rows[0] > MAX_TIMELINE_ROWS:
-        return None
-    return con.execute(query).df()
 
 
 __all__ = [

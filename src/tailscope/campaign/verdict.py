@@ -18,12 +18,14 @@ A node is judged on every probe variant of the campaign; its verdict is the wors
 from __future__ import annotations
 
 import argparse
-import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tailscope.errors import InputError
 
 if TYPE_CHECKING:
     from tailscope.analysis.cluster import ClusterSummary, NodeEffect
@@ -33,7 +35,7 @@ EXIT_OK, EXIT_FAIL = 0, 1
 _SEVERITY = {"ok": 0, "retest": 1, "drain": 2}
 
 
-class VerdictInputError(Exception):
+class VerdictInputError(InputError):
     """A verdict that cannot be given (no cluster data, unknown node); exit 2."""
 
 
@@ -84,9 +86,9 @@ def _p_text(p: float) -> str:
 
 
 def this_node() -> str:
-    import socket
+    from tailscope.node.facts import node_name  # subprocess, socket, platform: not for `tailscope --help`
 
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    return node_name()  # the name every writer records (one function names this node everywhere)
 
 
 def nhc_lines(verdict: NodeVerdict) -> list[str]:
@@ -108,9 +110,9 @@ def _reason_text(v: NodeVerdict) -> str:
 
 
 def command_text(argv: list[str]) -> str:
-    head, reason = argv[:-1], argv[-1]
-    key, _, text = reason.partition("=")
-    return " ".join(head) + f' {key}="{text}"'
+    """The command as a shell line that is safe to paste: every word quoted with shlex (a node name holding
+    `$(...)` or `;` stays one literal word)."""
+    return shlex.join(argv)
 
 
 def _label(value: object) -> str:
@@ -192,7 +194,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     verdicts = node_verdicts(analysis)
     code = EXIT_OK
     if args.prometheus:
-        text = prometheus_text(analysis, verdicts, campaign.manifest.get("name", campaign.campaign_id))
+        text = prometheus_text(analysis, verdicts, campaign.manifest.name or campaign.campaign_id)
         args.prometheus.parent.mkdir(parents=True, exist_ok=True)
         write_atomic_bytes(args.prometheus, text.encode())
     if args.drain:

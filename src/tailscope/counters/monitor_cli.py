@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tailscope.errors import InputError
 
-class MonitorInputError(ValueError):
+
+class MonitorInputError(InputError, ValueError):
     """A monitor file that cannot be read, or monitor options that cannot be used (exit 2)."""
 
 

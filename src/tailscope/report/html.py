@@ -19,7 +19,6 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -49,6 +48,7 @@ from tailscope.report.numbers import (
 from tailscope.report.pages_section import pages_section
 from tailscope.report.svg import esc
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
+from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
 
 __all__ = ["render_html", "select_timeline_runs"]
@@ -97,14 +97,14 @@ def select_timeline_runs(analysis: CampaignAnalysis) -> dict[tuple[str, str], li
 def render_html(
     analysis: CampaignAnalysis,
     *,
-    manifest: Mapping[str, Any],
+    manifest: Manifest,
     nodes: pd.DataFrame,
     iterations: pd.DataFrame,
     generated_at: str,
     samples: pd.DataFrame | None = None,
 ) -> str:
     """The whole report as one HTML document (str)."""
-    name = str(manifest.get("name") or analysis.campaign)
+    name = str(manifest.name or analysis.campaign)
     title = f"tailscope report: {name}"
     variants = {v.variant: v for v in analysis.variants}
     groups_of: dict[str, list[GroupSummary]] = defaultdict(list)
@@ -142,7 +142,7 @@ def render_html(
         pages_section(nodes),
         _methods_section(analysis),
         f'<footer class="explain">Generated {esc(generated_at)} by tailscope '
-        f"{esc(manifest.get('tool_version', ''))}. This file is self-contained: it loads nothing from the "
+        f"{esc(manifest.tool_version)}. This file is self-contained: it loads nothing from the "
         "network and runs no script.</footer>",
     ]
     head = (
@@ -169,18 +169,18 @@ def _fraction(x: float | None) -> str:
 # --- sections --------------------------------------------------------------------------------------------
 
 
-def _meta_table(analysis: CampaignAnalysis, manifest: Mapping[str, Any], generated_at: str) -> str:
+def _meta_table(analysis: CampaignAnalysis, manifest: Manifest, generated_at: str) -> str:
     s = analysis.settings
     n_runs = len(analysis.runs)
     n_failed = sum(g.n_failed for g in analysis.groups)
     n_nodes = len({g.node for g in analysis.groups})
     rows = [
-        ("campaign", f"{manifest.get('name', '')} ({analysis.campaign})"),
-        ("created", manifest.get("created", "-")),
+        ("campaign", f"{manifest.name} ({analysis.campaign})"),
+        ("created", manifest.created or "-"),
         ("report generated", generated_at),
         (
             "tailscope",
-            f"{manifest.get('tool_version', '-')}, store schema {manifest.get('schema_version', '-')}",
+            f"{manifest.tool_version or '-'}, store schema {manifest.schema_version}",
         ),
         (
             "runs",
