@@ -62,7 +62,7 @@ from tailscope.analysis.model import Settings
 from tailscope.analysis.summary import analyze
 from tailscope.jsonout import encode
 from tailscope.store.campaign import Campaign
-from tailscope.store.views import check_shards, connect
+from tailscope.store.read import connect
 def mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 marks = [("imports", time.perf_counter() - t0, mib())]
@@ -71,13 +71,13 @@ def mark(name, since):
     return time.perf_counter()
 t = time.perf_counter()
 campaign = Campaign.open(Path(sys.argv[1]))
-check_shards(campaign)
-t = mark("store: shard footers (check_shards)", t)
-con = connect(campaign, check=False)
-t = mark("store: views and runs table (connect)", t)
-runs, iterations = workflow.load_frames(campaign, con=con)
-t = mark("store: runs + iterations to pandas (load_frames)", t)
-analysis = analyze(runs, iterations, Settings(), campaign.campaign_id, cluster_settings_of(campaign.manifest))
+con = connect(campaign)
+runs = con.runs()
+t = mark("store: runs shards read, checked, runs table, to pandas", t)
+iterations = con.iterations_of_runs()
+t = mark("store: iterations shards read and checked, to pandas", t)
+settings = cluster_settings_of(campaign.manifest.cluster)
+analysis = analyze(runs, iterations, Settings(), campaign.campaign_id, settings)
 t = mark("analysis (summary.analyze)", t)
 analysis = workflow.with_attribution(con, analysis, runs)
 con.close()
@@ -85,7 +85,7 @@ t = mark("counter attribution check", t)
 data = encode(analysis)
 t = mark("JSON encoding", t)
 for name, seconds, peak in marks:
-    print(f"    {name:50s} {seconds:6.2f} s, peak RSS so far {peak:5.0f} MiB")
+    print(f"    {name:62s} {seconds:6.2f} s, peak RSS so far {peak:5.0f} MiB")
 """
 
 TARGETS = {"analyze": (1.5, 2.0), "analyze unbuffered": (1.5, 2.0), "report": (2.0, None)}
