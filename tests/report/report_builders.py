@@ -19,6 +19,7 @@ from tailscope.analysis.model import (
     Check,
     GroupSummary,
     KindEvidence,
+    NodeHealth,
     QuantileCI,
     QuantileRule,
     RunKind,
@@ -166,7 +167,14 @@ def variant_summary(
 
 
 SYSTEMATIC = KindEvidence(
-    iterations=20, low=20, fraction_low=1.0, median_ratio=0.88, min_ratio=0.86, spread=0.01
+    iterations=20,
+    low=20,
+    fraction_low=1.0,
+    median_ratio=0.88,
+    min_ratio=0.86,
+    spread=0.01,
+    low_cut=0.94,
+    reference=100.0,
 )
 TRANSIENT = KindEvidence(iterations=20, low=2, fraction_low=0.1, median_ratio=1.0, min_ratio=0.5, spread=0.02)
 
@@ -233,9 +241,26 @@ def demo_analysis(*, checks: Sequence[Check] = (), notes: Sequence[str] = ()) ->
         variants=variants,
         groups=groups,
         runs=tuple(runs),
-        verdict=Verdict(passed=all(c.passed for c in checks), checks=tuple(checks)),
+        verdict=Verdict(
+            passed=all(c.passed for c in checks),
+            checks=tuple(checks),
+            state="healthy" if all(c.passed for c in checks) else "degraded",
+        ),
         notes=tuple(notes),
         methods={"quantiles": "order statistics", "kind": "level vs spread"},
+        nodes=tuple(
+            NodeHealth(
+                node=node,
+                verdict="healthy"
+                if all(c.passed for c in checks if c.scope.endswith(f"/{node}"))
+                else "degraded",
+                reasons=tuple(c.message for c in checks if c.scope.endswith(f"/{node}") and not c.passed)
+                or ("every probe within the limits",),
+                causes=(),
+                limits=("slow-run rate at most 1%",),
+            )
+            for node in sorted({g.node for g in groups})
+        ),
     )
 
 

@@ -40,7 +40,9 @@ def html() -> str:
 
 def test_title_verdict_and_notes(html):
     assert "<title>tailscope report: demo</title>" in html
-    assert "Verdict: FAIL</span> (1 of 2 checks failed)" in html
+    # The box says the worst node verdict and is red, never green above a failing check (issue 14).
+    assert "Verdict: DEGRADED</span> (1 degraded, 1 healthy)" in html
+    assert '<section id="verdict" class="verdict fail">' in html
     # Failed check first, with its message; the passed one after it.
     assert html.index("2 of 10 runs were slow") < html.index("CV 0.5%; limit 2%: passed")
     notes = re.search(r'<ol class="notes">(.*?)</ol>', html, flags=re.DOTALL).group(1)
@@ -95,6 +97,15 @@ def test_timelines_of_the_selected_slow_runs(html):
     assert "typical trial 0 (slowest of 2 threads)" in labels
     tips = [t.text for t in fwq.iter(f"{ns}title") if t.text.startswith("run ")]
     assert tips[0] == "run fwq-9f9f:n1:2, iteration 0: 125 us"
+    # A run whose evidence carries the classifier's reference: the lines are the label's own (issue 14).
+    l2 = [
+        [t.text for t in s.iter(f"{ns}text")] for s in svgs(html) if s.get("data-run", "").startswith("l2sum")
+    ]
+    assert any(
+        "typical iteration (the label's reference)" in labels
+        and "low iteration: more than 6% below it" in labels
+        for labels in l2
+    )
 
 
 def test_numbers_are_formatted(html):
@@ -210,7 +221,7 @@ def test_one_run_and_equal_values_render():
     )
     page = render(analysis, iterations=pd.DataFrame())
     assert "100.0 [no CI, n=1] GFLOPS" in page
-    assert "Verdict: PASS</span> (no limits set)" in page
+    assert "Verdict: INCONCLUSIVE</span> (no nodes)" in page
     assert "None of 1 runs." in page
     assert len(svgs(page)) == 3
 

@@ -116,11 +116,14 @@ def timeline_text() -> str:
 
 
 def verdict_text(has_checks: bool) -> str:
+    text = (
+        "Each node is healthy, degraded (a limit failed or it is slower than its peers; its causes are "
+        "named) or inconclusive (too busy or too noisy to judge); the campaign's verdict is the worst "
+        "node's. Exit codes: 0 healthy, 1 degraded, 3 inconclusive."
+    )
     if has_checks:
-        return (
-            "Each check applies one limit you set to one node and variant; the verdict fails when any "
-            "check fails (exit code 1)."
-        )
+        return text + " Each check applies one limit to one node and variant."
+    return text + " All limits are off, so only the fleet screen and the busy/noise screens judged."
     return (
         "No limits were set, so nothing could fail and the verdict passes by default. To make it a test, "
         "set --max-slow-rate (tail-count test), --max-q01-drop (quantile rule) or --max-cv; a failed "

@@ -201,12 +201,22 @@ def timeline_chart(
         chart.line(xs, ys, label=label, color=GREY)
         if len(xs) <= MARKED_POINTS:
             chart.scatter(xs, ys, label=label, color=GREY, radius=2.0, legend=False)
-        reference = typical_series.median
-        chart.hline(
-            slow_level(reference, settings.primary_threshold, variant.higher_is_better),
-            label=f"{pct(settings.primary_threshold)} slower than the typical median",
-            color=PALETTE[1],
-        )
+        ev = slow.evidence
+        if ev is not None and ev.reference is not None:
+            # The classifier's own reference and cut (classify.py), so the lines show what the label used.
+            chart.hline(ev.reference, label="typical iteration (the label's reference)", color=GREY)
+            chart.hline(
+                slow_level(ev.reference, 1.0 - ev.low_cut, variant.higher_is_better),
+                label=f"low iteration: more than {pct(1.0 - ev.low_cut)} below it",
+                color=PALETTE[1],
+            )
+        else:
+            reference = typical_series.median
+            chart.hline(
+                slow_level(reference, settings.primary_threshold, variant.higher_is_better),
+                label=f"{pct(settings.primary_threshold)} slower than the typical median",
+                color=PALETTE[1],
+            )
     if not slow_series.empty:
         xs, ys = minmax_decimate(slow_series.iterations, slow_series.values, MAX_TIMELINE_POINTS)
         label = f"slow trial {slow.trial} ({slow_series.what})"

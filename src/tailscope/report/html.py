@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import (
     CampaignAnalysis,
     GroupSummary,
@@ -69,6 +70,7 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;
 .verdict{padding:10px 14px;border-radius:4px;margin:14px 0}
 .verdict.pass{background:#e8f5e9;border:1px solid #66bb6a}
 .verdict.fail{background:#fdecea;border:1px solid #e57373}
+.verdict.unsure{background:#fff8e1;border:1px solid #f0c36d}
 .verdict .word{font-size:20px;font-weight:bold}
 .notes{background:#fff8e1;border:1px solid #f0c36d;padding:8px 14px 8px 34px;border-radius:4px}
 .notes li{margin:4px 0}
@@ -216,20 +218,33 @@ def _meta_table(analysis: CampaignAnalysis, manifest: Manifest, generated_at: st
 
 
 def _verdict_section(analysis: CampaignAnalysis) -> str:
+    """The campaign state (the worst node verdict), one row per node, then the checks. The box is green
+    only when every node is healthy, so it never sits above a failing cell."""
     verdict = analysis.verdict
-    failed = [c for c in verdict.checks if not c.passed]
-    word = "PASS" if verdict.passed else "FAIL"
-    if not verdict.checks:
-        summary = "no limits set"
-    elif failed:
-        summary = f"{len(failed)} of {len(verdict.checks)} checks failed"
-    else:
-        summary = f"all {len(verdict.checks)} checks passed"
+    state = verdict.state if analysis.nodes else "inconclusive"  # nothing judged is not healthy
+    css = {"healthy": "pass", "degraded": "fail", "inconclusive": "unsure"}[state]
+    counts = ", ".join(
+        f"{sum(n.verdict == s for n in analysis.nodes)} {s}"
+        for s in ("degraded", "inconclusive", "healthy")
+        if any(n.verdict == s for n in analysis.nodes)
+    )
     out = [
-        f'<section id="verdict" class="verdict {"pass" if verdict.passed else "fail"}">',
-        f'<span class="word">Verdict: {word}</span> ({esc(summary)})',
+        f'<section id="verdict" class="verdict {css}">',
+        f'<span class="word">Verdict: {esc(state.upper())}</span> ({esc(counts or "no nodes")})',
         _explain(explain.verdict_text(bool(verdict.checks))),
     ]
+    if analysis.nodes:
+        node_rows = [
+            [
+                _td(n.node),
+                _td(n.verdict, css={"healthy": "good", "degraded": "bad"}.get(n.verdict, "")),
+                _td(", ".join(dict.fromkeys(c.cause for c in n.causes)) or "-"),
+                _td("; ".join(n.reasons)),
+            ]
+            for n in sorted(analysis.nodes, key=lambda n: (-SEVERITY[n.verdict], n.node))
+        ]
+        out.append(_table(["node", "verdict", "causes", "reasons"], node_rows))
+        out.append(f'<p class="explain">Limits: {esc("; ".join(analysis.nodes[0].limits))}.</p>')
     if verdict.checks:
         rows = [
             [

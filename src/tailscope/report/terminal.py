@@ -3,7 +3,9 @@
     campaign 3f2a...: 2 variants, 1 node, 400 ok runs, 1 failed
     probe  node  n    median [95% CI]              CV     slow >5%  slow >10%  kinds
     l2sum  n1    200  95.12 [95.01, 95.20] GB/s    0.41%  3/200     1/200      2 systematic, 1 transient
-    verdict: PASS (no limits set; --max-slow-rate, --max-q01-drop or --max-cv make it a test)
+    verdict: DEGRADED (1 of 1 node degraded)
+      n1: degraded: cpu-contention in trials 13-21 (9 of 9 flagged runs of l2sum): stress-ng (pid 4242) ...
+    limits: slow-run rate (> 5% below the node median) at most 1% (binomial test, alpha 0.05); ...
     notes:
       - node n1, l2sum-1a2b: 3 of 200 runs (1.5%, ...) were more than 5% slower than the node median ...
 
@@ -18,14 +20,14 @@ from __future__ import annotations
 import textwrap
 from collections import Counter
 
+from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import CampaignAnalysis, GroupSummary
 from tailscope.analysis.wording import pct, pct_range
 from tailscope.report.numbers import kinds_text, median_ci_text, tail_text
 
-__all__ = ["MAX_FAILED_CHECKS", "MAX_NOTES", "render_summary"]
+__all__ = ["MAX_NOTES", "render_summary"]
 
 MAX_NOTES = 3  # the most important notes; the rest are in the report and --json
-MAX_FAILED_CHECKS = 10
 MAX_GROUP_ROWS = 30  # beyond this many (variant, node) rows only the slowest nodes of each variant are listed
 SLOWEST_SHOWN = 10
 MAX_NAMED_NODES = 12  # drain / re-test lists longer than this are cut, with the count
@@ -136,22 +138,45 @@ def _columns(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1] for r in rows]
 
 
+MAX_NODE_LINES = 12  # non-healthy nodes listed one by one; the rest are counted
+MAX_REASONS = 2  # reasons shown per node (all in the report and --json)
+
+
 def _verdict_lines(analysis: CampaignAnalysis) -> list[str]:
-    verdict = analysis.verdict
-    word = "PASS" if verdict.passed else "FAIL"
-    if not verdict.checks:
-        return [
-            f"verdict: {word} (no limits set; --max-slow-rate, --max-q01-drop or --max-cv make it a test)"
-        ]
-    failed = [c for c in verdict.checks if not c.passed]
-    if not failed:
-        return [f"verdict: {word} (all {len(verdict.checks)} checks passed)"]
-    lines = [f"verdict: {word} ({len(failed)} of {len(verdict.checks)} checks failed)"]
-    for c in failed[:MAX_FAILED_CHECKS]:
-        text = _printable(f"{c.name}: {c.message}")
-        lines += textwrap.wrap(text, WIDTH, initial_indent="  FAIL ", subsequent_indent="    ")
-    if len(failed) > MAX_FAILED_CHECKS:
-        lines.append(f"  ({len(failed) - MAX_FAILED_CHECKS} more failed checks in the report)")
+    """The campaign state, one line per node that is not healthy (all nodes when few), and the limits.
+
+    The state is the node verdicts' worst (analysis/health.py): never PASS above a failing probe."""
+    nodes = analysis.nodes
+    if not nodes:
+        return ["verdict: INCONCLUSIVE (no node has ok runs to judge)"]
+    state = analysis.verdict.state
+    counts = Counter(n.verdict for n in nodes)
+    summary = ", ".join(
+        f"{counts[s]} of {_count(len(nodes), 'node')} {s}" for s in ("degraded", "inconclusive") if counts[s]
+    )
+    lines = [
+        f"verdict: {state.upper()}" + (f" ({summary})" if summary else f" ({_count(len(nodes), 'node')})")
+    ]
+    shown = [n for n in nodes if n.verdict != "healthy"] if len(nodes) > MAX_NODE_LINES else list(nodes)
+    shown.sort(key=lambda n: (-SEVERITY[n.verdict], n.node))
+    for n in shown[:MAX_NODE_LINES]:
+        head = f"  {_printable(n.node)}: {n.verdict}"
+        if n.verdict == "degraded" and n.causes:
+            head += ": " + ", ".join(dict.fromkeys(c.cause for c in n.causes))
+        lines.append(head)
+        for reason in n.reasons[:MAX_REASONS]:
+            lines += textwrap.wrap(
+                _printable(reason), WIDTH, initial_indent="    - ", subsequent_indent="      "
+            )
+        if len(n.reasons) > MAX_REASONS:
+            lines.append(f"    ({len(n.reasons) - MAX_REASONS} more reasons in the report and in --json)")
+    hidden = len(nodes) - min(len(shown), MAX_NODE_LINES)
+    if hidden > 0:
+        lines.append(f"  ({hidden} more nodes, healthy or beyond the first {MAX_NODE_LINES}, in --json)")
+    if nodes:
+        lines += textwrap.wrap(
+            "limits: " + "; ".join(nodes[0].limits), WIDTH, initial_indent="", subsequent_indent="  "
+        )
     return lines
 
 

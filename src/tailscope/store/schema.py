@@ -6,6 +6,9 @@ analysis, report) takes column names and types from here; nothing else declares 
 # Schema version history (SCHEMA_VERSION)
 # 1 - 2026-11: runs, iterations, pages, nodes, counters, samples.
 # 2 - 2026-11: commit records (DIR/commits/): only shards a commit names are visible; page checksums.
+#     New optional tables in the same version (a campaign without their shards reads them as empty):
+#     corunners (per-trial evidence), regions, placement, traffic (tailscope trace).
+#     corunners added (optional table: a campaign without its shards reads it as empty).
 Older versions keep loading once a version 2 exists; an unknown version is refused by name
 (see `check_schema_version`).
 """
@@ -172,7 +175,7 @@ COUNTERS = Table(
     "counters",
     (
         Column("run_id", pa.string()),
-        Column("source", pa.string(), doc="perf | proc | imported:<format> | monitor"),
+        Column("source", pa.string(), doc="perf | proc | os (trial evidence) | imported:<format> | monitor"),
         Column("pmu", pa.string(), doc="cpu, uncore_cha, uncore_imc, software, proc, ..."),
         Column("unit", pa.int32(), nullable=True, doc="cpu / cha / imc / upi index"),
         Column("event", pa.string()),
@@ -271,8 +274,24 @@ TRAFFIC = Table(
     doc="bytes between sockets per parallel region instance; `source` says whether measured or modelled",
 )
 
+CORUNNERS = Table(
+    "corunners",
+    (
+        Column("run_id", pa.string()),
+        Column("pid", pa.int64(), doc="process id"),
+        Column("comm", pa.string(), doc="/proc/PID/comm (the process name)"),
+        Column("cmdline", pa.string(), nullable=True, doc="first 200 characters of the command line"),
+        Column("cpu_s", pa.float64(), unit="s", doc="CPU time it used on the probe's CPUs during the trial"),
+        Column("share", pa.float64(), doc="cpu_s / (trial wall_s x number of probe CPUs)"),
+    ),
+    key=("run_id", "pid"),
+    doc="processes other than the probe and the runner that ran on the probe's CPUs during a trial "
+    "(tailscope.evidence; at most 10 per trial, share >= 1%; optional: campaigns without it read as empty)",
+)
+
 TABLES: dict[str, Table] = {
-    t.name: t for t in (RUNS, ITERATIONS, PAGES, NODES, COUNTERS, SAMPLES, REGIONS, PLACEMENT, TRAFFIC)
+    t.name: t
+    for t in (RUNS, ITERATIONS, PAGES, NODES, COUNTERS, SAMPLES, CORUNNERS, REGIONS, PLACEMENT, TRAFFIC)
 }
 
 RUN_STATUSES = ("ok", "failed", "timeout", "invalid")
