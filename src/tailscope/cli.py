@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 # `--version`, `probes` and argument errors must stay as fast as a bare Python start
 # (tests/test_cli_startup.py). Each verb imports what it needs when it runs.
 from tailscope.addr.cli import add_addr_parser
-from tailscope.analysis.model import Settings
-from tailscope.analysis.settings import settings_from_dict
 from tailscope.campaign.cli import add_campaign_parser
 from tailscope.campaign.verdict import add_verdict_parser
 from tailscope.counters.metrics_cli import add_metrics_parser
@@ -39,6 +37,7 @@ from tailscope.probes.catalogue import (
 )
 
 if TYPE_CHECKING:
+    from tailscope.analysis.model import Settings
     from tailscope.campaign.runner import RunOutcome
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -151,6 +150,8 @@ def _limit(parse: Callable[[str], float]) -> Callable[[str], float | str]:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from tailscope.analysis.settings import settings_from_dict  # the analysis model: not for --help
+
     values: dict[str, Any] = {}
     if getattr(args, "threshold", None):
         for d in args.threshold:
