@@ -9,22 +9,20 @@ node failed a limit or is slower than its peers; `run`: trials failed), 2 usage 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tailscope import __version__
+# Only modules that load nothing heavy at import (no numpy, pandas, pyarrow, duckdb, scipy): `--help`,
+# `--version`, `probes` and argument errors must stay as fast as a bare Python start
+# (tests/test_cli_startup.py). Each verb imports what it needs when it runs.
 from tailscope.addr.cli import add_addr_parser
-from tailscope.analysis.model import Settings
-from tailscope.analysis.settings import settings_from_dict
 from tailscope.campaign.cli import add_campaign_parser
-from tailscope.campaign.runner import RunOutcome
 from tailscope.campaign.verdict import add_verdict_parser
 from tailscope.counters.metrics_cli import add_metrics_parser
-from tailscope.counters.monitor import add_monitor_parser, parse_interval
+from tailscope.counters.monitor_cli import add_monitor_parser, parse_interval
 from tailscope.errors import InputError, describe_os_error
 from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser
 from tailscope.inject.cli import add_inject_parsers
@@ -38,6 +36,10 @@ from tailscope.probes.catalogue import (
     UnknownProbeError,
     probe_spec,
 )
+
+if TYPE_CHECKING:
+    from tailscope.analysis.model import Settings
+    from tailscope.campaign.runner import RunOutcome
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # The analysis' campaign state (the worst node verdict, analysis/health.py) -> exit code.
@@ -149,6 +151,8 @@ def _limit(parse: Callable[[str], float]) -> Callable[[str], float | str]:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from tailscope.analysis.settings import settings_from_dict  # the analysis model: not for --help
+
     values: dict[str, Any] = {}
     if getattr(args, "threshold", None):
         for d in args.threshold:
@@ -262,23 +266,24 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tailscope.report.terminal import render_summary
     from tailscope.workflow import analyze_campaign
 
     analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
     if args.json:
-        json.dump(analysis.to_json(), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        from tailscope.jsonout import write_json
+
+        write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
     else:
+        from tailscope.report.terminal import render_summary
+
         print("\n".join(render_summary(analysis)))
     return STATE_EXIT[analysis.verdict.state]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tailscope.workflow import analyze_campaign, write_report
+    from tailscope.workflow import analyze_and_report
 
-    analysis = analyze_campaign(args.campaign, _settings(args))
-    path = write_report(args.campaign, analysis, args.output)
+    _, path = analyze_and_report(args.campaign, _settings(args), args.output)
     print(f"report: {path.resolve()}")
     return EXIT_OK
 
@@ -317,8 +322,9 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
     facts = collect()
     if args.json:
-        json.dump(facts, sys.stdout, indent=1, sort_keys=True, default=str)
-        sys.stdout.write("\n")
+        from tailscope.jsonout import write_json
+
+        write_json(facts, sort_keys=True)
         return EXIT_OK
     for key in ("node", *NODE_COLUMNS):  # the columns of the nodes table, in its order
         print(f"{key:16s} {facts.get(key)}")
@@ -377,6 +383,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 # --- parser ---------------------------------------------------------------------------------------
+class _VersionAction(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked (importlib.metadata)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.update(nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from tailscope import __version__
+
+        print(f"tailscope {__version__}")
+        parser.exit()
+
+
 _NO_EVIDENCE_HELP = (
     "do not record what else ran on the probe's CPUs around each trial (/proc, /sys, effective clock; "
     "docs/evidence.md); causes then read 'no evidence recorded'"
@@ -385,7 +405,7 @@ _NO_EVIDENCE_HELP = (
 
 def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
-    parser.add_argument("--version", action="version", version=f"tailscope {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="VERB", required=True)
 
     p = sub.add_parser("probes", help="list the probes")

@@ -7,17 +7,17 @@ import argparse
 import math
 from collections.abc import Callable
 
-from tailscope.store.manifest import MAX_TRIALS
 
-
-def whole(lo: int, hi: int | None = None) -> Callable[[str], int]:
-    """A whole number in [lo, hi]."""
+def whole(lo: int, hi: int | Callable[[], int] | None = None) -> Callable[[str], int]:
+    """A whole number in [lo, hi] (hi may be a function, called when a value is checked)."""
+    bound = hi
 
     def parse(text: str) -> int:
         try:
             value = int(text, 10)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+        hi = bound() if callable(bound) else bound
         if value < lo or (hi is not None and value > hi):
             upper = f" and at most {hi:,}" if hi is not None else ""
             raise argparse.ArgumentTypeError(f"{text}: expected at least {lo}{upper}")
@@ -25,6 +25,13 @@ def whole(lo: int, hi: int | None = None) -> Callable[[str], int]:
 
     parse.__name__ = "whole number"
     return parse
+
+
+def _max_trials() -> int:
+    # The store's limit, looked up when --trials is given: store.manifest loads pyarrow (not for --help).
+    from tailscope.store.manifest import MAX_TRIALS
+
+    return MAX_TRIALS
 
 
 def number(
@@ -50,7 +57,7 @@ def number(
     return parse
 
 
-TRIALS = whole(1, MAX_TRIALS)
+TRIALS = whole(1, _max_trials)
 SECONDS = number(0, 7 * 86400, lo_open=True)  # a trial time limit: > 0 s, at most a week
 FRACTION = number(0, 1, lo_open=True, hi_open=True)  # (0, 1): thresholds, rates, coverage
 SHARE = number(0, 1)  # [0, 1]

@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -17,20 +18,16 @@ from tailscope.analysis.causes.page_placement import PagesTest, pages_tests
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import analyze
-from tailscope.campaign.runner import (
-    LocalRunner,
-    ProbeUsageError,
-    RunOutcome,
-    Trial,
-    default_campaign_dir,
-    preflight,
-)
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.report.html import render_html, select_timeline_runs
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
 from tailscope.store.load import claim_run_trials, remove_empty_campaign
 from tailscope.store.read import CampaignConnection, connect
+
+# The runner (probes, counters) and the HTML report are imported by the verbs that use them: `analyze`
+# loads neither.
+if TYPE_CHECKING:
+    from tailscope.campaign.runner import LocalRunner, RunOutcome, Trial
 
 
 @dataclass(frozen=True)
@@ -56,6 +53,8 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     or held by another writer); with it, the planned trials this node misses. Trial numbers are claimed under
     the campaign lock, so two `run`s into one campaign never run one trial twice.
     """
+    from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, preflight
+
     node = request.node or node_name()
     for variant, _ in request.variants:
         preflight(variant)  # raises ProbeUsageError before anything is created or stored
@@ -173,10 +172,18 @@ def load_frames(
 
 
 def analyze_campaign(
-    campaign_dir: Path, settings: Settings, *, probe: str | None = None, node: str | None = None
+    campaign_dir: Path,
+    settings: Settings,
+    *,
+    probe: str | None = None,
+    node: str | None = None,
+    con: CampaignConnection | None = None,
 ) -> CampaignAnalysis:
+    """The campaign's analysis (on `con` when given: a connection reads every shard once)."""
     campaign = Campaign.open(campaign_dir)
-    con = connect(campaign)  # one connection: every shard footer is read once
+    own = con is None
+    if con is None:
+        con = connect(campaign)  # one connection: every shard footer is read once
     try:
         runs, iterations = load_frames(campaign, probe=probe, node=node, con=con)
         if runs.empty:
@@ -191,6 +198,19 @@ def analyze_campaign(
                 runs, iterations, settings, campaign.campaign_id, cluster, **evidence, pages_tests=tests
             )
         return with_attribution(con, analysis, runs)
+    finally:
+        if own:
+            con.close()
+
+
+def analyze_and_report(campaign_dir: Path, settings: Settings, output: Path) -> tuple[CampaignAnalysis, Path]:
+    """`report`: the analysis and its HTML from one store connection (connecting reads every shard)."""
+    if not output.parent.is_dir():  # before the analysis, not after it
+        raise StoreError(f"-o {output}: directory {output.parent} does not exist (create it first)")
+    con = connect(Campaign.open(campaign_dir))
+    try:
+        analysis = analyze_campaign(campaign_dir, settings, con=con)
+        return analysis, write_report(campaign_dir, analysis, output, con=con)
     finally:
         con.close()
 
@@ -243,18 +263,26 @@ def with_attribution(
     )
 
 
-def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -> Path:
+def write_report(
+    campaign_dir: Path, analysis: CampaignAnalysis, output: Path, *, con: CampaignConnection | None = None
+) -> Path:
+    """The HTML report of `analysis` (reading nodes, timelines and samples on `con` when given)."""
+    from tailscope.report.html import render_html, select_timeline_runs
+
     if not output.parent.is_dir():
         raise StoreError(f"-o {output}: directory {output.parent} does not exist (create it first)")
     campaign = Campaign.open(campaign_dir)
     wanted = sorted({run_id for ids in select_timeline_runs(analysis).values() for run_id in ids})
-    con = connect(campaign)
+    own = con is None
+    if con is None:
+        con = connect(campaign)
     try:
         nodes = con.nodes()
         iterations = con.iterations(wanted)
         samples = con.timeline_samples(MAX_TIMELINE_ROWS)
     finally:
-        con.close()
+        if own:
+            con.close()
     html = render_html(
         analysis,
         manifest=campaign.manifest,
@@ -271,8 +299,8 @@ MAX_TIMELINE_ROWS = 2_000_000  # monitor samples summed over units; more than th
 
 
 __all__ = [
-    "ProbeUsageError",
     "RunRequest",
+    "analyze_and_report",
     "analyze_campaign",
     "load_frames",
     "run_campaign",

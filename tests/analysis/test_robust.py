@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from tailscope.analysis import robust
 from tailscope.analysis.robust import mad, modified_z, slow_outliers
 from tailscope.analysis.scaling import node_scaled, perf_ratio
 
@@ -52,3 +53,16 @@ def test_node_scaling_by_hand():
 def test_robust_cut_must_be_positive():
     with pytest.raises(ValueError):
         slow_outliers([0.0], 0.0)
+
+
+def test_group_mads_equal_mad_of_each_group() -> None:
+    rng = np.random.default_rng(5)
+    sizes = [1, 2, 3, 4, 7, 50, 51]
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    rng.shuffle(group)  # groups interleaved, as rows of a campaign are
+    values = np.round(rng.lognormal(4.0, 0.05, group.size), 2)  # rounded: ties, and MAD 0 in small groups
+    got = robust.group_mads(values, group, len(sizes))
+    want = [robust.mad(values[group == g]) for g in range(len(sizes))]
+    assert got.tolist() == want  # exactly: the same order statistics
+    with pytest.raises(ValueError):
+        robust.group_mads(values, group, len(sizes) + 1)  # an empty group

@@ -414,3 +414,20 @@ def test_scaled_values_of_every_node_have_the_global_median(nodes, higher_is_bet
         if higher_is_better:  # value / median; for lower-is-better median / value is not symmetric
             assert float(np.median(group["perf_ratio"])) == pytest.approx(1.0, rel=1e-9)
     assert ((scored["perf_ratio"] < 0.95) == scored["slow"]).all()
+
+
+def test_run_verdicts_are_whole_dataclasses(campaign):
+    # summary._run_verdicts fills RunVerdict instances without __init__ (speed): every declared field must
+    # be there, in declaration order, and equal to what the constructor makes of the same values.
+    import dataclasses
+
+    from tailscope.analysis.model import RunVerdict
+
+    runs, iterations = campaign
+    result = analyze(runs, iterations, Settings(), "c")
+    names = [f.name for f in dataclasses.fields(RunVerdict)]
+    for run in result.runs:
+        assert list(vars(run)) == names
+        assert run == RunVerdict(**{n: getattr(run, n) for n in names})
+    kinds = {r.kind for r in result.runs}
+    assert "none" in kinds and kinds - {"none"}  # flagged runs got a kind, the others none

@@ -161,3 +161,39 @@ def test_fewer_than_three_nodes_has_no_cluster_section():
     rng = np.random.default_rng(1)
     scored = score_runs(fleet_frame(np.ones(2), 10, 0.01, rng), Settings())
     assert analyze_cluster(scored, Settings()) == ()
+
+
+def _dense_bins(x: np.ndarray, k_max: int) -> list[list[int]]:
+    """The dynamic programme of optimal_bins_upto on the whole n x n cost table, as it was first written."""
+    n = x.size
+    s1 = np.concatenate([[0.0], np.cumsum(x)])
+    s2 = np.concatenate([[0.0], np.cumsum(x * x)])
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost = (s2[j + 1] - s2[i]) - (s1[j + 1] - s1[i]) ** 2 / (j - i + 1).astype(float)
+    cost = np.where(j >= i, np.maximum(cost, 0.0), np.inf)
+    best, back = cost[0].copy(), np.zeros((k_max, n), dtype=int)
+    for b in range(1, k_max):
+        total = best[:-1, None] + cost[1:, :]
+        arg = np.argmin(total, axis=0)
+        back[b], best = arg + 1, total[arg, np.arange(n)]
+    out = []
+    for k in range(1, k_max + 1):
+        starts, end = [0] * k, n - 1
+        for b in range(k - 1, 0, -1):
+            starts[b] = int(back[b, end])
+            end = starts[b] - 1
+        out.append(starts)
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 3, 9, 200, 1500])  # 1,500: several column blocks
+def test_optimal_bins_in_blocks_equal_the_dense_table(n: int) -> None:
+    from tailscope.analysis.cluster import optimal_bins_upto
+
+    rng = np.random.default_rng(n)
+    for decimals in (2, 12):  # coarse values tie, which argmin must break the same way
+        x = np.sort(np.round(rng.normal(0.0, 0.03, n), decimals))
+        k_max = min(8, n)
+        got = [s.tolist() for s in optimal_bins_upto(x, k_max)]
+        assert got == _dense_bins(x, k_max)

@@ -7,32 +7,19 @@ raises AddrInputError (exit 2, one line naming FILE:LINE where there is one) for
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import numpy as np
-
-from tailscope.addr.addresses import (
-    campaign_nodes,
-    campaign_pages,
-    campaign_virtual_nodes,
-    map_or_refuse,
-    parse_address_args,
-    read_address_file,
-    read_samples,
-)
-from tailscope.addr.detect import detect
 from tailscope.addr.errors import AddressRangeError, AddrInputError
-from tailscope.addr.infer import InferenceResult, InferSettings, infer
-from tailscope.addr.kernel import format_lines
-from tailscope.addr.model import SliceHashModel, format_bytes
-from tailscope.addr.properties import BlockUniformity, block_uniformity, page_slice_counts, slice_loads
-from tailscope.addr.tables import builtin_model, builtin_names, load_model, write_tables
-from tailscope.node.facts import node_name
-from tailscope.node.hugepages import vm_statement
+from tailscope.addr.table_names import builtin_names
+from tailscope.jsonout import write_json
+
+if TYPE_CHECKING:  # the commands import numpy and the address code when they run, not `tailscope --help`
+    from tailscope.addr.infer import InferenceResult
+    from tailscope.addr.model import SliceHashModel
+    from tailscope.addr.properties import BlockUniformity
 
 EXIT_OK = 0
 
@@ -50,6 +37,11 @@ def _model(
 ) -> SliceHashModel | None:
     """The model the options name, else this node's detected model. For a campaign's pages detection is
     used only when every trial ran on this node: another node's CHA count is not known here."""
+    from tailscope.addr.addresses import campaign_nodes
+    from tailscope.addr.detect import detect
+    from tailscope.addr.tables import builtin_model, load_model
+    from tailscope.node.facts import node_name
+
     if (args.base_sequence is None) != (args.masks is None):
         raise AddrInputError("--base-sequence and --masks go together: give both table files or neither")
     if args.base_sequence is not None:
@@ -100,11 +92,12 @@ def _describe(model: SliceHashModel) -> str:
 
 
 def _emit_json(data: Any, out: TextIO) -> None:
-    json.dump(data, out, indent=1, default=_json_default)
-    out.write("\n")
+    write_json(data, out, default=_json_default)
 
 
 def _json_default(value: Any) -> Any:
+    import numpy as np
+
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):
@@ -118,6 +111,9 @@ def _json_default(value: Any) -> Any:
 
 # --- map ---------------------------------------------------------------------------------------------------
 def cmd_map(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    from tailscope.addr.addresses import map_or_refuse, parse_address_args, read_address_file
+    from tailscope.addr.kernel import format_lines
+
     sources = sum(x is not None and x != [] for x in (args.addresses, args.input, args.campaign))
     if sources != 1:
         raise AddrInputError(
@@ -153,6 +149,12 @@ def cmd_map(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 
 def _map_campaign(model: SliceHashModel, campaign: Path, as_json: bool, out: TextIO) -> int:
+    import numpy as np
+
+    from tailscope.addr.addresses import campaign_pages, campaign_virtual_nodes
+    from tailscope.addr.properties import page_slice_counts
+    from tailscope.node.hugepages import vm_statement
+
     pages = campaign_pages(campaign)
     if pages.empty:
         raise AddrInputError(
@@ -222,6 +224,9 @@ def _slice_ranges(counts: tuple[int, ...]) -> str:
 
 
 def cmd_properties(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    from tailscope.addr.addresses import campaign_pages
+    from tailscope.addr.properties import block_uniformity, slice_loads
+
     model = _model(args, campaign=args.campaign)
     assert model is not None
     uni = block_uniformity(model)
@@ -258,6 +263,8 @@ def cmd_properties(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 
 def _properties_text(model: SliceHashModel, uni: BlockUniformity) -> str:
+    from tailscope.addr.model import format_bytes
+
     n = model.n_slices
     lines = [
         f"model {_describe(model)}",
@@ -279,6 +286,10 @@ def _properties_text(model: SliceHashModel, uni: BlockUniformity) -> str:
 
 # --- infer ----------------------------------------------------------------------------------------------
 def cmd_infer(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    from tailscope.addr.addresses import read_samples
+    from tailscope.addr.infer import InferSettings, infer
+    from tailscope.addr.tables import write_tables
+
     samples = read_samples(args.samples)
     settings = InferSettings(
         max_error=args.max_error,
@@ -349,6 +360,7 @@ def _infer_text(r: InferenceResult, source: str, base_path: Path, masks_path: Pa
 # --- measure --------------------------------------------------------------------------------------------
 def cmd_measure(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     from tailscope.addr.measure import MeasureSettings, PerfChaCounterSource, SimulatedCounterSource, measure
+    from tailscope.addr.tables import builtin_model
 
     settings = MeasureSettings(
         pages=args.pages,

@@ -12,17 +12,21 @@ Every problem is reported as `FILE:LINE: what was expected`.
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from tailscope.addr.errors import AddrInputError
 from tailscope.addr.model import LINE_BITS, SliceHashModel, model_problem
+from tailscope.addr.table_names import (
+    BASE_PREFIX,
+    MASKS_PREFIX,
+    SUFFIX,
+    builtin_dir,
+    builtin_names,
+    table_stem,
+)
 
-BASE_PREFIX = "BaseSequence_"
-MASKS_PREFIX = "PermSelectMasks_"
-SUFFIX = ".tbl"
 MASKS_WRITTEN = 14  # the format's mask count (more when a base sequence needs more permutation bits)
 
 _DECIMAL = re.compile(r"\d+")
@@ -108,15 +112,6 @@ def load_model(base_path: Path, masks_path: Path, *, name: str | None = None) ->
     )
 
 
-def table_stem(path: Path) -> str | None:
-    """`SKX_24-slice` for `BaseSequence_SKX_24-slice.tbl` or `PermSelectMasks_SKX_24-slice.tbl`."""
-    name = Path(path).name
-    for prefix in (BASE_PREFIX, MASKS_PREFIX):
-        if name.startswith(prefix) and name.endswith(SUFFIX):
-            return name[len(prefix) : -len(SUFFIX)]
-    return None
-
-
 def write_tables(model: SliceHashModel, directory: Path, stem: str) -> tuple[Path, Path]:
     """Write `BaseSequence_<stem>.tbl` and `PermSelectMasks_<stem>.tbl`; they load back as `model`."""
     directory = Path(directory)
@@ -131,22 +126,6 @@ def write_tables(model: SliceHashModel, directory: Path, stem: str) -> tuple[Pat
 
 
 # --- built-in models -----------------------------------------------------------------------------------
-def builtin_dir() -> Path:
-    return Path(str(resources.files("tailscope.addr") / "tables"))
-
-
-def builtin_names() -> list[str]:
-    """Names of the built-in models (`SKX_24-slice`, ...), sorted by processor then slice count."""
-    names = [stem for p in builtin_dir().glob(f"{BASE_PREFIX}*{SUFFIX}") if (stem := table_stem(p))]
-    names = [n for n in names if (builtin_dir() / f"{MASKS_PREFIX}{n}{SUFFIX}").is_file()]
-    return sorted(names, key=_name_key)
-
-
-def _name_key(name: str) -> tuple[str, int, str]:
-    match = re.fullmatch(r"(.+)_(\d+)-slice", name)
-    return (match.group(1), int(match.group(2)), name) if match else (name, 0, name)
-
-
 def builtin_model(name: str) -> SliceHashModel:
     """A built-in model by name: `SKX_24-slice`, `SKX_24` or `skx_24` all name the same one."""
     wanted = name.lower().removesuffix("-slice")
@@ -174,6 +153,7 @@ def builtin_for(processor: str, n_slices: int) -> SliceHashModel | None:
 
 __all__ = [
     "LINE_BITS",
+    "builtin_dir",
     "builtin_for",
     "builtin_model",
     "builtin_names",

@@ -17,8 +17,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from scipy.stats import beta, binom
-
+from tailscope.analysis.distributions import beta_ppf, binom_sf
 from tailscope.analysis.model import TailCount
 
 METHOD = (
@@ -36,8 +35,8 @@ def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
     _check_counts(k, n)
     _check_probability("confidence", confidence)
     a = 1.0 - confidence
-    lower = 0.0 if k == 0 else float(beta.ppf(a / 2.0, k, n - k + 1))
-    upper = 1.0 if k == n else float(beta.ppf(1.0 - a / 2.0, k + 1, n - k))
+    lower = 0.0 if k == 0 else float(beta_ppf(a / 2.0, k, n - k + 1))
+    upper = 1.0 if k == n else float(beta_ppf(1.0 - a / 2.0, k + 1, n - k))
     return lower, upper
 
 
@@ -49,7 +48,7 @@ def tail_p_value(k: int, n: int, p0: float) -> float:
     _check_counts(k, n)
     if not 0.0 <= p0 < 1.0:
         raise ValueError(f"p0 must be in [0, 1), got {p0}")
-    return float(binom.sf(k - 1, n, p0))  # sf(k-1) = P(X > k-1) = P(X >= k)
+    return float(binom_sf(k - 1, n, p0))  # sf(k-1) = P(X > k-1) = P(X >= k)
 
 
 @lru_cache(maxsize=65536)  # campaigns repeat the same (k, n): cache the beta/binomial calls

@@ -56,10 +56,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy.stats import f as f_dist
-from scipy.stats import false_discovery_control, norm
 
 from tailscope.analysis.binomial import clopper_pearson, prob_any_slow
+from tailscope.analysis.distributions import bh_adjusted, f_ppf, f_sf, normal_cdf
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.robust import MAD_TO_SD, mad
 
@@ -217,7 +216,7 @@ def _variant_cluster(
     denom = np.sqrt(tau2_test + v_i)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(denom > 0, effect / denom, np.where(effect < 0, -np.inf, 0.0))
-    p = norm.cdf(z)
+    p = normal_cdf(z)
     # The practical-size test uses the measured effect, not the shrunken one: in an otherwise uniform fleet
     # tau^2 ~ 0 and shrinkage would erase a real outlier (a 15% slow node among identical ones); thin
     # evidence is already guarded by z, whose variance includes v_i.
@@ -282,7 +281,8 @@ def _variant_cluster(
     ratios = np.sort(ratio_all)
     sizes = sorted({*JOB_SIZES, k})
     jobs = tuple(JobSlowdown(n, prob_any_slow(rate, n), 1.0 - expected_min(ratios, n)) for n in sizes)
-    node_values = [y[codes == i] for i in range(k)]
+    by_node = np.argsort(codes, kind="stable")  # each node's runs in their order, as y[codes == i] gives them
+    node_values = np.split(y[by_node], np.cumsum(n_i)[:-1])
     fleet = 1.0 - math.exp(expected_min_of_nodes(node_values) - centre)
     drained = None
     if drain.any():
@@ -333,10 +333,10 @@ def variance_components(
     f_stat = p_value = icc_low = icc_high = None
     if df_b > 0 and df_w > 0 and msw > 0:
         f_stat = msb / msw
-        p_value = float(f_dist.sf(f_stat, df_b, df_w))
+        p_value = float(f_sf(f_stat, df_b, df_w))
         a = 1.0 - confidence
-        f_low = f_stat / float(f_dist.ppf(1.0 - a / 2.0, df_b, df_w))
-        f_high = f_stat / float(f_dist.ppf(a / 2.0, df_b, df_w))
+        f_low = f_stat / float(f_ppf(1.0 - a / 2.0, df_b, df_w))
+        f_high = f_stat / float(f_ppf(a / 2.0, df_b, df_w))
         icc_low = min(1.0, max(0.0, (f_low - 1.0) / (f_low + n0 - 1.0)))
         icc_high = min(1.0, max(0.0, (f_high - 1.0) / (f_high + n0 - 1.0)))
     return VarianceComponents(
@@ -360,7 +360,7 @@ def benjamini_hochberg(p: Sequence[float] | np.ndarray, q: float) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     if p.size == 0:
         return np.zeros(0, dtype=bool)
-    return np.asarray(false_discovery_control(p, method="bh")) <= q  # BH-adjusted p (scipy), as attribution
+    return bh_adjusted(p) <= q  # BH-adjusted p, as scipy.stats.false_discovery_control and attribution
 
 
 def optimal_bins(x: np.ndarray, k: int) -> np.ndarray:
@@ -378,19 +378,32 @@ def optimal_bins_upto(x: np.ndarray, k_max: int) -> list[np.ndarray]:
     k_max = max(1, min(k_max, n))
     s1 = np.concatenate([[0.0], np.cumsum(x)])
     s2 = np.concatenate([[0.0], np.cumsum(x * x)])
-    i = np.arange(n)[:, None]  # segment start
-    j = np.arange(n)[None, :]  # segment end (inclusive)
-    cnt = (j - i + 1).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cost = (s2[j + 1] - s2[i]) - (s1[j + 1] - s1[i]) ** 2 / cnt
-    cost = np.where(j >= i, np.maximum(cost, 0.0), np.inf)
-    best = cost[0].copy()  # one bin covering 0..j
+
+    def cost(i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
+        """cost(i, j) of one bin x[i..j] for starts i0 <= i < i1 and ends j0 <= j < j1 (inf for j < i)."""
+        i = np.arange(i0, i1, dtype=float)[:, None]  # segment start
+        j = np.arange(j0, j1, dtype=float)[None, :]  # segment end (inclusive)
+        sum1 = s1[j0 + 1 : j1 + 1][None, :] - s1[i0:i1][:, None]  # slices: no gathers
+        sum2 = s2[j0 + 1 : j1 + 1][None, :] - s2[i0:i1][:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = sum2 - sum1**2 / (j - i + 1.0)
+        return np.where(j >= i, np.maximum(c, 0.0), np.inf)
+
+    # Column blocks of about 2 million cells, left to right, every level per block: the level-b value at
+    # end j needs level b-1 only before j. Never the whole n x n table (200 MB at 5,000 nodes), and only
+    # its upper triangle (a bin cannot start after it ends: rows i > j are infinite and never chosen).
+    width = max(1, (1 << 21) // n)
+    best = np.empty((k_max, n))
+    best[0] = cost(0, 1, 0, n)[0]  # one bin covering 0..j
     back = np.zeros((k_max, n), dtype=int)
-    for b in range(1, k_max):
-        total = best[:-1, None] + cost[1:, :]  # row i-1: bins before start i, plus the bin i..j
-        arg = np.argmin(total, axis=0)
-        back[b] = arg + 1
-        best = total[arg, np.arange(n)]
+    for j0 in range(0, n, width) if k_max > 1 else ():
+        j1 = min(n, j0 + width)
+        block = cost(1, max(j1, 2), j0, j1)  # row r: the bin starting at i = r + 1
+        for b in range(1, k_max):
+            total = best[b - 1, : block.shape[0], None] + block  # bins before i, plus the bin i..j
+            arg = np.argmin(total, axis=0)
+            back[b, j0:j1] = arg + 1
+            best[b, j0:j1] = total[arg, np.arange(j1 - j0)]
     out = []
     for k in range(1, k_max + 1):
         starts = [0] * k

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from tailscope.analysis.binomial import (
     clopper_pearson,
@@ -26,6 +25,7 @@ from tailscope.analysis.binomial import (
     zero_event_upper_bound,
 )
 from tailscope.analysis.causes.context import ranges_text
+from tailscope.analysis.distributions import normal_cdf
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary, Verdict
 from tailscope.analysis.power import runs_to_detect_shift
 from tailscope.analysis.quantiles import min_trials_for_ci
@@ -262,7 +262,7 @@ def _robust_only(
             continue
         found.sort(key=lambda r: r.robust_score)
         names = [f"{r.node} trial {r.trial} ({pct(r.slowdown)} slower)" for r in found]
-        by_chance = v.n * float(norm.cdf(-settings.robust_cut))  # if the noise were normal
+        by_chance = v.n * float(normal_cdf(-settings.robust_cut))  # if the noise were normal
         notes.append(
             (
                 38,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import norm
+from tailscope.analysis.distributions import normal_ppf
 
 METHOD = "runs to detect a slow node: n = ((z_(1-alpha) + z_power) sigma / delta)^2, one-sided, normal"
 
@@ -22,5 +22,5 @@ def runs_to_detect_shift(sigma: float, delta: float, alpha: float = 0.01, power:
         raise ValueError(f"need sigma >= 0 and delta > 0, got sigma={sigma}, delta={delta}")
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"alpha and power must be in (0, 1), got alpha={alpha}, power={power}")
-    z = float(norm.ppf(1.0 - alpha) + norm.ppf(power))
+    z = float(normal_ppf(1.0 - alpha) + normal_ppf(power))
     return max(1, math.ceil((z * sigma / delta) ** 2 - 1e-9))

@@ -28,8 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import binom
 
+from tailscope.analysis.distributions import binom_cdf, binom_sf
 from tailscope.analysis.model import QuantileCI
 
 METHOD = (
@@ -73,8 +73,8 @@ def interval_coverage(n: int, q: float, lower_rank: int, upper_rank: int) -> flo
     """P(l <= B <= u - 1) for B ~ Binomial(n, q): the coverage of X(l) <= x_q <= X(u)."""
     if not 1 <= lower_rank < upper_rank <= n:
         raise ValueError(f"ranks must satisfy 1 <= l < u <= n, got l={lower_rank}, u={upper_rank}, n={n}")
-    below = binom.cdf(lower_rank - 1, n, q)  # P(B <= l - 1)
-    above = binom.sf(upper_rank - 1, n, q)  # P(B >= u)
+    below = binom_cdf(lower_rank - 1, n, q)  # P(B <= l - 1)
+    above = binom_sf(upper_rank - 1, n, q)  # P(B >= u)
     return float(1.0 - below - above)
 
 
@@ -90,8 +90,8 @@ def quantile_ci_ranks(n: int, q: float, confidence: float) -> tuple[int, int, fl
     if n < 2:
         return None
     j = np.arange(n + 1)
-    cdf = binom.cdf(j, n, q)  # cdf[i] = P(B <= i)
-    sf = binom.sf(j, n, q)  # sf[i] = P(B > i), so P(B >= u) = sf[u - 1]
+    cdf = binom_cdf(j, n, q)  # cdf[i] = P(B <= i)
+    sf = binom_sf(j, n, q)  # sf[i] = P(B > i), so P(B >= u) = sf[u - 1]
     lower = np.arange(1, n)  # candidate l = 1 .. n-1
     # For each l the smallest u with 1 - cdf[l-1] - sf[u-1] >= confidence: sf is non-increasing, so the
     # admissible u-1 form a suffix of 0..n; find its start with a binary search on -sf (non-decreasing).

@@ -57,6 +57,29 @@ def mad(values: ArrayLike) -> float:
     return float(np.median(np.abs(x - np.median(x))))
 
 
+def group_mads(values: ArrayLike, group: ArrayLike, groups: int) -> NDArray[np.float64]:
+    """`mad` of every group at once: values[group == g] for g = 0 .. groups-1 (each group non-empty).
+
+    Two sorts of the whole column instead of two medians per group; the same numbers as `mad` (a median is
+    the middle order statistic, or the mean of the two middle ones, either way).
+    """
+    x = np.asarray(values, dtype=float)
+    g = np.asarray(group, dtype=np.int64)
+    sizes = np.bincount(g, minlength=groups)
+    if np.any(sizes == 0):
+        raise ValueError("MAD of an empty sample is undefined")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    def medians(sorted_values: NDArray[np.float64]) -> NDArray[np.float64]:
+        low = sorted_values[starts + (sizes - 1) // 2]
+        high = sorted_values[starts + sizes // 2]
+        return np.where(sizes % 2 == 1, low, (low + high) / 2.0)
+
+    centre = medians(x[np.lexsort((x, g))])
+    deviation = np.abs(x - centre[g])
+    return medians(deviation[np.lexsort((deviation, g))])
+
+
 def robust_sigma(values: ArrayLike) -> float:
     """Robust estimate of sigma: MAD / 0.6745, or 1.2533 x mean absolute deviation when MAD = 0 (0 when
     every value is the same). NaN for an empty sample."""

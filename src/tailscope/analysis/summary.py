@@ -17,8 +17,10 @@ Output order is deterministic: variants, then nodes, then trials, each sorted (p
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -250,88 +252,95 @@ def _group_summaries(
 ) -> tuple[GroupSummary, ...]:
     if scored.empty:
         return ()
-    n_failed = failed.groupby(["variant", "node"]).size()
+    # Plain dicts and lists, looked up per group: a pandas lookup per group costs more than the statistics.
+    n_failed = {key: int(count) for key, count in failed.groupby(["variant", "node"]).size().items()}
     node_level = _node_level(scored, settings)
     # Plain arrays once, then one slice per group: pandas indexing per group costs more than the statistics.
     value_all = scored["value"].to_numpy(dtype=float)
     ratio_all = scored["perf_ratio"].to_numpy(dtype=float)
     slow_all = scored["slow"].to_numpy(dtype=bool)
     run_id_all = scored["run_id"].to_numpy()
-    first_of = scored[["probe", "metric", "unit", "higher_is_better", "node_median"]]
+    first_of = [scored[c].tolist() for c in ("probe", "metric", "unit", "higher_is_better", "node_median")]
+    groups = sorted(scored.groupby(["variant", "node"]).indices.items())
+    group_of = np.empty(len(scored), dtype=np.int64)
+    for i, (_, rows) in enumerate(groups):
+        group_of[rows] = i
+    mads = robust.group_mads(value_all, group_of, len(groups))  # two sorts, not two medians per group
     out = []
-    for (variant, node), rows in sorted(scored.groupby(["variant", "node"]).indices.items()):
-        probe, metric, unit, hib, median = first_of.iloc[rows[0]].tolist()
-        hib = bool(hib)
-        values = value_all[rows]
-        ratio = ratio_all[rows]
-        n = len(values)
-        mean = float(np.mean(values))
-        sd = float(np.std(values, ddof=1)) if n > 1 else None  # undefined for n = 1
-        low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
-        low_ci = quantile_ci(values, low_q, settings.confidence)
-        drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
-        rule_limit = _rule_limit(values, median, settings)
-        tails = tuple(
-            tail_count(
-                int(np.count_nonzero(ratio < 1.0 - d)),
-                n,
-                d,
-                settings.allowed_slow_rate,
-                settings.alpha,
-                settings.confidence,
+    with _gc_paused():
+        for i, ((variant, node), rows) in enumerate(groups):
+            probe, metric, unit, hib, median = (column[rows[0]] for column in first_of)
+            hib = bool(hib)
+            values = value_all[rows]
+            ratio = ratio_all[rows]
+            n = len(values)
+            mean = float(np.mean(values))
+            sd = float(np.std(values, ddof=1)) if n > 1 else None  # undefined for n = 1
+            low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
+            low_ci = quantile_ci(values, low_q, settings.confidence)
+            drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
+            rule_limit = _rule_limit(values, median, settings)
+            tails = tuple(
+                tail_count(
+                    int(np.count_nonzero(ratio < 1.0 - d)),
+                    n,
+                    d,
+                    settings.allowed_slow_rate,
+                    settings.alpha,
+                    settings.confidence,
+                )
+                for d in settings.thresholds
             )
-            for d in settings.thresholds
-        )
-        group_kinds = [kinds[r][0] for r in run_id_all[rows][slow_all[rows]] if r in kinds]
-        observed = tails[0].rate
-        needed = tuple(
-            TrialsNeeded(rate, source, c, trials_to_observe(rate, c))  # type: ignore[arg-type]
-            for rate, source in ((observed, "observed"), (settings.given_rate, "given"))
-            for c in (0.95, 0.99)
-        )
-        extras: dict[str, Any] = {}
-        if not noise.empty:
-            group_noise = noise.reindex(run_id_all[rows]).dropna(subset=["noise_fraction"])
-            if len(group_noise):
-                extras.update(fwq_noise.group_extras(group_noise))
-        node_ratio, node_score, node_outlier = node_level[(variant, node)]
-        out.append(
-            GroupSummary(
-                probe=str(probe),
-                variant=str(variant),
-                node=str(node),
-                metric=str(metric),
-                unit=str(unit),
-                higher_is_better=hib,
-                n=n,
-                n_failed=int(n_failed.get((variant, node), 0)),
-                median=float(median),
-                median_ci=quantile_ci(values, 0.5, settings.confidence),
-                minimum=float(values.min()),
-                maximum=float(values.max()),
-                mean=mean,
-                sd=sd,
-                cv=None if sd is None or mean == 0.0 else sd / mean,
-                mad=robust.mad(values),
-                low_quantile=low_ci,
-                quantile_rule=QuantileRule(
-                    q=low_q,
-                    quantile=low_ci.estimate,
-                    drop=float(drop),
-                    limit=rule_limit,
-                    passed=bool(drop >= rule_limit),
-                ),
-                tails=tails,
-                n_slow=tails[0].k,
-                n_systematic=group_kinds.count("systematic"),
-                n_transient=group_kinds.count("transient"),
-                trials_needed=needed,
-                extras=extras,
-                node_ratio=node_ratio,
-                node_score=node_score,
-                node_outlier=node_outlier,
+            group_kinds = [kinds[r][0] for r in run_id_all[rows][slow_all[rows]] if r in kinds]
+            observed = tails[0].rate
+            needed = tuple(
+                TrialsNeeded(rate, source, c, trials_to_observe(rate, c))  # type: ignore[arg-type]
+                for rate, source in ((observed, "observed"), (settings.given_rate, "given"))
+                for c in (0.95, 0.99)
             )
-        )
+            extras: dict[str, Any] = {}
+            if not noise.empty:
+                group_noise = noise.reindex(run_id_all[rows]).dropna(subset=["noise_fraction"])
+                if len(group_noise):
+                    extras.update(fwq_noise.group_extras(group_noise))
+            node_ratio, node_score, node_outlier = node_level[(variant, node)]
+            out.append(
+                GroupSummary(
+                    probe=str(probe),
+                    variant=str(variant),
+                    node=str(node),
+                    metric=str(metric),
+                    unit=str(unit),
+                    higher_is_better=hib,
+                    n=n,
+                    n_failed=n_failed.get((variant, node), 0),
+                    median=float(median),
+                    median_ci=quantile_ci(values, 0.5, settings.confidence),
+                    minimum=float(values.min()),
+                    maximum=float(values.max()),
+                    mean=mean,
+                    sd=sd,
+                    cv=None if sd is None or mean == 0.0 else sd / mean,
+                    mad=float(mads[i]),
+                    low_quantile=low_ci,
+                    quantile_rule=QuantileRule(
+                        q=low_q,
+                        quantile=low_ci.estimate,
+                        drop=float(drop),
+                        limit=rule_limit,
+                        passed=bool(drop >= rule_limit),
+                    ),
+                    tails=tails,
+                    n_slow=tails[0].k,
+                    n_systematic=group_kinds.count("systematic"),
+                    n_transient=group_kinds.count("transient"),
+                    trials_needed=needed,
+                    extras=extras,
+                    node_ratio=node_ratio,
+                    node_score=node_score,
+                    node_outlier=node_outlier,
+                )
+            )
     return tuple(out)
 
 
@@ -370,46 +379,49 @@ def _run_verdicts(
     noise: pd.DataFrame,
     found: Mapping[str, tuple[CauseFinding, ...]],
 ) -> tuple[RunVerdict, ...]:
-    columns = [
-        "run_id", "node", "probe", "variant", "trial", "value", "unit", "perf_ratio",
-        "scaled_value", "robust_score", "robust_outlier", "slow", "slowdown", "flagged",
-    ]  # fmt: skip
-    # Column lists hold plain Python values (str, int, float, bool): JSON-ready without conversion.
-    lists = [scored[c].tolist() for c in columns]
+    # Column lists of plain Python values (str, int, float, bool), converted column by column, in the order
+    # RunVerdict declares its fields: JSON-ready, and the instance dict below keeps that order.
+    types: dict[str, Any] = {
+        "run_id": str, "node": str, "probe": str, "variant": str, "trial": "int64", "started_at": None,
+        "value": float, "unit": str, "perf_ratio": float, "scaled_value": float, "robust_score": float,
+        "robust_outlier": bool, "slow": bool, "slowdown": float,
+    }  # fmt: skip
+    lists = [_iso_utc(scored[c]) if t is None else scored[c].astype(t).tolist() for c, t in types.items()]
+    names = tuple(types)
+    flagged_all = scored["flagged"].astype(bool).tolist()
     noise_ids = set(noise.index) if not noise.empty else set()
     out = []
-    for fields in zip(*lists, _iso_utc(scored["started_at"]), strict=True):
-        run_id, node, probe, variant, trial, value, unit, ratio, scaled, score, outlier, slow = fields[:12]
-        slowdown, flagged, started_at = fields[12:]
-        kind: RunKind = "none"
-        evidence = None
-        if flagged:
-            kind, evidence = kinds.get(run_id, ("unclassified", None))
-        extras = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
-        out.append(
-            RunVerdict(
-                run_id=str(run_id),
-                node=str(node),
-                probe=str(probe),
-                variant=str(variant),
-                trial=int(trial),
-                started_at=started_at,
-                value=float(value),
-                unit=str(unit),
-                perf_ratio=float(ratio),
-                scaled_value=float(scaled),
-                robust_score=float(score),
-                robust_outlier=bool(outlier),
-                slow=bool(slow),
-                slowdown=float(slowdown),
-                kind=kind,
-                evidence=evidence,
-                extras=extras,
-                flagged=bool(flagged),
-                causes=found.get(str(run_id), ()),
-            )
-        )
+    new = object.__new__
+    with _gc_paused():
+        for row, flagged in zip(zip(*lists, strict=True), flagged_all, strict=True):
+            run_id = row[0]
+            kind, evidence = kinds.get(run_id, ("unclassified", None)) if flagged else ("none", None)
+            # RunVerdict(...) would set the fields one by one through object.__setattr__ (a frozen dataclass):
+            # several times slower for 50,000 runs. Every field is set, of its declared type, in its order
+            # (tests/analysis/test_summary.py checks the set of fields against the dataclass).
+            run = new(RunVerdict)
+            fields = run.__dict__
+            fields.update(zip(names, row, strict=True))
+            fields["kind"] = kind
+            fields["evidence"] = evidence
+            fields["extras"] = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
+            fields["flagged"] = flagged
+            fields["causes"] = found.get(run_id, ())
+            out.append(run)
     return tuple(out)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while tens of thousands of acyclic results are built: each collection
+    walks every object alive (pandas, pyarrow), which doubled the time of building 50,000 RunVerdicts."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], table: str) -> None:

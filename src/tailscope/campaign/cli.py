@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from tailscope.campaign.spec import SpecError, load_spec
 from tailscope.errors import InputError
 from tailscope.printable import printable
 
@@ -18,6 +17,8 @@ class CampaignCliError(InputError):
 
 
 def _spec(path: Path):  # type: ignore[no-untyped-def]
+    from tailscope.campaign.spec import SpecError, load_spec  # tomllib and the analysis model: not for --help
+
     try:
         return load_spec(path)
     except SpecError as exc:
@@ -99,6 +100,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from tailscope.campaign import slurm
+    from tailscope.campaign.spec import SpecError
 
     campaign = slurm.open_campaign(args.campaign)
     try:

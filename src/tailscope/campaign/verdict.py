@@ -23,22 +23,18 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tailscope.analysis.health import EXIT_CODES
-from tailscope.analysis.model import CampaignAnalysis, NodeHealth, Settings
 from tailscope.errors import InputError
-from tailscope.node.facts import node_name
-from tailscope.store.campaign import Campaign, write_atomic_bytes
 
+# The analysis, the node facts and the store are imported when a verdict is given, not for `tailscope --help`.
 if TYPE_CHECKING:
     from tailscope.analysis.cluster import ClusterSummary, NodeEffect
+    from tailscope.analysis.model import CampaignAnalysis, NodeHealth, Settings
 
 EXIT_OK, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
 
@@ -76,6 +72,8 @@ def _p_text(p: float) -> str:
 
 
 def this_node() -> str:
+    from tailscope.node.facts import node_name
+
     return node_name()  # the name every writer records (one function names this node everywhere)
 
 
@@ -164,6 +162,8 @@ def prometheus_text(analysis: CampaignAnalysis, verdicts: dict[str, NodeVerdict]
 
 def _settings_for(campaign_dir: Path, given: Settings | None = None) -> Settings:
     """Options given on the command line, else the campaign spec's [thresholds], else the defaults."""
+    from tailscope.analysis.model import Settings
+
     if given is not None:
         return given
     spec_path = campaign_dir / "slurm" / "spec.toml"
@@ -178,6 +178,11 @@ def _settings_for(campaign_dir: Path, given: Settings | None = None) -> Settings
 
 
 def cmd_verdict(args: argparse.Namespace) -> int:
+    import shutil
+    import subprocess
+
+    from tailscope.analysis.health import EXIT_CODES
+    from tailscope.store.campaign import Campaign, write_atomic_bytes
     from tailscope.workflow import analyze_campaign
 
     if not (args.nhc or args.drain or args.prometheus):

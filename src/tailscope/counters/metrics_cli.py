@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +33,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             t1_ns=parse_time(args.t_to) if args.t_to is not None else None,
         )
     if args.json:
-        json.dump(result, sys.stdout, indent=1, sort_keys=True)
-        sys.stdout.write("\n")
+        from tailscope.jsonout import write_json
+
+        write_json(result, sort_keys=True)
         return 0
     what = (
         f"{result['probe']} trial {result['trial']}"

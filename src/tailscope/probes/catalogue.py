@@ -7,7 +7,6 @@ The command line of every option is documented by the probe itself (docs/probes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,6 +224,8 @@ class ProbeVariant:
 
     @property
     def variant_id(self) -> str:
+        import hashlib  # OpenSSL: loaded when a variant is named, not for `tailscope --help`
+
         digest = hashlib.sha1(f"{self.probe}:{self.params_json}".encode()).hexdigest()[:8]
         return f"{self.probe}-{digest}"
 
