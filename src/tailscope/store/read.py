@@ -153,7 +153,9 @@ class CampaignConnection:
 
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
+        # no progress bar: DuckDB draws it on fd 1 for queries over 2 s, in front of `analyze --json > file`
         self._con = duckdb.connect(":memory:")
+        self._con.execute("SET enable_progress_bar = false")
         self._loaded: set[str] = set()
         names = "|".join(sorted(TABLES, key=len, reverse=True))
         self._mentions = re.compile(rf"\b({names})(_all)?\b")
