@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 # (tests/test_cli_startup.py). Each verb imports what it needs when it runs.
 from tailscope.addr.cli import add_addr_parser
 from tailscope.campaign.cli import add_campaign_parser
-from tailscope.campaign.verdict import add_verdict_parser
 from tailscope.counters.metrics_cli import add_metrics_parser
 from tailscope.counters.monitor_cli import add_monitor_parser, parse_interval
 from tailscope.errors import InputError, describe_os_error
@@ -36,6 +35,7 @@ from tailscope.probes.catalogue import (
     UnknownProbeError,
     probe_spec,
 )
+from tailscope.report.verdict_cli import add_verdict_parser
 
 if TYPE_CHECKING:
     from tailscope.analysis.model import Settings
@@ -182,7 +182,7 @@ def _given_settings(args: argparse.Namespace) -> Settings | None:
 
 
 def _verdict(args: argparse.Namespace) -> int:
-    from tailscope.campaign.verdict import cmd_verdict
+    from tailscope.report.verdict_cli import cmd_verdict
 
     args.settings = _given_settings(args)
     return cmd_verdict(args)

@@ -15,7 +15,7 @@ import pytest
 
 from tailscope.campaign import slurm
 from tailscope.campaign.spec import SpecError, load_spec
-from tailscope.campaign.verdict import cmd_verdict
+from tailscope.report.verdict_cli import cmd_verdict
 from tailscope.store.campaign import Campaign
 from tailscope.store.views import connect
 

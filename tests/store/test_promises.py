@@ -398,7 +398,7 @@ def test_damaged_shard_message_and_store_reads_are_consistent(tmp_path):
 
 
 def test_printed_drain_lines_are_safe_to_paste(tmp_path):
-    from tailscope.campaign.verdict import command_text
+    from tailscope.report.operations import command_text
 
     fake = tmp_path / "bin"
     fake.mkdir()

@@ -1,4 +1,5 @@
-"""`tailscope verdict CAMPAIGN`: per-node verdicts for operations — NHC checks, drain commands, Prometheus.
+"""Node verdicts for operations — NHC lines, drain commands, Prometheus metrics (the outputs of
+`tailscope verdict`, whose verb is in report/verdict_cli.py).
 
 The verdicts are the analysis' node verdicts (analysis/health.py), the same ones `check` and `analyze`
 print: *healthy*, *degraded* (a limit failed, or the fleet screen drains the node: Bonferroni across the
@@ -21,12 +22,9 @@ The limits are the analysis defaults, the campaign spec's [thresholds], or the o
 
 from __future__ import annotations
 
-import argparse
 import shlex
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tailscope.errors import InputError
@@ -34,7 +32,7 @@ from tailscope.errors import InputError
 # The analysis, the node facts and the store are imported when a verdict is given, not for `tailscope --help`.
 if TYPE_CHECKING:
     from tailscope.analysis.cluster import ClusterSummary, NodeEffect
-    from tailscope.analysis.model import CampaignAnalysis, NodeHealth, Settings
+    from tailscope.analysis.model import CampaignAnalysis, NodeHealth
 
 EXIT_OK, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
 
@@ -160,84 +158,3 @@ def prometheus_text(analysis: CampaignAnalysis, verdicts: dict[str, NodeVerdict]
     return "\n".join(lines) + "\n"
 
 
-def _settings_for(campaign_dir: Path, given: Settings | None = None) -> Settings:
-    """Options given on the command line, else the campaign spec's [thresholds], else the defaults."""
-    from tailscope.analysis.model import Settings
-
-    if given is not None:
-        return given
-    spec_path = campaign_dir / "slurm" / "spec.toml"
-    if spec_path.is_file():
-        from tailscope.campaign.spec import SpecError, load_spec
-
-        try:
-            return load_spec(spec_path).settings
-        except SpecError as exc:
-            raise VerdictInputError(str(exc)) from exc
-    return Settings()
-
-
-def cmd_verdict(args: argparse.Namespace) -> int:
-    import shutil
-    import subprocess
-
-    from tailscope.analysis.health import EXIT_CODES
-    from tailscope.store.campaign import Campaign, write_atomic_bytes
-    from tailscope.workflow import analyze_campaign
-
-    if not (args.nhc or args.drain or args.prometheus):
-        args.nhc = True
-    if args.apply and not args.drain:
-        raise VerdictInputError("--apply runs the drain commands: use it with --drain")
-    campaign = Campaign.open(args.campaign)
-    given = getattr(args, "settings", None)
-    analysis = analyze_campaign(args.campaign, _settings_for(args.campaign, given))
-    verdicts = node_verdicts(analysis)
-    code = EXIT_OK
-    if args.prometheus:
-        text = prometheus_text(analysis, verdicts, campaign.manifest.name or campaign.campaign_id)
-        args.prometheus.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic_bytes(args.prometheus, text.encode())
-    if args.drain:
-        commands = drain_commands(verdicts)
-        for argv in commands:
-            print(command_text(argv))
-        if args.apply:
-            if commands and shutil.which("scontrol") is None:
-                raise VerdictInputError("--apply: scontrol not found on PATH")
-            for argv in commands:
-                proc = subprocess.run(argv, capture_output=True, text=True)
-                if proc.returncode != 0:
-                    print(f"tailscope: {command_text(argv)}: {proc.stderr.strip()}", file=sys.stderr)
-                    code = EXIT_FAIL
-        retest = [v.node for v in verdicts.values() if v.verdict == "inconclusive"]
-        if retest:
-            print(f"# inconclusive, re-test (not drained): {' '.join(retest)}")
-    if args.nhc:
-        node = args.node or this_node()
-        verdict = verdicts.get(node)
-        if verdict is None:
-            print(f"tailscope: node {node} has no runs in {args.campaign}; nothing to judge", file=sys.stderr)
-        else:
-            for line in nhc_lines(verdict):
-                print(line)
-            if verdict.verdict == "inconclusive":
-                print(f"tailscope: {node}: inconclusive: {verdict.reason}", file=sys.stderr)
-            code = max(code, EXIT_CODES[verdict.verdict])
-    return code
-
-
-def add_verdict_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = sub.add_parser("verdict", help="per-node verdicts of a cluster campaign: NHC, drain, Prometheus")
-    p.add_argument("campaign", type=Path, metavar="CAMPAIGN")
-    p.add_argument(
-        "--nhc",
-        action="store_true",
-        help="NHC check for this node: exit 1 when degraded, 3 when inconclusive (default)",
-    )
-    p.add_argument("--node", help="the node to check (default $SLURMD_NODENAME, else the short host name)")
-    p.add_argument("--drain", action="store_true", help="print scontrol drain commands for the failing nodes")
-    p.add_argument("--apply", action="store_true", help="with --drain: run them")
-    p.add_argument("--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)")
-    p.set_defaults(func=cmd_verdict)
-    return p
