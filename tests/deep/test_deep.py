@@ -79,5 +79,5 @@ def test_check_deep_end_to_end(tmp_path, capsys):
 
     rc = main(["check", "--deep", "--trials", "3", "--campaign", str(tmp_path / "c"), "--no-progress"])
     out = capsys.readouterr().out
-    assert rc in (0, 1)
+    assert rc in (0, 1, 3)  # healthy, degraded, or inconclusive on a busy machine: the deep chain runs anyway
     assert "deep: " in out and (tmp_path / "c" / "deep.json").exists()
