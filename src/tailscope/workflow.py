@@ -173,6 +173,8 @@ def with_attribution(
 
 
 def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -> Path:
+    """The HTML report at `output`, and beside it `<stem>-runs.csv` and `<stem>-nodes.csv` (every row of
+    the tables the report shortens to the slowest 20)."""
     campaign = Campaign.open(campaign_dir)
     wanted = sorted({run_id for ids in select_timeline_runs(analysis).values() for run_id in ids})
     con = connect(campaign)
@@ -182,8 +184,17 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
             "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
         ).df()
         samples = _timeline_samples(con)
+        injections = _optional_table(con, "injections")
+        perf = con.execute("SELECT count(*) FROM counters_all WHERE source = 'perf'").fetchone()
     finally:
         con.close()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    csv_files = {
+        "runs": output.with_name(f"{output.stem}-runs.csv"),
+        "nodes": output.with_name(f"{output.stem}-nodes.csv"),
+    }
+    write_atomic_bytes(csv_files["runs"], runs_csv(analysis).encode())
+    write_atomic_bytes(csv_files["nodes"], nodes_csv(analysis).encode())
     html = render_html(
         analysis,
         manifest=campaign.manifest,
@@ -191,10 +202,82 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
         iterations=iterations,
         generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         samples=samples,
+        injections=injections,
+        csv_files={k: p.name for k, p in csv_files.items()},
+        campaign_dir=str(Path(campaign_dir).resolve()),
+        hardware_counters=bool(perf and perf[0]),
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
     write_atomic_bytes(output, html.encode())
     return output
+
+
+def _optional_table(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame | None:
+    """A table or view another part of tailscope may add (injections of `validate`); None when absent."""
+    try:
+        return con.execute(f"SELECT * FROM {name}").df()
+    except duckdb.Error:
+        return None
+
+
+def runs_csv(analysis: CampaignAnalysis) -> str:
+    """Every analysed run, one row each (the report lists only the slowest)."""
+    from tailscope.probes.catalogue import variant_name
+    from tailscope.report.answer import run_cause
+
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
+    frame = pd.DataFrame(
+        [
+            {
+                "run_id": r.run_id,
+                "node": r.node,
+                "probe": r.probe,
+                "variant": names.get(r.variant, r.variant),
+                "variant_id": r.variant,
+                "trial": r.trial,
+                "started_at": r.started_at,
+                "value": r.value,
+                "unit": r.unit,
+                "perf_ratio": r.perf_ratio,
+                "scaled_value": r.scaled_value,
+                "slow": r.slow,
+                "kind": r.kind,
+                "cause": run_cause(r),
+            }
+            for r in sorted(analysis.runs, key=lambda r: (r.perf_ratio, r.node, r.trial))
+        ]
+    )
+    return frame.to_csv(index=False)
+
+
+def nodes_csv(analysis: CampaignAnalysis) -> str:
+    """Every (variant, node) ensemble: runs, median with its interval, CV, slow counts, vs fleet."""
+    from tailscope.probes.catalogue import variant_name
+
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
+    rows = []
+    for g in sorted(analysis.groups, key=lambda g: (g.variant, g.node_ratio)):
+        row = {
+            "variant": names.get(g.variant, g.variant),
+            "variant_id": g.variant,
+            "node": g.node,
+            "runs": g.n,
+            "failed": g.n_failed,
+            "median": g.median,
+            "median_low": g.median_ci.lower,
+            "median_high": g.median_ci.upper,
+            "cv": g.cv,
+            "min": g.minimum,
+            "max": g.maximum,
+            "systematic": g.n_systematic,
+            "transient": g.n_transient,
+            "node_ratio": g.node_ratio,
+            "node_outlier": g.node_outlier,
+        }
+        for t in g.tails:
+            row[f"slow_{t.threshold:g}"] = t.k
+            row[f"slow_{t.threshold:g}_p"] = t.p_value
+        rows.append(row)
+    return pd.DataFrame(rows).to_csv(index=False)
 
 
 MAX_TIMELINE_ROWS = 2_000_000  # monitor samples summed over units; more than this and no timelines are drawn

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -287,14 +288,29 @@ def completed_trials(campaign: Campaign, node: str) -> dict[str, set[int]]:
 
 
 def pending_trials(campaign: Campaign, variants: Sequence[ProbeVariant], node: str) -> list[Trial]:
-    """Trials the manifest plans for this node that are not stored yet, in variant then trial order."""
+    """Trials the manifest plans for this node that are not stored yet, interleaved (see `interleave`)."""
     done = completed_trials(campaign, node)
     planned = {p["variant"]: int(p["trials"]) for p in campaign.manifest.get("plans", [])}
     out = []
     for variant in variants:
         have = done.get(variant.variant_id, set())
         out += [Trial(variant, i) for i in range(planned.get(variant.variant_id, 0)) if i not in have]
-    return out
+    return interleave(out, planned)
+
+
+def interleave(trials: Sequence[Trial], planned: dict[str, int]) -> list[Trial]:
+    """Trials of all variants mixed in proportion: trial i of a variant with n planned trials runs at the
+    fraction (i + 0.5) / n of the campaign. Variants compared with each other (`run --page 2m,1g`) then
+    alternate trial by trial, so drift on the node hits them alike; and every variant has measured trials
+    early, which is what the per-variant ETA (progress.py) needs. Ties keep the order the variants were given.
+    """
+    order = {v: k for k, v in enumerate(dict.fromkeys(t.variant.variant_id for t in trials))}
+
+    def key(t: Trial) -> tuple[float, int, int]:
+        n = max(planned.get(t.variant.variant_id, 0), t.index + 1)
+        return ((t.index + 0.5) / n, order[t.variant.variant_id], t.index)
+
+    return sorted(trials, key=key)
 
 
 @dataclass
@@ -328,17 +344,14 @@ class LocalRunner:
 
     def run(self, trials: Sequence[Trial]) -> RunOutcome:
         outcome = RunOutcome(self.campaign.root)
-        progress = Progress(total=len(trials), enabled=self.show_progress)
+        plan = Counter(t.variant.variant_id for t in trials)
+        progress = Progress(total=len(trials), plan=plan, enabled=self.show_progress)
         buffer, last_flush = TrialRows(), time.monotonic()
-        current_variant: str | None = None
         recent_errors: list[str] = []
         try:
             with _sigterm_as_interrupt():
                 self.record_node_facts()
                 for trial in trials:
-                    if trial.variant.variant_id != current_variant:
-                        current_variant = trial.variant.variant_id
-                        progress.set_label(trial.variant.probe, trial.variant.spec.unit)
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
                     rows = run_trial(self.campaign, trial, node=self.node, task=self.task, timeout_s=timeout)
                     buffer.extend(rows)
@@ -346,7 +359,13 @@ class LocalRunner:
                     ok = run["status"] == "ok"
                     outcome.stored += 1
                     outcome.failed += 0 if ok else 1
-                    progress.update(run["value"] if ok else None)
+                    progress.update(
+                        run["value"] if ok else None,
+                        variant=trial.variant.variant_id,
+                        seconds=run["wall_s"],
+                        label=trial.variant.name,
+                        unit=trial.variant.spec.unit,
+                    )
                     recent_errors = [] if ok else [*recent_errors, str(run["error"])]
                     if len(recent_errors) >= MAX_CONSECUTIVE_FAILURES and len(set(recent_errors)) == 1:
                         outcome.stopped_reason = (
