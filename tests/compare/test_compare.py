@@ -106,7 +106,8 @@ def test_rates_intervals_fisher_and_sentence(pages_campaign):
     assert k.fisher_p == pytest.approx(0.0137, abs=5e-4)
     assert k.effect == "removes the tail"
     assert k.sentence.startswith(
-        "1 GiB pages: 0 of 100 runs slow vs 7 of 100 with 2 MiB pages, p = 0.014: the page policy removes the tail"
+        "1 GiB pages: 0 of 100 runs slow vs 7 of 100 with 2 MiB pages, p = 0.014: "
+        "the page policy removes the tail"
     )
     # 102 vs 100 GB/s: the median is 2% higher and the interval says so.
     assert k.median_shift == pytest.approx(0.02, abs=0.006)
