@@ -175,7 +175,10 @@ def render_html(
         ("settings", "Settings", _settings_section(analysis, manifest, generated_at)),
         ("methods", "Methods", _methods_section(analysis)),
     ]
-    sections += [(a, h, html) for a, h, html in extra if html]
+    for _, heading, html in extra:  # the anchor is the section's own id
+        found = re.search(r'id="([^"]+)"', html) if html else None
+        if found:
+            sections.append((found.group(1), heading, html))
     answer = answer_of(analysis, campaign_dir)
     body: list[str] = [
         f"<h1>{esc(title)}</h1>",
@@ -301,15 +304,25 @@ def _answer_section(
     worst = "degraded" if states["degraded"] else "inconclusive" if states["inconclusive"] else "healthy"
     summary = ", ".join(f"{states[k]} {k}" for k in ("degraded", "inconclusive", "healthy") if states[k])
     shown = sorted(answer.nodes, key=lambda n: ("degraded", "inconclusive", "healthy").index(n.state))
+    listed = [n for n in shown if n.state != "healthy"][:MAX_ANSWER_NODES]
+    healthy = [n for n in shown if n.state == "healthy"]
+    if len(healthy) <= 3:
+        listed += healthy
     items = [
         f'<li><b>{esc(n.node)}</b>: <span class="{STATE_CSS[n.state]}">{n.state}</span>'
         + (f" &mdash; {esc('; '.join(n.reasons[:3]))}" if n.state != "healthy" else "")
         + (f" (+{len(n.reasons) - 3} more)" if len(n.reasons) > 3 else "")
         + "</li>"
-        for n in shown[:MAX_ANSWER_NODES]
+        for n in listed
     ]
-    if len(shown) > MAX_ANSWER_NODES:
-        items.append(f"<li>{len(shown) - MAX_ANSWER_NODES} more nodes ({esc(summary)} in all)</li>")
+    unlisted = len(shown) - len(listed)
+    if unlisted:
+        rest = Counter(n.state for n in shown if n not in listed)
+        items.append(
+            "<li>"
+            + ", ".join(f"{k} more {s}" for s, k in rest.items())
+            + " (every node in the Nodes tables and the CSV)</li>"
+        )
     causes = [
         f"<li><b>{esc(c.title)}</b>: {esc(c.evidence)}. Next: <code>{esc(c.next_command)}</code></li>"
         for c in answer.causes[:5]
@@ -368,9 +381,7 @@ def _checks_table(analysis: CampaignAnalysis) -> str:
     failed = sum(1 for c in analysis.verdict.checks if not c.passed)
     return (
         f"<details><summary>Limits you set: {failed} of {len(analysis.verdict.checks)} checks "
-        "failed</summary>"
-        + _table(["check", "variant/node", "result", "what was seen"], rows)
-        + "</details>"
+        "failed</summary>" + _table(["check", "variant/node", "result", "what was seen"], rows) + "</details>"
     )
 
 

@@ -84,6 +84,7 @@ class Figures:
             "hovermode": "closest",
             "legend": {"orientation": "h", "y": -0.2},
             "font": {"size": 12},
+            "modebar": {"orientation": "v"},
         }
         spec = {"data": data, "layout": {**base, **layout}, "config": CONFIG}
         text = json.dumps(spec, separators=(",", ":"), allow_nan=False, default=_json_default)
@@ -165,7 +166,8 @@ def time_figure(
     data: list[dict[str, Any]] = []
     for i, (label, chosen) in enumerate(sorted(by_trace.items())):
         shown = _thin(chosen)
-        data.append(_time_trace(shown, f"{label} ({len(chosen)})", COLORS[i % len(COLORS)], variant.unit))
+        text = f"{label} ({len(chosen)}" + (f", {len(shown)} drawn)" if len(shown) < len(chosen) else ")")
+        data.append(_time_trace(shown, text, COLORS[i % len(COLORS)], variant.unit))
     slow = [r for r in runs if r.slow]
     if slow:
         data.append(_time_trace(slow, f"slow ({len(slow)})", SLOW_COLOR, variant.unit, symbol="x", size=8))
@@ -226,7 +228,12 @@ def sorted_figure(
                 {
                     "type": "scatter",
                     "mode": "markers",
-                    "name": f"{label} ({len(chosen) if label == 'slow' else len(ordered) - len(slow)})",
+                    "name": f"{label} ({len(chosen) if label == 'slow' else len(ordered) - len(slow)}"
+                    + (
+                        f", {len(chosen)} drawn)"
+                        if label == "normal" and len(chosen) < len(ordered) - len(slow)
+                        else ")"
+                    ),
                     "x": [rank[id(r)] for r in chosen],
                     "y": [_round(r.scaled_value) for r in chosen],
                     "customdata": [_custom(r) for r in chosen],
@@ -341,7 +348,7 @@ def nodes_figure(figs: Figures, variant: VariantSummary, name: str, groups: Sequ
     values = [g.minimum for g in ordered] + [g.maximum for g in ordered]
     layout = {
         "title": {
-            "text": f"{name}: per-node min / median / max ({len(ordered)} nodes, slowest first)",
+            "text": f"per node min / median / max ({len(ordered)} nodes)",
             "x": 0,
         },
         "xaxis": _axis("node rank (by median, slowest first)"),
