@@ -66,4 +66,6 @@ def run_check(
         return CheckResult(outcome, None, None)
     analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
-    return CheckResult(outcome, analysis, report, tuple(advice_lines(collect(), brief=True)))
+    sweep_dir = f"{Path(outcome.campaign).resolve()}-sweep-1g"
+    advice = advice_lines(collect(), brief=True, sweep_dir=sweep_dir)
+    return CheckResult(outcome, analysis, report, tuple(advice))

@@ -256,7 +256,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tailscope.report.terminal import render_summary
+    from tailscope.report.terminal import render_answer, render_summary
     from tailscope.workflow import analyze_campaign
 
     analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
@@ -264,7 +264,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         json.dump(analysis.to_json(), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
-        print("\n".join(render_summary(analysis)))
+        print("\n".join(render_answer(analysis, campaign_dir=str(args.campaign.resolve()))))
+        if args.verbose:
+            print("\n".join(render_summary(analysis)))
     return EXIT_OK if analysis.verdict.passed else EXIT_VERDICT
 
 
@@ -301,7 +303,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from tailscope.check import run_check
-    from tailscope.report.terminal import render_summary
+    from tailscope.report.terminal import render_answer, render_summary, terminal_width, wrap_lines
 
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials {args.trials}: expected at least 1")
@@ -314,11 +316,26 @@ def cmd_check(args: argparse.Namespace) -> int:
         settings=_settings(args),
         show_progress=not args.no_progress,
     )
-    _print_outcome(result.outcome)
     if result.analysis is None or result.report is None:
+        _print_outcome(result.outcome)
         return _outcome_code(result.outcome)
-    print("\n".join(render_summary(result.analysis)))
-    print("\n".join(result.pages_advice))
+    width = terminal_width()
+    outcome = result.outcome
+    print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")
+    campaign = str(outcome.campaign.resolve())
+    print("\n".join(render_answer(result.analysis, width=width, campaign_dir=campaign)))
+    if args.verbose:
+        print("\n".join(render_summary(result.analysis)))
+    advice = list(result.pages_advice)
+    if not args.verbose:  # the VM statement in one line; --verbose and the report have all of it
+        advice = [
+            "pages: virtual machine: guest-physical addresses say nothing about host cache sets; slow runs "
+            "may come from other guests (--verbose for more)"
+            if line.startswith("pages: virtual machine:")
+            else line
+            for line in advice
+        ]
+    print("\n".join(wrap_lines(advice, width)))
     print(f"report: {result.report.resolve()}")
     return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
 
@@ -389,6 +406,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="statistics, slow runs and verdicts of a campaign")
     p.add_argument("campaign", type=Path, metavar="DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output (every run)")
+    p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     p.add_argument("--probe", help="only this probe")
     p.add_argument("--node", help="only this node")
     _add_analysis_options(p)
@@ -419,6 +437,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
     p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
     _add_analysis_options(p)

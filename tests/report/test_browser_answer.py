@@ -10,9 +10,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -37,34 +34,6 @@ document.querySelectorAll('body *').forEach(function (e) {
 });
 return [w, out.slice(0, 10)];
 """
-
-
-@pytest.fixture(scope="module")
-def check_run(tmp_path_factory):
-    """`tailscope check --trials 6` on this node: its terminal output (100 columns) and its report."""
-    root = tmp_path_factory.mktemp("check")
-    env = {**os.environ, "COLUMNS": "100"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tailscope",
-            "check",
-            "--trials",
-            "6",
-            "--no-progress",
-            "--campaign",
-            str(root / "c"),
-            "-o",
-            str(root / "report.html"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.stdout, root / "report.html"
 
 
 def _open(chromium, path: Path) -> float:

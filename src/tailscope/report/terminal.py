@@ -1,4 +1,9 @@
-"""The short terminal verdict of `tailscope check` and `tailscope analyze`: lines, never printed here.
+"""What `tailscope check` and `tailscope analyze` print: lines, never printed here.
+
+`render_answer` (the default) leads with the answer: one verdict line per node, one line per probe, then
+at most five findings grouped by cause across probes, each with its evidence and the next command, and the
+terms explained once; every line wrapped at the terminal width. `render_summary` (shown by --verbose after
+the answer) is the full table of every (variant, node), the cluster blocks, the verdict checks and notes:
 
     campaign 3f2a...: 2 variants, 1 node, 400 ok runs, 1 failed
     probe  node  n    median [95% CI]              CV     slow >5%  slow >10%  kinds
@@ -15,14 +20,24 @@ Names come from the store (node names, notes quoting them): control characters a
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from collections import Counter
 
 from tailscope.analysis.model import CampaignAnalysis, GroupSummary
 from tailscope.analysis.wording import pct, pct_range
+from tailscope.probes.catalogue import variant_name
+from tailscope.report.answer import answer_of, terms
 from tailscope.report.numbers import kinds_text, median_ci_text, tail_text
 
-__all__ = ["MAX_FAILED_CHECKS", "MAX_NOTES", "render_summary"]
+__all__ = [
+    "MAX_FAILED_CHECKS",
+    "MAX_NOTES",
+    "render_answer",
+    "render_summary",
+    "terminal_width",
+    "wrap_lines",
+]
 
 MAX_NOTES = 3  # the most important notes; the rest are in the report and --json
 MAX_FAILED_CHECKS = 10
@@ -30,6 +45,127 @@ MAX_GROUP_ROWS = 30  # beyond this many (variant, node) rows only the slowest no
 SLOWEST_SHOWN = 10
 MAX_NAMED_NODES = 12  # drain / re-test lists longer than this are cut, with the count
 WIDTH = 100  # notes are wrapped to this many columns
+
+
+MAX_FINDINGS = 5
+MAX_NODE_LINES = 12  # nodes named one per line (degraded and inconclusive first); the rest are counted
+
+
+def terminal_width(default: int = WIDTH) -> int:
+    return max(40, shutil.get_terminal_size((default, 24)).columns)
+
+
+def render_answer(
+    analysis: CampaignAnalysis, *, width: int | None = None, campaign_dir: str = "DIR"
+) -> list[str]:
+    """The verdict per node, one line per probe, the findings by cause, the terms: wrapped at `width`."""
+    width = width or terminal_width()
+    answer = answer_of(analysis, campaign_dir)
+    s = analysis.settings
+    out: list[str] = []
+
+    def put(text: str, indent: str = "", more: str = "    ") -> None:
+        out.extend(
+            textwrap.wrap(
+                _printable(text),
+                width,
+                initial_indent=indent,
+                subsequent_indent=more,
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
+
+    states = Counter(n.state for n in answer.nodes)
+    summary = ", ".join(f"{states[k]} {k}" for k in ("degraded", "inconclusive", "healthy") if states[k])
+    put(f"verdict: {summary or 'no node analysed'}")
+    order = ("degraded", "inconclusive", "healthy")
+    ranked = sorted(answer.nodes, key=lambda n: (order.index(n.state), n.node))
+    named = [n for n in ranked if n.state != "healthy"][:MAX_NODE_LINES]
+    if len(ranked) <= MAX_NODE_LINES:
+        named = ranked
+    for n in named:
+        reasons = "" if n.state == "healthy" else ": " + "; ".join(n.reasons[:2])
+        more = f" (+{len(n.reasons) - 2} more)" if n.state != "healthy" and len(n.reasons) > 2 else ""
+        put(f"{n.node}: {n.state}{reasons}{more}", "  ", "      ")
+    if len(named) < len(ranked):
+        rest = Counter(n.state for n in ranked[len(named) :] if n not in named)
+        put("  " + ", ".join(f"{k} more {state}" for state, k in rest.items()) + " (--verbose lists them)")
+    put(f"probes (median [{pct(s.confidence)} CI] of all runs, slow runs of all runs):")
+    for line in _probe_lines(analysis):
+        put(line, "  ", "      ")
+    findings = answer.causes[:MAX_FINDINGS]
+    if findings:
+        put("findings, by cause across probes:")
+        for i, c in enumerate(findings, start=1):
+            put(f"{i}. {c.title}: {c.evidence}", "  ", "     ")
+            put(f"next: {c.next_command}", "     ", "       ")
+        if len(answer.causes) > MAX_FINDINGS:
+            put(f"  ({len(answer.causes) - MAX_FINDINGS} more causes in the report)")
+    elif analysis.runs:
+        put("findings: no slow runs")
+    comparisons = _comparison_lines(analysis)
+    for line in comparisons:
+        put(line, "", "    ")
+    put("terms: " + terms(analysis))
+    failed = [c for c in analysis.verdict.checks if not c.passed]
+    if failed:
+        put(f"limits you set: {len(failed)} of {len(analysis.verdict.checks)} checks failed (--verbose)")
+    return out
+
+
+def wrap_lines(lines: list[str] | tuple[str, ...], width: int) -> list[str]:
+    """Lines wrapped at `width`, continuation lines indented under their first word."""
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out += textwrap.wrap(
+            _printable(line),
+            width,
+            subsequent_indent=indent + "    ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        ) or [""]
+    return out
+
+
+def _probe_lines(analysis: CampaignAnalysis) -> list[str]:
+    """One line per probe variant: its median over all runs with the interval of its first node when it
+    has one node, the run-to-run CV, and its slow runs (with ! when a node's tail-count test rejects)."""
+    lines = []
+    for v in sorted(analysis.variants, key=lambda v: (v.probe, v.variant)):
+        groups = [g for g in analysis.groups if g.variant == v.variant]
+        runs = [r for r in analysis.runs if r.variant == v.variant]
+        slow = sum(1 for r in runs if r.slow)
+        rejects = any(g.tails and g.tails[0].rejects for g in groups)
+        name = variant_name(v.probe, dict(v.params))
+        if len(groups) == 1:
+            g = groups[0]
+            center = median_ci_text(g)
+            cv = f", CV {pct(g.cv)}" if g.cv is not None else ""
+        else:
+            center = f"{v.global_median:.4g} {v.unit} over {v.nodes} nodes"
+            cv = ""
+        kinds = Counter(r.kind for r in runs if r.slow)
+        kind_text = ", ".join(f"{k} {KIND_WORDS.get(kind, kind)}" for kind, k in kinds.most_common())
+        lines.append(
+            f"{name}: {center}{cv}; {slow} of {len(runs)} runs slow{'!' if rejects else ''}"
+            + (f" ({kind_text})" if kind_text else "")
+        )
+    return lines
+
+
+KIND_WORDS = {"systematic": "systematic", "transient": "transient", "unclassified": "unclassified"}
+
+
+def _comparison_lines(analysis: CampaignAnalysis) -> list[str]:
+    from tailscope.compare import compare
+
+    out = []
+    for c in compare(analysis):
+        for k in c.contrasts:
+            out.append(f"compared: {k.sentence}")
+    return out
 
 
 def render_summary(analysis: CampaignAnalysis) -> list[str]:
