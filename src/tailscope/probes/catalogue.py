@@ -210,7 +210,8 @@ def variant_name(probe: str, params: dict[str, Any]) -> str:
     their default are not named (they are not part of the variant either).
     """
     parts = [probe]
-    rest = dict(params)
+    options = {o.dest: o for o in PROBES[probe].all_options} if probe in PROBES else {}
+    rest = {k: v for k, v in params.items() if not (k in options and options[k].is_default(v))}
     if "page" in rest:
         parts.append(str(rest.pop("page")))
     if "offset" in rest:

@@ -329,7 +329,7 @@ def _answer_section(
     ]
     verdict = [
         f'<section id="verdict" class="verdict v-{worst}">',
-        f'<div class="word">Verdict: {esc(summary)}</div>',
+        f'<div class="word">Verdict: {esc(summary or "no runs to analyse")}</div>',
         f'<ul class="nodes">{"".join(items)}</ul>',
     ]
     if causes:

@@ -88,7 +88,7 @@ class Figures:
         }
         spec = {"data": data, "layout": {**base, **layout}, "config": CONFIG}
         text = json.dumps(spec, separators=(",", ":"), allow_nan=False, default=_json_default)
-        text = text.replace("</", "<\\/").replace("<!--", "<\\!--")
+        text = text.replace("<", "\\u003c")  # no markup inside the script element, whatever a name holds
         return (
             f'<div class="plot" id="{fid}" data-figure="{esc(kind)}" data-variant="{esc(variant)}" '
             f'style="height:{height}px"></div>'
@@ -415,8 +415,16 @@ def timeline_figure(
             }
         )
     values = [v for d in data for v in d["y"]]
+    missing = [
+        f"no iterations stored for the {what} run"
+        for what, s in (("slow", series), ("typical", typical_series))
+        if s is not None and s.empty
+    ]
+    title = f"{esc(slow.node)} trial {slow.trial}: iterations"
+    if missing:
+        title += f" ({'; '.join(missing)})"
     layout = {
-        "title": {"text": f"{slow.node} trial {slow.trial}: iterations", "x": 0},
+        "title": {"text": title, "x": 0},
         "xaxis": _axis("iteration (in order)"),
         "yaxis": _axis(variant.unit, _log_axis(values)),
     }
