@@ -310,7 +310,10 @@ def _p(p: float) -> str:
 def _detectable(n1: int, n2: int) -> str:
     """What the sample sizes could see: a rate with no slow run among n is below about 3/n at 95%."""
     n = min(n1, n2)
-    return f"with {n} runs a variant, slow-run rates below about {3 / n:.0%} cannot be told apart"
+    return (
+        f"with {n} runs per variant only large differences show (no slow run in {n} still allows a rate "
+        f"up to {3 / n:.0%})"
+    )
 
 
 def render_comparison(c: Comparison) -> list[str]:

@@ -126,7 +126,7 @@ def test_no_difference_is_said_with_what_the_sample_could_see(tmp_path):
     (k,) = c.contrasts
     assert k.effect == "no difference shown"
     assert k.fisher_p == pytest.approx(fisher_two_sided(1, 59, 2, 58), rel=1e-9)
-    assert "no evidence" in k.sentence and "60 runs" in k.sentence
+    assert "no evidence" in k.sentence and "with 60 runs per variant" in k.sentence
 
 
 def test_compare_verb_prints_the_sentence_and_json(pages_campaign, capsys):

@@ -83,7 +83,7 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .notes li{margin:4px 0}
 .explain{color:#444;max-width:980px;font-size:13px;margin:4px 0 10px}
 .figs{display:flex;flex-wrap:wrap;gap:8px}
-.plot{flex:1 1 45%;min-width:320px;max-width:100%;border:1px solid #eee}
+.plot{flex:0 1 calc(50% - 4px);min-width:320px;max-width:100%;border:1px solid #eee}
 .scroll{max-width:100%;overflow-x:auto}
 figure{margin:0;max-width:100%}svg.chart{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:12px;color:#555;max-width:640px}
@@ -423,6 +423,25 @@ def _comparisons_section(comparisons: Sequence[Any], figs: plots.Figures) -> str
 MAX_TABLE_ROWS = 20  # rows of a long table shown in the report; the CSV beside it has all
 
 
+def figures_text(settings: Settings, higher_is_better: bool, nodes: int) -> str:
+    d = pct(settings.primary_threshold)
+    side = "below" if higher_is_better else "above"
+    text = (
+        f"Red crosses are slow runs: more than {d} slower than their node's median. Value against time: "
+        "every run at its start time, so a collapse or drift during the campaign shows at once (shaded: "
+        "windows where interference was injected). Sorted: every run node-median scaled (value x median of "
+        "all runs / median of its node, the seed's Fig. 1), slowest first; the healthy shape is flat, the "
+        f"slow tail is the drop at the left, {side} the dashed threshold lines. Cumulative distribution: the "
+        "fraction of runs at or below each node-scaled value."
+    )
+    if nodes > 1:
+        text += " Per node: the median with a bar from the slowest to the fastest run (the seed's Fig. 9)."
+    return (
+        text + " Axes are logarithmic where the values span more than 10x. Hover a point for its node, "
+        "trial, start time, value and cause; drag to zoom, double-click to reset."
+    )
+
+
 def _variant_section(
     variant: VariantSummary,
     name: str,
@@ -453,7 +472,7 @@ def _variant_section(
     if len(groups) > 1:
         out.append(plots.nodes_figure(figs, variant, name, groups))
     out.append("</div>")
-    out.append(_explain(explain.sorted_text(settings, variant.higher_is_better)))
+    out.append(_explain(figures_text(settings, variant.higher_is_better, len(groups))))
     shown = sorted(groups, key=lambda g: g.node_ratio)[:MAX_TABLE_ROWS]
     more = f"slowest {len(shown)} of {len(groups)}" if len(groups) > len(shown) else f"{len(groups)}"
     link = _csv_link(csv_files, "nodes")

@@ -189,7 +189,7 @@ def time_figure(
     ]
     layout = {
         "title": {"text": "value against time" + (" per node" if per_node else ""), "x": 0},
-        "xaxis": _axis("run start (UTC)", type="date"),
+        "xaxis": _axis("run start (UTC)", type="date", tickangle=0, nticks=6),
         "yaxis": _axis(f"{variant.metric} ({variant.unit})", _log_axis(r.value for r in runs)),
         "shapes": shapes,
     }
@@ -246,14 +246,14 @@ def sorted_figure(
         (_slow_level(g, d, variant.higher_is_better), f"{d:.0%} slower", "#ff7f0e" if i == 0 else "#9467bd")
         for i, d in enumerate(settings.thresholds)
     ]
+    log = _log_axis(r.scaled_value for r in runs)
+    at = (lambda y: math.log10(y)) if log else (lambda y: y)  # annotations on a log axis are placed in log10
     layout = {
         "title": {"text": f"{len(ordered)} runs sorted, node-scaled", "x": 0},
         "xaxis": _axis("run rank (slowest first)"),
-        "yaxis": _axis(
-            f"{variant.metric}, node-scaled ({variant.unit})", _log_axis(r.scaled_value for r in runs)
-        ),
-        "shapes": [_hline(y, color) for y, _, color in lines],
-        "annotations": [_hlabel(y, text) for y, text, _ in lines],
+        "yaxis": _axis(f"{variant.metric}, node-scaled ({variant.unit})", log),
+        "shapes": [_hline(y, color) for y, _, color in lines],  # shapes take data values
+        "annotations": [_hlabel(at(y), text) for y, text, _ in lines],
     }
     return figs.html("sorted", variant.variant, data, layout, 360)
 
@@ -273,11 +273,11 @@ def _hline(y: float, color: str) -> dict[str, Any]:
 def _hlabel(y: float, text: str) -> dict[str, Any]:
     return {
         "xref": "paper",
-        "x": 1,
+        "x": 0.01,
         "y": y,
         "text": text,
         "showarrow": False,
-        "xanchor": "right",
+        "xanchor": "left",
         "yanchor": "bottom",
         "font": {"size": 10, "color": "#555"},
     }
