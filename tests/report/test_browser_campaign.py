@@ -65,7 +65,7 @@ def test_campaign_report_with_counters_cluster_and_monitor(chromium, tmp_path):
     for figure, width, height in chromium.execute_script(FIGURES):
         counts[figure] = counts.get(figure, 0) + 1
         assert width > 100 and height > 100, f"{figure} rendered {width} x {height}"
-    for figure in ("time", "sorted", "ecdf", "nodes", "cluster-nodes", "monitor", "counter-scatter"):
+    for figure in ("time", "sorted", "ecdf", "nodes", "monitor", "counter-scatter"):
         assert counts.get(figure, 0) >= 1, (figure, counts)
     text = chromium.execute_script("return document.body.innerText")
     assert "n3" in text and "guest-physical" in text

@@ -154,7 +154,7 @@ def test_hostile_node_name_is_escaped(html):
     assert esc(HOSTILE) in html
     # In the figures it round-trips as data, and no "<" is left inside a JSON script element.
     ((nodes),) = [s for f, _, s in specs(html) if f == "nodes"]
-    assert HOSTILE in [c[0] for c in nodes["data"][0]["customdata"]]
+    assert HOSTILE in [c[0] for trace in nodes["data"] for c in trace["customdata"]]
     for body in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, flags=re.DOTALL):
         assert "<" not in body
 

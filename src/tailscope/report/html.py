@@ -142,6 +142,7 @@ def render_html(
     windows = plots.windows_of(injections)
     comparisons = compare(analysis)
     csv_files = csv_files or {}
+    screens = {c.variant: {n.node: n.verdict for n in c.nodes} for c in analysis.cluster}
 
     sections: list[tuple[str, str, str]] = []  # (anchor, heading, html)
     if comparisons:
@@ -163,6 +164,7 @@ def render_html(
                     figs,
                     [w for w in windows if not w[0] or w[0] in {g.node for g in groups_of[variant.variant]}],
                     csv_files,
+                    screens.get(variant.variant),
                 ),
             )
         )
@@ -454,6 +456,7 @@ def _variant_section(
     figs: plots.Figures,
     windows: Sequence[tuple[str, str, str]],
     csv_files: Mapping[str, str],
+    screen: Mapping[str, str] | None = None,
 ) -> str:
     direction = "higher is better" if variant.higher_is_better else "lower is better"
     n_slow = sum(1 for r in runs if r.slow)
@@ -470,7 +473,7 @@ def _variant_section(
         plots.ecdf_figure(figs, variant, name, runs),
     ]
     if len(groups) > 1:
-        out.append(plots.nodes_figure(figs, variant, name, groups))
+        out.append(plots.nodes_figure(figs, variant, name, groups, screen))
     out.append("</div>")
     out.append(_explain(figures_text(settings, variant.higher_is_better, len(groups))))
     shown = sorted(groups, key=lambda g: g.node_ratio)[:MAX_TABLE_ROWS]

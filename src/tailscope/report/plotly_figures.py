@@ -317,40 +317,63 @@ def ecdf_figure(figs: Figures, variant: VariantSummary, name: str, runs: Sequenc
     return figs.html("ecdf", variant.variant, data, layout, 320)
 
 
-def nodes_figure(figs: Figures, variant: VariantSummary, name: str, groups: Sequence[GroupSummary]) -> str:
-    """The seed's Fig. 9: per node the median with a bar from min to max, nodes sorted by median."""
+SCREEN_COLORS = {"drain": SLOW_COLOR, "retest": "#ff7f0e", "ok": COLORS[0]}
+
+
+def nodes_figure(
+    figs: Figures,
+    variant: VariantSummary,
+    name: str,
+    groups: Sequence[GroupSummary],
+    screen: Mapping[str, str] | None = None,
+) -> str:
+    """The seed's Fig. 9: per node the median with a bar from min to max, nodes sorted by median. With the
+    node screen of the cluster analysis (node -> drain | retest | ok) the nodes are coloured by its verdict,
+    so this one figure agrees with the screen; without it, a node slower than its peers is red."""
     ordered = sorted(groups, key=lambda g: g.median, reverse=not variant.higher_is_better)
-    x = list(range(1, len(ordered) + 1))
-    data = [
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "median (bar: min to max)",
-            "x": x,
-            "y": [_round(g.median) for g in ordered],
-            "error_y": {
-                "type": "data",
-                "symmetric": False,
-                "array": [_round(g.maximum - g.median) for g in ordered],
-                "arrayminus": [_round(g.median - g.minimum) for g in ordered],
-                "color": "#999",
-                "thickness": 1,
-                "width": 0,
-            },
-            "customdata": [[g.node, g.n, _round(g.minimum), _round(g.maximum)] for g in ordered],
-            "hovertemplate": (
-                "node %{customdata[0]} (%{customdata[1]} runs)<br>median %{y:.4g}<br>"
-                f"min %{{customdata[2]}} max %{{customdata[3]}} {variant.unit}<extra></extra>"
-            ),
-            "marker": {"color": [SLOW_COLOR if g.node_outlier else COLORS[0] for g in ordered], "size": 5},
-        }
-    ]
+    rank = {g.node: i + 1 for i, g in enumerate(ordered)}
+
+    def verdict(g: GroupSummary) -> str:
+        if screen is not None:
+            return screen.get(g.node, "ok")
+        return "drain" if g.node_outlier else "ok"
+
+    data = []
+    for state, label in (
+        ("ok", "ok"),
+        ("retest", "re-test"),
+        ("drain", "drain" if screen else "slower than peers"),
+    ):
+        chosen = [g for g in ordered if verdict(g) == state]
+        if not chosen:
+            continue
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"{label} ({len(chosen)}): median, bar min to max",
+                "x": [rank[g.node] for g in chosen],
+                "y": [_round(g.median) for g in chosen],
+                "error_y": {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [_round(g.maximum - g.median) for g in chosen],
+                    "arrayminus": [_round(g.median - g.minimum) for g in chosen],
+                    "color": "#999",
+                    "thickness": 1,
+                    "width": 0,
+                },
+                "customdata": [[g.node, g.n, _round(g.minimum), _round(g.maximum)] for g in chosen],
+                "hovertemplate": (
+                    "node %{customdata[0]} (%{customdata[1]} runs)<br>median %{y:.4g}<br>"
+                    f"min %{{customdata[2]}} max %{{customdata[3]}} {variant.unit}<extra>{label}</extra>"
+                ),
+                "marker": {"color": SCREEN_COLORS[state], "size": 5 if state == "ok" else 7},
+            }
+        )
     values = [g.minimum for g in ordered] + [g.maximum for g in ordered]
     layout = {
-        "title": {
-            "text": f"per node min / median / max ({len(ordered)} nodes)",
-            "x": 0,
-        },
+        "title": {"text": f"per node min / median / max ({len(ordered)} nodes)", "x": 0},
         "xaxis": _axis("node rank (by median, slowest first)"),
         "yaxis": _axis(f"{variant.metric} ({variant.unit})", _log_axis(values)),
     }
