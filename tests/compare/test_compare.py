@@ -183,3 +183,14 @@ def test_run_page_list_interleaves_and_the_report_draws_both(tmp_path, capsys):
     assert 'data-figure="compare"' in html and "transparent huge pages" in html and "4 KiB pages" in html
     assert html.count('data-figure="sorted"') == 2
     assert (tmp_path / "r" / "report-runs.csv").read_text().count("\n") == 13
+
+
+def test_a_plan_stored_with_a_default_keeps_its_variant_id():
+    """Campaigns planned before defaults were dropped (`--page thp` hashed into the id) still resume."""
+    old = {"variant": "l2sum-x", "probe": "l2sum", "params": {"page": "thp"}, "trials": 3}
+    restored = ProbeVariant.from_plan(old)
+    assert restored.params == {"page": "thp"}
+    assert restored.variant_id != ProbeVariant("l2sum").variant_id
+    assert ProbeVariant.from_plan(ProbeVariant("l2sum", {"page": "1g"}).to_plan(3)) == ProbeVariant(
+        "l2sum", {"page": "1g"}
+    )

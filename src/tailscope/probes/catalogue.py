@@ -249,8 +249,12 @@ class ProbeVariant:
 
     probe: str
     params: dict[str, ParamValue] = field(default_factory=dict)
+    # False keeps the params as given: a plan stored before defaults were dropped keeps its variant id.
+    normalize: bool = field(default=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not self.normalize:
+            return
         by_dest = {o.dest: o for o in probe_spec(self.probe).all_options} if self.probe in PROBES else {}
         kept = {k: v for k, v in self.params.items() if not (k in by_dest and by_dest[k].is_default(v))}
         object.__setattr__(self, "params", kept)
@@ -299,4 +303,4 @@ class ProbeVariant:
 
     @classmethod
     def from_plan(cls, plan: dict[str, Any]) -> ProbeVariant:
-        return cls(str(plan["probe"]), dict(plan.get("params") or {}))
+        return cls(str(plan["probe"]), dict(plan.get("params") or {}), normalize=False)
