@@ -1,15 +1,17 @@
-"""The offline HTML report: one self-contained file (inline CSS and SVG, no script, nothing fetched).
+"""The offline HTML report, built around the answer: one self-contained file that fetches nothing.
 
-`render_html` lays out, in order: the verdict and its checks, the findings (`analysis.notes`), an overview
-of every (variant, node), then per probe variant its figures (sorted node-scaled runs, ECDF and histogram
-of the performance ratio, per-node min/median/max when there are several nodes), its group table, its slow
-runs and their iteration timelines; then the node facts, the methods and the settings. Each figure and
-table has a "what the numbers mean" paragraph (explain.py).
+`render_html` lays out, in order: the verdict per node and the causes of the slow runs (report/answer.py,
+the one place they come from), with the VM / no-counters caveat beside them; a table of contents; the
+variants compared when a probe has variants differing in one option (compare.py); per probe variant its
+interactive figures (value against time, sorted node-scaled values, ECDF, per-node min/median/max: see
+plotly_figures.py) and then, collapsed, its node table and slow runs (the slowest 20; all rows in the CSV
+files written beside the report) and iteration timelines; then all findings, counters, the node screen,
+node facts, pages, settings and methods.
 
-The caller (workflow.write_report) passes the store's `nodes` table and the `iterations` rows of the runs
-that `select_timeline_runs` names; every other number comes from the CampaignAnalysis.
-A Content-Security-Policy meta tag forbids the page any network access, so even a stray URL in a node
-fact cannot make the browser fetch anything.
+The caller (workflow.write_report) passes the store's `nodes` table, the `iterations` rows of the runs that
+`select_timeline_runs` names, the monitor samples and, when the store has one, the `injections` table.
+A Content-Security-Policy meta tag forbids any network access (scripts run inline only: the Plotly library,
+embedded once, and the figure drawer), so even a stray URL in a node fact cannot make the browser fetch.
 """
 
 from __future__ import annotations
