@@ -35,12 +35,14 @@ TARGET_S, TARGET_BYTES = 10.0, 2 * 2**30
 
 def generate(root: Path, nodes: int, trials: int, iterations: int, seed: int) -> None:
     from tailscope.store.campaign import Campaign
+    from tailscope.store.load import load_into
+    from tailscope.store.manifest import Plan
     from tailscope.store.schema import TABLES
 
     rng = np.random.default_rng(seed)
     campaign = Campaign.create(root, name="bench-fleet")
     variant = "l2sum-bench000"
-    campaign.add_plan({"variant": variant, "probe": "l2sum", "params": {}, "trials": trials})
+    campaign.add_plan(Plan(variant, "l2sum", {}, trials))
     factor = np.exp(rng.normal(0.0, 0.03, nodes))
     factor[rng.choice(nodes, max(1, nodes // 200), replace=False)] *= 0.85
     base = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -83,7 +85,8 @@ def generate(root: Path, nodes: int, trials: int, iterations: int, seed: int) ->
             "runs": _conform(runs, TABLES["runs"].schema),
             "iterations": _conform(its, TABLES["iterations"].schema),
         }
-        campaign.write_chunk(tables, node=node, task=f"bench-{node}", chunk=1)
+        with load_into(campaign.root, "test") as load:
+            load.write_tables(tables, node=node)
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

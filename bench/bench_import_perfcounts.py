@@ -79,6 +79,14 @@ def write_file(path: Path, samples: int, seed: int = 1) -> None:
             fh.write("\n".join(out) + "\n")
 
 
+def _import_into(path: Path, root: Path) -> None:
+    from tailscope.importers import perfcounts
+    from tailscope.store.load import load_into
+
+    with load_into(root, "bench", create=True) as load:
+        perfcounts.import_perfcounts(path, load, task="bench")
+
+
 def best(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -97,7 +105,6 @@ def main() -> int:
     if awk is None:
         sys.exit("no awk found")
     from tailscope.importers import perfcounts
-    from tailscope.store.campaign import Campaign
 
     native = perfcounts._perfscan()
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,7 +123,7 @@ def main() -> int:
 
         def run_import() -> None:
             n[0] += 1
-            perfcounts.import_perfcounts(path, Campaign.create(Path(f"{tmp}/i{n[0]}")), task="bench")
+            _import_into(path, Path(f"{tmp}/i{n[0]}"))
 
         def run_cli() -> None:
             n[0] += 1

@@ -146,6 +146,8 @@ static int load_caches(ts_topo *t, const char *root, int cpu, bool *scratch, cha
         }
         if (cache.first_cpu < 0)
             cache.first_cpu = cpu;
+        if (cache.level == 1)
+            c->l1d = cache;
         if (cache.level == 2)
             c->l2 = cache;
         if (cache.level >= best_level) {

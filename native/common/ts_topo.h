@@ -29,6 +29,7 @@ typedef struct ts_cpu {
     int socket;           /* index of the package among packages in ascending id order (the S in S1:0-3) */
     int core_first;       /* lowest CPU of its physical core: identifies the core */
     int thread;           /* 0 for the lowest-numbered hardware thread of its core, 1 for the next, ... */
+    ts_cache l1d;         /* level 1 data cache; level 0 when sysfs has none */
     ts_cache l2;          /* level 2 unified (or data) cache; level 0 when sysfs has none */
     ts_cache llc;         /* highest-level data/unified cache */
 } ts_cpu;

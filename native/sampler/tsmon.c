@@ -36,6 +36,9 @@
  *                         most of the monitor's CPU time at 10 ms; samples in between carry null for them.
  *                         perf counters are read every sample.
  *   --sysfs ROOT          sysfs root for PMU discovery (tests)
+ *   --exit-with-parent    end (as on SIGTERM: end record, exit 0) when the process that started tsmon dies,
+ *                         even by SIGKILL (prctl PR_SET_PDEATHSIG); `tailscope run --monitor` uses it so a
+ *                         killed campaign never leaves a monitor running and its file growing
  *   -- COMMAND ARGS...    run COMMAND, monitor until it exits, exit with its status
  *
  * Exit codes: 0 ok (stopped by signal, duration or COMMAND exit 0; COMMAND's own code otherwise), 1 runtime
@@ -62,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -611,10 +615,16 @@ int main(int argc, char **argv)
     int64_t interval = 1000000000, proc_interval = 100000000;
     double duration = 0, sync_s = 1.0;
     int pin = -1;
+    bool exit_with_parent = false;
     char **cmd = NULL;
+    pid_t parent = getppid();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--exit-with-parent") == 0) {
+            exit_with_parent = true;
+            continue;
+        }
         if (strcmp(a, "--") == 0) {
             cmd = argv + i + 1;
             if (!*cmd)
@@ -623,7 +633,7 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             puts("usage: tsmon -o FILE [--interval 1s] [--cpu N] [--cpus LIST] [--events SET|LIST] "
-                 "[--duration S] [--sync S] [--sysfs ROOT] [-- COMMAND ARGS...]");
+                 "[--duration S] [--sync S] [--sysfs ROOT] [--exit-with-parent] [-- COMMAND ARGS...]");
             return 0;
         }
         if (!v)
@@ -709,6 +719,12 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sa.sa_handler = on_child;
     sigaction(SIGCHLD, &sa, NULL);
+    if (exit_with_parent) {
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
+            ts_die(TS_EXIT_RUNTIME, "--exit-with-parent: prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+        if (getppid() != parent) /* the parent died before the prctl: nobody will signal us */
+            stop_signal = SIGTERM;
+    }
 
     char host[256] = "";
     gethostname(host, sizeof host - 1);

@@ -7,6 +7,7 @@ fwq's samples show OS noise and its period. `--trials N` runs N trials of every 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ class CheckResult:
     analysis: CampaignAnalysis | None
     report: Path | None
     pages_advice: tuple[str, ...] = ()  # THP/hugetlb status of this node and the 1 GiB sweep (node.hugepages)
+    deep: object | None = None  # tailscope.deep.DeepResult with --deep
 
 
 def check_variants(
@@ -52,6 +54,7 @@ def run_check(
     common: dict[str, ParamValue] | None = None,
     settings: Settings | None = None,
     show_progress: bool = True,
+    deep: bool = False,
 ) -> CheckResult:
     node = node_name()
     campaign_dir = campaign_dir or default_campaign_dir("check", node)
@@ -65,7 +68,19 @@ def run_check(
     if outcome.interrupted:
         return CheckResult(outcome, None, None)
     analysis = analyze_campaign(outcome.campaign, settings or Settings())
+    deep_result = None
+    if deep:  # step 2 of the top-down workflow: follow-up probes into the same campaign, then re-analyse
+        from tailscope.deep import run_deep
+
+        deep_result = run_deep(outcome.campaign, analysis, show_progress=show_progress)
+        if deep_result.steps:
+            analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
     sweep_dir = f"{Path(outcome.campaign).resolve()}-sweep-1g"
-    advice = advice_lines(collect(), brief=True, sweep_dir=sweep_dir)
-    return CheckResult(outcome, analysis, report, tuple(advice))
+    advice = list(advice_lines(collect(), brief=True, sweep_dir=sweep_dir))
+    if os.geteuid() != 0:
+        advice.append(
+            "pages: no physical pages were recorded: /proc/self/pagemap gives frame numbers only to root "
+            "(CAP_SYS_ADMIN), so `tailscope addr explain` cannot test page placement; rerun as root for that"
+        )
+    return CheckResult(outcome, analysis, report, tuple(advice), deep_result)

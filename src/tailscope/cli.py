@@ -18,18 +18,16 @@ from typing import Any
 
 from tailscope import __version__
 from tailscope.addr.cli import add_addr_parser
-from tailscope.addr.errors import AddrInputError
 from tailscope.analysis.model import Settings
-from tailscope.campaign.cli import CampaignCliError, add_campaign_parser
-from tailscope.campaign.runner import ProbeUsageError, RunOutcome
-from tailscope.campaign.verdict import VerdictInputError, add_verdict_parser
-from tailscope.counters.errors import MetricsInputError
-from tailscope.counters.eventsets import EventSetError
+from tailscope.campaign.cli import add_campaign_parser
+from tailscope.campaign.runner import RunOutcome
+from tailscope.campaign.verdict import add_verdict_parser
 from tailscope.counters.metrics_cli import add_metrics_parser
-from tailscope.counters.monitor import MonitorInputError, add_monitor_parser, parse_interval
-from tailscope.importers import ImportInputError
+from tailscope.counters.monitor import add_monitor_parser, parse_interval
+from tailscope.errors import InputError, describe_os_error
 from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser, run_counter_import
-from tailscope.native import NativeMissingError
+from tailscope.options import FRACTION, NON_NEGATIVE, SECONDS, SHARE, TRIALS
+from tailscope.printable import printable
 from tailscope.probes.catalogue import (
     COMMON_OPTIONS,
     PROBES,
@@ -38,13 +36,11 @@ from tailscope.probes.catalogue import (
     UnknownProbeError,
     probe_spec,
 )
-from tailscope.store.campaign import StoreError
-from tailscope.store.schema import SchemaVersionError
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     """A command line that cannot be carried out (exit 2)."""
 
 
@@ -128,32 +124,32 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("statistics")
     g.add_argument(
         "--threshold",
-        type=float,
+        type=FRACTION,
         action="append",
         metavar="D",
         help="slow if more than D below the node median (repeatable; default 0.05 and 0.10)",
     )
     g.add_argument(
         "--allowed-slow-rate",
-        type=float,
+        type=FRACTION,
         metavar="P0",
         help="rate of slow runs the tail-count test allows (default 0.01)",
     )
-    g.add_argument("--confidence", type=float, help="coverage of confidence intervals (default 0.95)")
+    g.add_argument("--confidence", type=FRACTION, help="coverage of confidence intervals (default 0.95)")
     v = parser.add_argument_group("verdict limits (exit 1 when one fails)")
     v.add_argument(
         "--max-slow-rate",
-        type=float,
+        type=SHARE,
         metavar="P",
         help="fail when the tail-count test shows more slow runs than P",
     )
     v.add_argument(
         "--max-q01-drop",
-        type=float,
+        type=SHARE,
         metavar="X",
         help="fail when (q01 - median)/median < -X (SJTU rule; e.g. 0.005)",
     )
-    v.add_argument("--max-cv", type=float, metavar="X", help="fail when a node's CV exceeds X")
+    v.add_argument("--max-cv", type=NON_NEGATIVE, metavar="X", help="fail when a node's CV exceeds X")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -173,16 +169,21 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
-    print(f"campaign: {outcome.campaign}")
+    if not outcome.committed:
+        print(f"campaign: {outcome.campaign} (nothing stored)")
+    else:
+        print(f"campaign: {outcome.campaign}")
     print(f"trials stored: {outcome.stored} ({outcome.failed} not ok)")
     if outcome.stopped_reason:
         print(f"tailscope: {outcome.stopped_reason}", file=sys.stderr)
-    if outcome.interrupted:
+    if outcome.interrupted and outcome.committed:
         print(
             f"interrupted: finished trials are stored; continue with "
             f"`tailscope run --resume --campaign {outcome.campaign}`",
             file=sys.stderr,
         )
+    elif outcome.interrupted:
+        print("interrupted before any trial finished: nothing stored, no campaign created", file=sys.stderr)
 
 
 def _outcome_code(outcome: RunOutcome) -> int:
@@ -211,6 +212,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.trials is not None and args.trials < 1:
             raise UsageError(f"--trials {args.trials}: expected at least 1")
         variants = tuple((v, args.trials or 0) for v in _probe_variants(args.probe, args))
+        if args.scaling:
+            from tailscope.probes.scaling import scaling_variants
+
+            if len(variants) > 1:
+                raise UsageError("--scaling: give each option one value (no comma lists) with --scaling")
+            base = dict(variants[0][0].params)
+            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, base))
     outcome = run_campaign(
         RunRequest(
             variants=variants,
@@ -226,31 +234,49 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     _print_outcome(outcome)
+    if args.scaling and not outcome.interrupted:
+        from tailscope.probes.scaling import render_scaling, scaling_table
+
+        print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return _outcome_code(outcome)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from tailscope.importers.iterations_csv import import_iterations
-    from tailscope.store.campaign import Campaign, new_task_id
+    from tailscope.store.campaign import new_task_id
+    from tailscope.store.load import load_into
 
     if args.format in COUNTER_FORMATS:
         return run_counter_import(args)
+    if args.format == "hpl":
+        from tailscope.importers.hpl import import_hpl
+        from tailscope.node.facts import node_name
+
+        if not args.file.is_file():
+            raise UsageError(f"{args.file}: no such file")
+        with load_into(args.campaign, f"import hpl {args.file.name}", create=True) as load:
+            counts = import_hpl(args.file, load, node=args.node or node_name(), task=new_task_id())
+        print(
+            f"imported {counts['runs']} HPL runs ({counts['failed_residual']} failed the residual check, "
+            f"{counts['variants']} problem sizes) into {args.campaign}"
+        )
+        return EXIT_OK
     if args.format != "iterations":
         raise UsageError(f"import: unknown format {args.format!r}")
     if not args.file.is_file():
         raise UsageError(f"{args.file}: no such file")
-    campaign = Campaign.open_or_create(args.campaign)
-    counts = import_iterations(
-        args.file,
-        campaign,
-        name=args.name,
-        unit=args.unit,
-        higher_is_better=args.higher_is_better,
-        task=new_task_id(),
-    )
+    with load_into(args.campaign, f"import iterations {args.file.name}", create=True) as load:
+        counts = import_iterations(
+            args.file,
+            load,
+            name=args.name,
+            unit=args.unit,
+            higher_is_better=args.higher_is_better,
+            task=new_task_id(),
+        )
     print(
         f"imported {counts['runs']} runs ({counts['iterations']} iterations, {counts['nodes']} nodes) "
-        f"into {campaign.root}"
+        f"into {args.campaign}"
     )
     return EXIT_OK
 
@@ -315,6 +341,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         common=_probe_params(args),
         settings=_settings(args),
         show_progress=not args.no_progress,
+        deep=args.deep,
     )
     if result.analysis is None or result.report is None:
         _print_outcome(result.outcome)
@@ -336,6 +363,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             for line in advice
         ]
     print("\n".join(wrap_lines(advice, width)))
+    if result.deep is not None:
+        print("\n".join(wrap_lines(result.deep.lines(), width)))
     print(f"report: {result.report.resolve()}")
     return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
 
@@ -374,24 +403,30 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
         "(--page 2m,1g) runs one variant per value, interleaved trial by trial",
     )
     p.add_argument("probe", nargs="?", metavar="PROBE", help=f"one of: {', '.join(PROBES)}")
-    p.add_argument("--trials", type=int, metavar="N", help="trials to run (with --resume: to complete)")
+    p.add_argument("--trials", type=TRIALS, metavar="N", help="trials to run (with --resume: to complete)")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("--resume", action="store_true", help="run only the planned trials that are missing")
     p.add_argument("--node", help="node name to record (default $SLURMD_NODENAME or the host name)")
-    p.add_argument("--timeout", type=float, metavar="S", help="per-trial time limit in seconds")
+    p.add_argument("--timeout", type=SECONDS, metavar="S", help="per-trial time limit in seconds (> 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--monitor", action="store_true", help="run the background monitor beside the trials")
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
+    )
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None, list_values=True)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("import", help="import results of other tools into a campaign")
     p.add_argument(
         "format",
-        choices=["iterations", *COUNTER_FORMATS],
-        help="iterations: CSV node,run,iteration,value[,unit,...]; perfcounts: the seed sampler's text; "
-        "perf-csv: perf stat -I -x, output; likwid-csv: likwid-perfctr -O output",
+        choices=["iterations", "hpl", *COUNTER_FORMATS],
+        help="iterations: CSV node,run,iteration,value[,unit,...]; hpl: xhpl output or hpcc's hpccoutf.txt; "
+        "perfcounts: the seed sampler's text; perf-csv: perf stat -I -x, output; "
+        "likwid-csv: likwid-perfctr -O output",
     )
     p.add_argument("--node", help="node the counter samples belong to (default: from the file)")
     p.add_argument("file", type=Path)
@@ -433,7 +468,12 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
     p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
-    p.add_argument("--trials", type=int, metavar="N", help="N trials of every probe")
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="then follow each degraded probe with the micro-architecture probes that isolate its component",
+    )
+    p.add_argument("--trials", type=TRIALS, metavar="N", help="N trials of every probe")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
     p.add_argument("--no-progress", action="store_true")
@@ -464,23 +504,6 @@ def _probe_named(argv: Sequence[str]) -> str | None:
     return next((a for a in rest if not a.startswith("-")), None)
 
 
-_ERRORS: tuple[type[BaseException], ...] = (
-    UsageError,
-    StoreError,
-    SchemaVersionError,
-    ImportInputError,
-    ProbeUsageError,
-    NativeMissingError,
-    UnknownProbeError,
-    AddrInputError,
-    CampaignCliError,
-    VerdictInputError,
-    MetricsInputError,
-    MonitorInputError,
-    EventSetError,
-)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     probe = _probe_named(argv)
@@ -492,8 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except _ERRORS as exc:
-        print(f"tailscope: error: {exc}", file=sys.stderr)
+    except InputError as exc:
+        print(f"tailscope: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("tailscope: interrupted", file=sys.stderr)
@@ -503,3 +526,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # disk full, read-only or foreign-owned campaign, unreadable file, long name
+        print(f"tailscope: error: {describe_os_error(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def one_line(exc: BaseException) -> str:
+    """The error's message on one line (a message never spans lines on the terminal)."""
+    text = str(exc)
+    return " ".join(printable(part) for part in text.splitlines() if part.strip()) or type(exc).__name__

@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tailscope.errors import InputError
+
 NATIVE_DIR_ENV = "TAILSCOPE_NATIVE_DIR"
 NATIVE_LIB_DIR_ENV = "TAILSCOPE_NATIVE_LIB_DIR"
 
 
-class NativeMissingError(FileNotFoundError):
+class NativeMissingError(InputError, FileNotFoundError):
     """A native executable or library is not where the installed package should have it."""
 
 

@@ -22,14 +22,15 @@ from tailscope.campaign.runner import (
     RunOutcome,
     Trial,
     default_campaign_dir,
-    pending_trials,
+    interleave,
     preflight,
 )
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.report.html import render_html, select_timeline_runs
-from tailscope.store.campaign import Campaign, StoreError, write_atomic_bytes
-from tailscope.store.views import connect
+from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
+from tailscope.store.load import claim_run_trials, remove_empty_campaign
+from tailscope.store.read import CampaignConnection, connect
 
 
 @dataclass(frozen=True)
@@ -47,39 +48,75 @@ class RunRequest:
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
-    """Check every variant's options with the probe, plan the trials, run what is missing."""
+    """Check every variant's options with the probe, claim the trials to run, run them.
+
+    Without --resume, `--trials N` runs N new trials of each variant on this node (after every trial stored
+    or held by another writer); with it, the planned trials this node misses. Trial numbers are claimed under
+    the campaign lock, so two `run`s into one campaign never run one trial twice.
+    """
     node = request.node or node_name()
     for variant, _ in request.variants:
         preflight(variant)  # raises ProbeUsageError before anything is created or stored
     if request.campaign_dir is None:
         if request.resume:
             raise StoreError("--resume needs --campaign DIR (the campaign to continue)")
-        campaign = Campaign.create(default_campaign_dir(request.label, node))
-    elif request.resume:
-        campaign = Campaign.open(request.campaign_dir)
+        root = default_campaign_dir(request.label, node)
     else:
-        campaign = Campaign.open_or_create(request.campaign_dir)
-    variants = []
-    for variant, trials in request.variants:
-        planned = {p["variant"]: int(p["trials"]) for p in campaign.manifest.get("plans", [])}
-        have = planned.get(variant.variant_id, 0)
-        # Without --resume a repeated `run` adds trials after the planned ones; with it the plan is completed.
-        wanted = max(have, trials) if request.resume else have + trials
-        campaign.add_plan(variant.to_plan(wanted))
-        variants.append(variant)
+        root = Path(request.campaign_dir)
+    if request.resume or (root / MANIFEST).exists():
+        campaign = Campaign.open(root)
+    else:
+        campaign = Campaign(root, Campaign.new_manifest(root))
+    variants = [variant for variant, _ in request.variants]
     if request.resume and not request.variants:
-        variants = [
-            ProbeVariant.from_plan(p) for p in campaign.manifest.get("plans", []) if not p.get("imported")
-        ]
+        variants = [ProbeVariant.from_plan(p.probe, p.params) for p in campaign.manifest.probe_plans()]
         for variant in variants:
             preflight(variant)
-    trials = pending_trials(campaign, variants, node)
-    runner = LocalRunner(
-        campaign, node=node, timeout_s=request.timeout_s, show_progress=request.show_progress
-    )
-    if not request.monitor:
-        return runner.run(trials)
-    return _run_with_monitor(request, runner, trials, variants)
+    planned = campaign.manifest.planned_trials()
+    wanted: dict[str, list[int] | int] = {}
+    for variant, trials in request.variants or [(v, 0) for v in variants]:
+        have = planned.get(variant.variant_id, 0)
+        if request.resume:
+            wanted[variant.variant_id] = list(range(max(have, trials)))
+        else:
+            wanted[variant.variant_id] = trials
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    task = new_task_id()
+    try:
+        claim = claim_run_trials(campaign, node, key=task, wanted=wanted)
+    except BaseException:
+        if created:
+            remove_empty_campaign(root)
+        raise
+    try:
+        by_id = {v.variant_id: v for v in variants}
+        # interleaved: compared variants alternate trial by trial, and the ETA sees every variant early
+        trials = interleave([Trial(by_id[vid], t) for vid, ts in claim.trials.items() for t in ts])
+        plans = [
+            by_id[vid].to_plan(max(planned.get(vid, 0), max(ts) + 1 if ts else 0))
+            for vid, ts in claim.trials.items()
+        ]
+        runner = LocalRunner(
+            campaign,
+            node=node,
+            task=task,
+            timeout_s=request.timeout_s,
+            show_progress=request.show_progress,
+            plans=plans,
+        )
+        if request.monitor:
+            outcome = _run_with_monitor(request, runner, trials, variants)
+        else:
+            outcome = runner.run(trials)
+            if request.resume and (root / MANIFEST).exists():
+                store_monitor_files(root, node)
+        outcome.committed = runner.committed
+        return outcome
+    finally:
+        claim.release()
+        if created and not (root / MANIFEST).exists():
+            remove_empty_campaign(root)
 
 
 def _run_with_monitor(
@@ -91,14 +128,25 @@ def _run_with_monitor(
     events = request.monitor_events or next(
         (str(v.params["events"]) for v in variants if v.params.get("events")), "software"
     )
-    campaign, node, task = runner.campaign, runner.node, runner.task
-    path = monitor.monitor_file_for(campaign, node, task)
+    root, node, task = runner.campaign.root, runner.node, runner.task
+    path = monitor.monitor_file_for(root, node, task)
     with monitor.running_monitor(path, interval_s=request.monitor_interval_s, events=events):
         outcome = runner.run(trials)
-    mf = monitor.read(path)
-    monitor.store_samples(mf, campaign, node=node, task=f"{task}-samples")
-    monitor.store_cut(mf, campaign, node=node, task=task)
+    if runner.committed:
+        store_monitor_files(root, node, own_task=task)
     return outcome
+
+
+def store_monitor_files(root: Path, node: str, own_task: str | None = None) -> None:
+    """Store the monitor files of this node not stored yet: this run's, and those of runs that were killed
+    before they could (`run --resume` calls this too). Files of writers still running are left alone."""
+    from tailscope.counters import monitor
+    from tailscope.store.load import live_claims
+
+    running = {c.key for c in live_claims(root)} - {own_task}
+    for path in monitor.unstored_monitor_files(root, node):
+        if path.name.split(".")[-3] not in running:
+            monitor.store_monitor_file(path, root, node=node, cut=True)
 
 
 def load_frames(
@@ -106,27 +154,15 @@ def load_frames(
     *,
     probe: str | None = None,
     node: str | None = None,
-    con: duckdb.DuckDBPyConnection | None = None,
+    con: CampaignConnection | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs (every status) and the iterations of the selected runs (on `con` when given)."""
     own = con is None
     if con is None:
         con = connect(campaign)
     try:
-        where, params = [], []
-        if probe:
-            where.append("probe = ?")
-            params.append(probe)
-        if node:
-            where.append("node = ?")
-            params.append(node)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        runs = con.execute(f"SELECT * FROM runs {clause} ORDER BY variant, node, trial", params).df()
-        iterations = con.execute(
-            f"""SELECT run_id, iteration, thread, kernel, cpu, warmup, seconds, value
-                FROM iterations WHERE run_id IN (SELECT run_id FROM runs {clause})""",
-            params,
-        ).df()
+        runs = con.runs(probe=probe, node=node)
+        iterations = con.iterations_of_runs(probe=probe, node=node)
     finally:
         if own:
             con.close()
@@ -142,7 +178,7 @@ def analyze_campaign(
         runs, iterations = load_frames(campaign, probe=probe, node=node, con=con)
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
-        cluster = cluster_settings_of(campaign.manifest)
+        cluster = cluster_settings_of(campaign.manifest.cluster)
         analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster)
         return with_attribution(con, analysis, runs)
     finally:
@@ -150,18 +186,14 @@ def analyze_campaign(
 
 
 def with_attribution(
-    con: duckdb.DuckDBPyConnection, analysis: CampaignAnalysis, runs: pd.DataFrame
+    con: CampaignConnection, analysis: CampaignAnalysis, runs: pd.DataFrame
 ) -> CampaignAnalysis:
     """Add the counter attribution (analysis/attribution.py) when the analysed runs have counters."""
-    if not con.execute("SELECT count(*) FROM counters_all").fetchone()[0]:  # type: ignore[index]
+    if not con.has_rows("counters"):
         return analysis
     from tailscope.analysis.attribution import METHOD, attribute
 
-    counters = con.execute(
-        "SELECT run_id, source, pmu, unit, event, value FROM counters "
-        "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-        [[r.run_id for r in analysis.runs]],
-    ).df()
+    counters = con.counters([r.run_id for r in analysis.runs])
     if counters.empty:
         return analysis
     section = attribute(analysis.runs, counters, runs, robust_cut=analysis.settings.robust_cut)
@@ -175,20 +207,19 @@ def with_attribution(
 def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -> Path:
     """The HTML report at `output`, and beside it `<stem>-runs.csv` and `<stem>-nodes.csv` (every row of
     the tables the report shortens to the slowest 20)."""
+    if not output.parent.is_dir():
+        raise StoreError(f"-o {output}: directory {output.parent} does not exist (create it first)")
     campaign = Campaign.open(campaign_dir)
     wanted = sorted({run_id for ids in select_timeline_runs(analysis).values() for run_id in ids})
     con = connect(campaign)
     try:
-        nodes = con.execute("SELECT * FROM nodes ORDER BY node").df()
-        iterations = con.execute(
-            "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
-        ).df()
-        samples = _timeline_samples(con)
+        nodes = con.nodes()
+        iterations = con.iterations(wanted)
+        samples = con.timeline_samples(MAX_TIMELINE_ROWS)
         injections = _optional_table(con, "injections")
-        perf = con.execute("SELECT count(*) FROM counters_all WHERE source = 'perf'").fetchone()
+        hardware = con.hardware_counter_values()
     finally:
         con.close()
-    output.parent.mkdir(parents=True, exist_ok=True)
     csv_files = {
         "runs": output.with_name(f"{output.stem}-runs.csv"),
         "nodes": output.with_name(f"{output.stem}-nodes.csv"),
@@ -205,16 +236,16 @@ def write_report(campaign_dir: Path, analysis: CampaignAnalysis, output: Path) -
         injections=injections,
         csv_files={k: p.name for k, p in csv_files.items()},
         campaign_dir=str(Path(campaign_dir).resolve()),
-        hardware_counters=bool(perf and perf[0]),
+        hardware_counters=hardware > 0,
     )
     write_atomic_bytes(output, html.encode())
     return output
 
 
-def _optional_table(con: duckdb.DuckDBPyConnection, name: str) -> pd.DataFrame | None:
-    """A table or view another part of tailscope may add (injections of `validate`); None when absent."""
+def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
+    """A table another part of tailscope may add (the injections of `validate`); None when absent."""
     try:
-        return con.execute(f"SELECT * FROM {name}").df()
+        return con.df(f"SELECT * FROM {name}")
     except duckdb.Error:
         return None
 
@@ -281,18 +312,6 @@ def nodes_csv(analysis: CampaignAnalysis) -> str:
 
 
 MAX_TIMELINE_ROWS = 2_000_000  # monitor samples summed over units; more than this and no timelines are drawn
-
-
-def _timeline_samples(con: duckdb.DuckDBPyConnection) -> pd.DataFrame | None:
-    """Monitor samples summed over units, for the report's counter timelines (None when too many)."""
-    query = (
-        "SELECT node, source, pmu, event, sample, min(t_ns) AS t_ns, sum(value) AS value FROM samples "
-        "GROUP BY node, source, pmu, event, sample"
-    )
-    rows = con.execute(f"SELECT count(*) FROM ({query})").fetchone()
-    if not rows or rows[0] == 0 or rows[0] > MAX_TIMELINE_ROWS:
-        return None
-    return con.execute(query).df()
 
 
 __all__ = [

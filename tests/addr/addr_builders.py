@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from tailscope.store.campaign import Campaign, utcnow
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
 
@@ -79,7 +80,8 @@ def write_campaign(
             for n in sorted(per_node)
         ]
         tables["nodes"] = pa.Table.from_pylist(nodes, schema=TABLES["nodes"].schema)
-    campaign.write_chunk(tables, node="all", task="t", chunk=0)
+    with load_into(campaign.root, "test") as load:
+        load.write_tables(tables, node="all")
     return campaign
 
 

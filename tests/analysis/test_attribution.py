@@ -16,6 +16,7 @@ from tailscope.analysis.attribution import rank_counters
 from tailscope.analysis.model import Settings
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 from tailscope.workflow import analyze_campaign
 
@@ -77,7 +78,8 @@ def build_campaign(
             "runs": pa.Table.from_pylist(runs, schema=TABLES["runs"].schema),
             "counters": pa.Table.from_pylist(counters, schema=TABLES["counters"].schema),
         }
-        campaign.write_chunk(tables, node=node, task="synthetic", chunk=1)
+        with load_into(campaign.root, "test") as load:
+            load.write_tables(tables, node=node)
     return {"slow": slow_ids}
 
 

@@ -18,6 +18,7 @@ import time
 import pytest
 from scipy.stats import fisher_exact
 
+from quiet import require_quiet_cpus
 from tailscope.store.campaign import Campaign
 from tailscope.workflow import load_frames
 
@@ -46,6 +47,7 @@ MAX_INSIDE_ESCAPED = 0.05
 
 @pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
 def test_corunner_window(tmp_path):
+    print("CPU availability before the test:", require_quiet_cpus([0, 1]))
     campaign = tmp_path / "c"
     run = subprocess.Popen(
         [

@@ -126,7 +126,7 @@ def test_unseen_variants_are_priced_at_the_mean_of_the_seen_medians():
 def test_interleave_spreads_every_variant_over_the_run():
     big, small = ProbeVariant("l2sum"), ProbeVariant("stream")
     trials = [Trial(big, i) for i in range(200)] + [Trial(small, i) for i in range(20)]
-    order = interleave(trials, {big.variant_id: 200, small.variant_id: 20})
+    order = interleave(trials)
     assert sorted((t.variant.variant_id, t.index) for t in order) == sorted(
         (t.variant.variant_id, t.index) for t in trials
     )
@@ -140,7 +140,7 @@ def test_interleave_spreads_every_variant_over_the_run():
 def test_two_variants_of_equal_size_alternate_trial_by_trial():
     a, b = ProbeVariant("l2sum", {"page": "2m"}), ProbeVariant("l2sum", {"page": "1g"})
     trials = [Trial(a, i) for i in range(5)] + [Trial(b, i) for i in range(5)]
-    order = interleave(trials, {a.variant_id: 5, b.variant_id: 5})
+    order = interleave(trials)
     assert [t.variant.params["page"] for t in order] == ["2m", "1g"] * 5
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
 VARIANT = "l2sum-fleet000"
@@ -59,7 +60,8 @@ def write_frame(campaign: Campaign, frame: pd.DataFrame, task: str = "task") -> 
             "task": [f"{task}-{node}"] * len(g),
         }
         table = pa.Table.from_pydict(rows, schema=None)
-        campaign.write_chunk({"runs": _conformable(table)}, node=str(node), task=f"{task}-{node}", chunk=1)
+        with load_into(campaign.root, "test") as load:
+            load.write_tables({"runs": _conformable(table)}, node=str(node))
 
 
 def _conformable(table: pa.Table) -> pa.Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import stat
 import subprocess
 from pathlib import Path
@@ -95,10 +96,10 @@ def test_scripts_allocate_exclusively_and_bind_one_step_per_node(tmp_path):
     assert "c0001) corunner='stress-ng --cpu 1' ;;" in step
     subprocess.run(["bash", "-n", str(script)], check=True)
     subprocess.run(["bash", "-n", str(campaign.root / "slurm" / "step.sh")], check=True)
-    assert campaign.manifest["plans"][0]["trials"] == 4
+    assert campaign.manifest.plans[0].trials == 4
     # Submitting twice does not grow the plan (every step runs `run --resume`).
     campaign, _, _ = slurm.submit(spec, dry_run=True)
-    assert campaign.manifest["plans"][0]["trials"] == 4
+    assert campaign.manifest.plans[0].trials == 4
 
 
 def test_step_script_stores_trials_of_a_terminated_runner(tmp_path):
@@ -135,7 +136,7 @@ def _fleet_campaign(tmp_path: Path, *, slow: int | None = 2) -> Campaign:
     if slow is not None:
         factor[slow] = 0.8
     frame = fleet_frame(factor, 4, 0.005, rng)
-    frame["variant"] = campaign.manifest["plans"][0]["variant"]
+    frame["variant"] = campaign.manifest.plans[0].variant
     write_frame(campaign, frame)
     return Campaign.open(campaign.root)
 
@@ -148,13 +149,15 @@ def test_collect_quarantines_a_damaged_chunk_and_resume_names_its_trials(tmp_pat
     damaged.write_bytes(damaged.read_bytes()[:100])  # truncated by a crash
     result = slurm.collect(campaign)
     assert [b.path for b in result.bad] == [damaged]
-    assert result.quarantined == [campaign.root / "quarantine" / "runs" / damaged.name]
+    # the whole chunk goes aside: its shard and the commit record that named it
+    assert campaign.root / "quarantine" / "runs" / damaged.name in result.quarantined
+    assert [p.parent.name for p in result.quarantined] == ["commits", "runs"]
     nodes = {p.node: p for p in result.nodes}
     assert set(nodes) == {f"c000{i}" for i in range(5)}
     assert nodes["c0003"].done == 0 and all(nodes[f"c000{i}"].done == 4 for i in (0, 1, 2, 4))
     todo, job = slurm.resume(campaign, dry_run=True)
     assert job is None and [p.node for p in todo] == ["c0003"]
-    assert todo[0].missing == {campaign.manifest["plans"][0]["variant"]: [0, 1, 2, 3]}
+    assert todo[0].missing == {campaign.manifest.plans[0].variant: [0, 1, 2, 3]}
     resume_script = sorted((campaign.root / "slurm").glob("resume-*.sh"))[-1].read_text()
     assert "#SBATCH --nodelist=c0003\n" in resume_script and "#SBATCH --nodes=1\n" in resume_script
 
@@ -163,7 +166,7 @@ def test_trials_are_counted_once_when_two_attempts_overlap(tmp_path):
     campaign = _fleet_campaign(tmp_path, slow=None)
     rng = np.random.default_rng(2)
     again = fleet_frame(np.ones(1), 4, 0.005, rng)  # node c0000 written a second time by another writer
-    again["variant"] = campaign.manifest["plans"][0]["variant"]
+    again["variant"] = campaign.manifest.plans[0].variant
     write_frame(campaign, again.assign(node="c0000").assign(run_id=[f"x{i}" for i in range(4)]), task="again")
     con = connect(campaign)
     assert con.execute("SELECT count(*) FROM runs_all WHERE node = 'c0000'").fetchone()[0] == 8
@@ -189,13 +192,15 @@ def test_verdict_outputs_name_the_slow_node(tmp_path, capsys):
     assert cmd_verdict(_verdict(campaign, drain=True)) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("scontrol")]
     assert re.match(
-        r'scontrol update nodename=c0002 state=drain reason="tailscope: l2sum 2\d(\.\d)?% slower.*"$', line
+        r"scontrol update nodename=c0002 state=drain 'reason=tailscope: l2sum 2\d(\.\d)?% slower.*'$", line
     )
+    words = shlex.split(line)  # the printed line is one command of exactly these words when pasted
+    assert words[:4] == ["scontrol", "update", "nodename=c0002", "state=drain"] and len(words) == 5
     prom = tmp_path / "textfile" / "tailscope.prom"
     assert cmd_verdict(_verdict(campaign, prometheus=prom)) == 0
     text = prom.read_text()
     assert (
-        f'tailscope_node_drain{{node="c0002",probe="l2sum",variant="{campaign.manifest["plans"][0]["variant"]}"'
+        f'tailscope_node_drain{{node="c0002",probe="l2sum",variant="{campaign.manifest.plans[0].variant}"'
         in text
     )
     assert text.count("# TYPE tailscope_node_drain gauge") == 1

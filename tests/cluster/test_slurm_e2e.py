@@ -142,7 +142,7 @@ def test_three_node_campaign_kill_resume_flag(slurm_cluster, tmp_path):
     assert healthy.returncode == 0 and healthy.stdout == ""
     drain = _tailscope(env, "verdict", str(root), "--drain")
     lines = [line for line in drain.stdout.splitlines() if line.startswith("scontrol")]
-    assert len(lines) == 1 and "nodename=n2 " in lines[0] and 'reason="tailscope: ' in lines[0]
+    assert len(lines) == 1 and "nodename=n2 " in lines[0] and "'reason=tailscope: " in lines[0]
     prom = tmp_path / "tailscope.prom"
     _tailscope(env, "verdict", str(root), "--prometheus", str(prom))
     text = prom.read_text()
@@ -181,5 +181,5 @@ def test_campaign_srun_inside_an_existing_allocation(slurm_cluster, tmp_path):
     counts = _ok_counts(root)
     assert set(counts) == {(n, t) for n in ("n1", "n2", "n3") for t in range(3)}
     assert all(c == 1 for c in counts.values())
-    (job,) = Campaign.open(root).manifest["cluster"]["jobs"]
+    (job,) = [j.to_json() for j in Campaign.open(root).manifest.cluster.jobs]
     assert job["kind"] == "srun" and job["nodelist"] == "n[1-3]"

@@ -20,6 +20,7 @@ from tailscope.cli import main
 from tailscope.compare import compare
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 from tailscope.store.views import connect
 from tailscope.workflow import analyze_campaign, write_report
@@ -37,15 +38,21 @@ def _values(n: int, slow: int, median: float, seed: int) -> list[float]:
 
 def write_variants(root: Path, arms: list[tuple[ProbeVariant, list[float]]], node: str = "n1") -> Path:
     """One campaign holding the arms' runs on one node, interleaved trial by trial as the runner runs them."""
-    campaign = Campaign.create(root, name="pages")
+    with load_into(root, "test", create=True, name="pages") as load:
+        load.write_tables({"runs": _runs_table(load.campaign_id, arms, node)}, node=node)
+        for variant, values in arms:
+            load.add_plan(variant.to_plan(len(values)))
+    return root
+
+
+def _runs_table(campaign_id: str, arms: list[tuple[ProbeVariant, list[float]]], node: str) -> pa.Table:
     rows = []
     for k, (variant, values) in enumerate(arms):
-        campaign.add_plan(variant.to_plan(len(values)))
         for trial, value in enumerate(values):
             rows.append(
                 {
                     "run_id": uuid.uuid4().hex,
-                    "campaign": campaign.campaign_id,
+                    "campaign": campaign_id,
                     "node": node,
                     "probe": variant.probe,
                     "variant": variant.variant_id,
@@ -63,9 +70,7 @@ def write_variants(root: Path, arms: list[tuple[ProbeVariant, list[float]]], nod
                     "task": "t1",
                 }
             )
-    table = pa.Table.from_pylist(rows, schema=TABLES["runs"].schema)
-    campaign.write_chunk({"runs": table}, node=node, task="t1", chunk=1)
-    return root
+    return pa.Table.from_pylist(rows, schema=TABLES["runs"].schema)
 
 
 def fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
@@ -178,6 +183,7 @@ def test_run_page_list_interleaves_and_the_report_draws_both(tmp_path, capsys):
     assert [p for (p,) in order] == ["thp", "4k"] * 6
     analysis = analyze_campaign(root, Settings())
     assert {v.params.get("page", "thp") for v in analysis.variants} == {"thp", "4k"}
+    (tmp_path / "r").mkdir()
     report = write_report(root, analysis, tmp_path / "r" / "report.html")
     html = report.read_text()
     assert 'data-figure="compare"' in html and "transparent huge pages" in html and "4 KiB pages" in html
@@ -188,9 +194,8 @@ def test_run_page_list_interleaves_and_the_report_draws_both(tmp_path, capsys):
 def test_a_plan_stored_with_a_default_keeps_its_variant_id():
     """Campaigns planned before defaults were dropped (`--page thp` hashed into the id) still resume."""
     old = {"variant": "l2sum-x", "probe": "l2sum", "params": {"page": "thp"}, "trials": 3}
-    restored = ProbeVariant.from_plan(old)
+    restored = ProbeVariant.from_plan(old["probe"], old["params"])
     assert restored.params == {"page": "thp"}
     assert restored.variant_id != ProbeVariant("l2sum").variant_id
-    assert ProbeVariant.from_plan(ProbeVariant("l2sum", {"page": "1g"}).to_plan(3)) == ProbeVariant(
-        "l2sum", {"page": "1g"}
-    )
+    plan = ProbeVariant("l2sum", {"page": "1g"}).to_plan(3)
+    assert ProbeVariant.from_plan(plan.probe, plan.params) == ProbeVariant("l2sum", {"page": "1g"})

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from quiet import require_quiet_cpus
 from tailscope.native import NativeMissingError, native_path
 
 pytestmark = pytest.mark.slow
@@ -45,6 +46,7 @@ def test_corunner_trials_are_explained_by_lost_cpu_time(tmp_path: Path) -> None:
         native_path("l2sum")
     except NativeMissingError as exc:
         pytest.skip(str(exc))
+    print("CPU availability before the test:", require_quiet_cpus([0, 1]))
     campaign = str(tmp_path / "c")
     common = [
         "l2sum",

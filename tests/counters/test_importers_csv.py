@@ -13,6 +13,7 @@ import pytest
 from tailscope.cli import main
 from tailscope.importers import ImportInputError, likwid_csv, perf_csv
 from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
 from tailscope.store.views import connect
 
 # Written by perf 6.1 on this VM (perf stat -I 200 -x, ...), see perf_csv.py.
@@ -204,8 +205,10 @@ def test_likwid_files_become_runs_with_counters(tmp_path: Path, capsys: pytest.C
 def test_likwid_errors(tmp_path: Path, text: str, pattern: str) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text)
-    with pytest.raises(ImportInputError, match=pattern):
-        likwid_csv.import_likwid_csv(path, Campaign.create(tmp_path / "c"), node="n", task="t")
+    root = tmp_path / "c"
+    with pytest.raises(ImportInputError, match=pattern), load_into(root, "test", create=True) as load:
+        likwid_csv.import_likwid_csv(path, load, node="n", task="t")
+    assert not (tmp_path / "c").exists()  # a failed import creates nothing
     assert likwid_csv.pmu_of("MBOX3C1") == "uncore_imc" and likwid_csv.pmu_of("FIXC2") == "cpu_fixed"
 
 

@@ -50,7 +50,7 @@ def test_import_keeps_raw_values_hex_and_times(tmp_path: Path) -> None:
     firsts = frame.groupby("sample").first()
     assert firsts["tsc"].tolist() == series["tsc"]
     assert firsts["t_ns"].tolist() == [(s * 10**9 + 80968 * 1000) for s in series["walltime[0]"]]
-    header = Campaign.open(tmp_path / "c").manifest["sample_headers"]["c591-803"]["imported:perfcounts"]
+    header = Campaign.open(tmp_path / "c").manifest.sample_headers["c591-803"]["imported:perfcounts"]
     assert header["TSC_ratio"] == 21 and header["IA32_FIXED_CTR_CTRL[3]"] == 0x333
 
 

@@ -18,6 +18,7 @@ from counter_tools import tool
 from tailscope.counters import monitor
 from tailscope.counters.eventsets import find
 from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
 from tailscope.store.views import connect
 
 SOFTWARE = str(find("software"))
@@ -246,9 +247,9 @@ def test_store_samples_round_trip(tmp_path):
         {"source": "proc", "pmu": "vmstat", "unit": None, "event": "thp_fault_alloc", "width": 64},
     ]
     mf = monitor.read(synthetic(tmp_path, [0.0, 1.0, 2.0], series, [[1, 5], [2, None], [3, 7]]))
-    camp = Campaign.create(tmp_path / "c")
-    assert monitor.store_samples(mf, camp, task="t1") == 5  # the null read is not a row
-    con = connect(camp)
+    with load_into(tmp_path / "c", "test", create=True) as load:
+        assert monitor.store_samples(mf, load) == 5  # the null read is not a row
+    con = connect(Campaign.open(tmp_path / "c"))
     got = con.execute("SELECT sample, event, unit, value FROM samples ORDER BY sample, event").fetchall()
     assert got[0] == (0, "lin", 0, 1.0) and (1, "thp_fault_alloc", None, 5.0) not in got
     assert pa.Table  # pyarrow imported for the shard schema

@@ -13,6 +13,9 @@ QUICK = {
     "stream": ("--elements", "200000", "--reps", "2"),
     "dgemm": ("--n", "128", "--calls", "2"),
     "fwq": ("--samples", "20", "--work", "1000"),
+    "latency": ("--sizes", "16k,256k", "--iterations", "3", "--clock-chunks", "5"),
+    "arith": ("--ops", "512", "--iterations", "3", "--clock-chunks", "5"),
+    "c2c": ("--round-trips", "100", "--iterations", "3"),
 }
 
 
@@ -126,6 +129,9 @@ DEFAULTS = {
     "stream": {"reps": 10, "stores": "nt", "max_bytes": 1 << 30},
     "dgemm": {"n": 2000, "calls": 10, "blas_coretype_policy": "auto"},
     "fwq": {"samples": 5000, "quantum_us": 100, "work_calibrated": True},
+    "latency": {"loads": 65536, "iterations": 21, "sweep": 0, "max_bytes": 1 << 30, "clock_chunks": 100},
+    "arith": {"ops": 16384, "iterations": 31, "chains_throughput": 12, "clock_chunks": 200},
+    "c2c": {"round_trips": 1000, "iterations": 15, "pairs_requested": 0},
 }
 
 

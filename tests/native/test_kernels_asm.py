@@ -133,3 +133,42 @@ def test_this_cpu_runs_the_widest_variant():
 
     assert run_probe("l2sum", "--check-args").params["kernel_isa"] == best
     assert run_probe("stream", "--check-args").params["kernel_isa"] == best
+
+
+def test_latency_chase_is_sixteen_dependent_loads():
+    code = disassemble("latency", "latency_chase")
+    loop = max(loop_bodies(code), key=len)
+    loads = [t for t in loop if re.match(r"^mov\s+\((%r\w+)\),\1$", t)]
+    assert len(loads) == 16, loop  # p = *(void **)p: the loaded value is the next address
+    assert not any(t.startswith("call") for _, t in code)
+
+
+def test_effective_clock_chain_is_dependent_adds():
+    """ts_clock.h's chain (linked into every probe that measures the clock): 64 adds to one register."""
+    code = disassemble("latency", "ts_clock_chain")
+    loop = max(loop_bodies(code), key=len)
+    regs = [m.group(1) for t in loop if (m := re.match(r"^add\s+\$0x1,(%r\w+)$", t))]
+    # 64 onto the chain's register; the loop counter may be one more `add $1` to another register
+    chain = max(set(regs), key=regs.count)
+    assert regs.count(chain) == 64 and len(regs) - 64 <= 1, loop
+
+
+@pytest.mark.parametrize(
+    ("kernel", "insn", "flags"),
+    [
+        ("fp64_avx512f_fma", r"^vfmadd\d+pd\s.*%zmm", {"avx512f"}),
+        ("fp32_avx2_add", r"^vaddps\s.*%ymm", {"avx2", "fma"}),
+        ("fp64_scalar_fma_div", r"^vdivsd\s", {"avx2", "fma"}),
+        ("fp64_scalar_sse2_sqrt", r"^sqrtsd\s", set()),
+    ],
+)
+def test_arith_chains(kernel, insn, flags):
+    """lat: every operation writes one register (one chain); thr: twelve registers (the chains stay apart)."""
+    del flags  # the kernels are compiled for their instruction set whatever this CPU has
+    for kind, chains in (("lat", 1), ("thr", 12)):
+        code = disassemble("arith", f"arith_{kernel}_{kind}")
+        loop = max(loop_bodies(code), key=lambda body: sum(bool(re.search(insn, t)) for t in body))
+        ops = [t for t in loop if re.search(insn, t)]
+        dests = {re.findall(r"%[xyz]mm\d+", t)[-1] for t in ops}
+        assert len(ops) >= 8 and len(dests) == chains, (kind, loop)
+        assert not any(t.startswith("call") for _, t in code)

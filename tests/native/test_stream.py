@@ -152,12 +152,17 @@ def test_bad_stores_and_reps(probe):
 
 
 def test_time_scales_with_elements(probe):
-    """The kernels move the bytes they claim: 4x the elements take about 4x the time per triad."""
+    """The kernels move the bytes they claim: 4x the elements take about 4x the time per triad.
+
+    On a busy machine (CI beside other work) any one iteration may be preempted: each size's time is the
+    fastest of its iterations (an undisturbed one), the two sizes alternate three times, and the median of
+    the three ratios is judged."""
 
     def triad_seconds(elements):
-        run = probe("stream", "--elements", str(elements), "--reps", "4", "--no-pages")
+        run = probe("stream", "--elements", str(elements), "--reps", "8", "--no-pages")
         team = [r for r in run.of("iteration") if r["thread"] is None and r["kernel"] == "triad"]
-        return statistics.median(r["seconds"] for r in team if not r["warmup"])
+        return min(r["seconds"] for r in team if not r["warmup"])
 
-    ratio = triad_seconds(16 * MIB // 8 * 4) / triad_seconds(16 * MIB // 8)
-    assert 2 < ratio < 16, ratio  # 2 x 3 arrays of 16 MiB may partly fit a large L3: bounds stay loose
+    ratios = [triad_seconds(16 * MIB // 8 * 4) / triad_seconds(16 * MIB // 8) for _ in range(3)]
+    ratio = statistics.median(ratios)
+    assert 2 < ratio < 16, ratios  # 2 x 3 arrays of 16 MiB may partly fit a large L3: bounds stay loose

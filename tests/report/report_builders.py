@@ -30,6 +30,7 @@ from tailscope.analysis.model import (
     Verdict,
 )
 from tailscope.report.html import render_html
+from tailscope.store.manifest import Manifest
 
 HOSTILE = "<script>alert('x')</script>&amp;"  # a node name no report may pass through unescaped
 
@@ -282,15 +283,13 @@ def nodes_frame(rows: Sequence[dict]) -> pd.DataFrame:
     return frame
 
 
-MANIFEST = {
-    "format": "tailscope-campaign",
-    "schema_version": 1,
-    "campaign_id": "c0ffee",
-    "name": "demo",
-    "created": "2026-11-02T09:00:00+00:00",
-    "tool_version": "0.1.0",
-    "plans": [],
-}
+MANIFEST = Manifest(
+    campaign_id="c0ffee",
+    name="demo",
+    created="2026-11-02T09:00:00+00:00",
+    tool_version="0.1.0",
+    schema_version=2,
+)
 
 
 CHECKS = (

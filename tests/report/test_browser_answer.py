@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from tailscope.analysis.model import Settings
-from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 from tailscope.workflow import analyze_campaign, write_report
 
@@ -108,12 +108,11 @@ def fleet_campaign(root: Path, nodes: int = 1000, trials: int = 50) -> Path:
     node = np.repeat(np.arange(nodes), trials)
     value = 100.0 * factor[node] * np.exp(rng.normal(0.0, 0.01, node.size))
     value[rng.random(node.size) < 0.004] *= 0.8
-    campaign = Campaign.create(root, name="fleet")
     base = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     trial = np.tile(np.arange(trials), nodes)
     rows = {
         "run_id": [uuid.uuid4().hex for _ in range(node.size)],
-        "campaign": [campaign.campaign_id] * node.size,
+        "campaign": ["fleet"] * node.size,
         "node": [f"c{i:04d}" for i in node],
         "probe": ["l2sum"] * node.size,
         "variant": ["l2sum-fleet000"] * node.size,
@@ -132,7 +131,8 @@ def fleet_campaign(root: Path, nodes: int = 1000, trials: int = 50) -> Path:
     }
     spec = TABLES["runs"].schema
     table = pa.Table.from_pydict(rows).cast(pa.schema([spec.field(n) for n in rows]))
-    campaign.write_chunk({"runs": table}, node="fleet", task="fleet", chunk=1)
+    with load_into(root, "test", create=True, name="fleet") as load:
+        load.write_tables({"runs": table}, node="fleet")
     return root
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import uuid
 
 import pyarrow as pa
@@ -12,8 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from tailscope.store.campaign import Campaign, StoreError, conform, utcnow
+from tailscope.store.load import load_into
+from tailscope.store.manifest import Plan
+from tailscope.store.read import connect
 from tailscope.store.schema import TABLES, SchemaVersionError
-from tailscope.store.views import connect
 
 
 def run_row(
@@ -52,11 +53,19 @@ def table(name: str, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TABLES[name].schema)
 
 
+def commit(c: Campaign, tables: dict[str, pa.Table], node: str) -> list:
+    """One transaction of the load path; returns the shard files it made visible."""
+    before = {t: set(c.shard_files(t)) for t in TABLES}
+    with load_into(c.root, "test") as load:
+        load.write_tables(tables, node=node)
+    return [p for t in TABLES for p in c.shard_files(t) if p not in before[t]]
+
+
 def test_create_open_and_refuse_second_create(tmp_path):
     c = Campaign.create(tmp_path / "c", name="demo")
     assert (tmp_path / "c" / "campaign.json").is_file()
     again = Campaign.open(tmp_path / "c")
-    assert again.campaign_id == c.campaign_id and again.manifest["name"] == "demo"
+    assert again.campaign_id == c.campaign_id and again.manifest.name == "demo"
     with pytest.raises(StoreError, match="already exists"):
         Campaign.create(tmp_path / "c")
 
@@ -80,11 +89,11 @@ def test_not_a_campaign(tmp_path):
 
 def test_plans_are_merged_not_duplicated(tmp_path):
     c = Campaign.create(tmp_path / "c")
-    c.add_plan({"variant": "v1", "probe": "l2sum", "params": {}, "trials": 10})
-    c.add_plan({"variant": "v1", "probe": "l2sum", "params": {}, "trials": 20})
-    c.add_plan({"variant": "v2", "probe": "fwq", "params": {}, "trials": 5})
-    plans = Campaign.open(c.root).manifest["plans"]
-    assert [(p["variant"], p["trials"]) for p in plans] == [("v1", 20), ("v2", 5)]
+    c.add_plan(Plan("v1", "l2sum", {}, 10))
+    c.add_plan(Plan("v1", "l2sum", {}, 20))
+    c.add_plan(Plan("v2", "fwq", {}, 5))
+    plans = Campaign.open(c.root).manifest.plans
+    assert [(p.variant, p.trials) for p in plans] == [("v1", 20), ("v2", 5)]
 
 
 def test_conform_rejects_missing_required_and_unknown_columns():
@@ -105,8 +114,8 @@ def test_views_count_each_trial_once_and_prefer_ok(tmp_path):
     ok = run_row(c, "n1", 0, value=5.0, started_offset=10)
     dup_first = run_row(c, "n1", 1, value=6.0)
     dup_second = run_row(c, "n1", 1, value=7.0, started_offset=5)
-    c.write_chunk({"runs": table("runs", [failed, dup_first])}, node="n1", task="a", chunk=1)
-    c.write_chunk({"runs": table("runs", [ok, dup_second])}, node="n1", task="b", chunk=1)
+    commit(c, {"runs": table("runs", [failed, dup_first])}, "n1")
+    commit(c, {"runs": table("runs", [ok, dup_second])}, "n1")
     con = connect(c)
     got = con.execute("SELECT trial, status, value FROM runs ORDER BY trial").fetchall()
     assert got == [(0, "ok", 5.0), (1, "ok", 6.0)]
@@ -114,17 +123,12 @@ def test_views_count_each_trial_once_and_prefer_ok(tmp_path):
 
 
 def test_orphan_child_rows_are_invisible(tmp_path):
-    """A chunk interrupted after its iterations shard but before its runs shard leaves no visible rows."""
+    """Child rows whose run is not stored are invisible in the views (and present in `<table>_all`)."""
     c = Campaign.create(tmp_path / "c")
     run = run_row(c, "n1", 0)
     it = {"run_id": run["run_id"], "iteration": 0, "warmup": False, "seconds": 1.0, "value": 1.0}
     orphan = {**it, "run_id": "never-committed"}
-    c.write_chunk(
-        {"iterations": table("iterations", [it, orphan]), "runs": table("runs", [run])},
-        node="n1",
-        task="a",
-        chunk=1,
-    )
+    commit(c, {"iterations": table("iterations", [it, orphan]), "runs": table("runs", [run])}, "n1")
     con = connect(c)
     assert con.execute("SELECT run_id FROM iterations").fetchall() == [(run["run_id"],)]
     assert con.execute("SELECT count(*) FROM iterations_all").fetchone()[0] == 2
@@ -142,26 +146,28 @@ def test_empty_campaign_has_typed_empty_views(tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
 def test_damaged_shard_is_named_and_nothing_else_is_touched(tmp_path, damage):
     c = Campaign.create(tmp_path / "c")
-    good = c.write_shard("runs", table("runs", [run_row(c, "n1", 0)]), node="n1", task="a", chunk=1)
-    bad = c.write_shard("runs", table("runs", [run_row(c, "n1", 1)]), node="n1", task="a", chunk=2)
+    (good,) = commit(c, {"runs": table("runs", [run_row(c, "n1", 0)])}, "n1")
+    (bad,) = commit(c, {"runs": table("runs", [run_row(c, "n1", 1)])}, "n1")
     data = bad.read_bytes()
     bad.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"x" * 100, "empty": b""}[damage])
     before = good.read_bytes()
     with pytest.raises(StoreError) as info:
-        connect(c)
+        connect(c).execute("SELECT count(*) FROM runs")
     message = str(info.value)
-    assert str(bad) in message and "not a readable Parquet shard" in message and "--resume" in message
+    assert str(bad) in message and "not a readable Parquet shard" in message
+    assert "campaign collect" in message and "--resume" in message
     assert "\n" not in message
     assert good.read_bytes() == before
 
 
-def test_shard_names_are_sanitised_and_never_overwritten(tmp_path):
+def test_shard_names_are_sanitised_and_bounded(tmp_path):
     c = Campaign.create(tmp_path / "c")
-    path = c.write_shard("runs", table("runs", [run_row(c, "n/1", 0)]), node="n/../1", task="t x", chunk=3)
-    assert path.parent == c.shard_dir("runs") and path.name == "n_.._1.t_x.000003.parquet"
-    with pytest.raises(StoreError, match="already exists"):
-        c.write_shard("runs", table("runs", [run_row(c, "n1", 0)]), node="n/../1", task="t x", chunk=3)
-    assert not [p for p in c.shard_dir("runs").iterdir() if p.name.endswith(".tmp")]
+    (path,) = commit(c, {"runs": table("runs", [run_row(c, "n/1", 0)])}, "n/../1")
+    assert path.parent == c.shard_dir("runs") and path.name.startswith("n_.._1.")
+    (long,) = commit(c, {"runs": table("runs", [run_row(c, "x" * 300, 0)])}, "x" * 300)
+    assert len(long.name) < 140  # a 300-character node name never gives ENAMETOOLONG
+    assert connect(c).execute("SELECT max(length(node)) FROM runs").fetchone()[0] == 300
+    assert not list(c.root.rglob("*.tmp"))
 
 
 def _writer(root: str, index: int) -> None:
@@ -173,12 +179,8 @@ def _writer(root: str, index: int) -> None:
         for r in runs
         for i in range(3)
     ]
-    c.write_chunk(
-        {"iterations": table("iterations", its), "runs": table("runs", runs)},
-        node=node,
-        task=f"task{os.getpid()}",
-        chunk=1,
-    )
+    with load_into(c.root, "test") as load:
+        load.write_tables({"iterations": table("iterations", its), "runs": table("runs", runs)}, node=node)
 
 
 @pytest.mark.slow

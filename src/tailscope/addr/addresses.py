@@ -163,19 +163,11 @@ PAGE_COLUMNS = ("run_id", "array", "thread", "virtual_address", "physical_addres
 def campaign_pages(campaign_dir: Path) -> pd.DataFrame:
     """Every recorded page with a physical address, with its run's node, variant, trial (store views)."""
     from tailscope.store.campaign import Campaign
-    from tailscope.store.views import connect
+    from tailscope.store.read import connect
 
     con = connect(Campaign.open(Path(campaign_dir)))
     try:
-        pages = con.execute(
-            """
-            SELECT p.run_id, r.node, r.variant, r.trial, p."array", p.thread, p.virtual_address,
-                   p.physical_address, p.page_size
-            FROM pages p JOIN runs r USING (run_id)
-            WHERE p.physical_address IS NOT NULL
-            ORDER BY r.variant, r.node, r.trial, p."array", p.virtual_address
-            """
-        ).df()
+        pages = con.pages(with_trials=True)
     finally:
         con.close()
     return pages
@@ -184,26 +176,22 @@ def campaign_pages(campaign_dir: Path) -> pd.DataFrame:
 def campaign_virtual_nodes(campaign_dir: Path) -> dict[str, str]:
     """node -> hypervisor for the campaign's nodes whose recorded facts say they are virtual machines."""
     from tailscope.store.campaign import Campaign
-    from tailscope.store.views import connect
+    from tailscope.store.read import connect
 
     con = connect(Campaign.open(Path(campaign_dir)))
     try:
-        rows = con.execute(
-            "SELECT DISTINCT node, virtualization FROM nodes "
-            "WHERE virtualization IS NOT NULL AND lower(virtualization) NOT IN ('none', '')"
-        ).fetchall()
+        return con.virtual_nodes()
     finally:
         con.close()
-    return {str(node): str(virt) for node, virt in rows}
 
 
 def campaign_nodes(campaign_dir: Path) -> list[str]:
     """The nodes a campaign's trials ran on."""
     from tailscope.store.campaign import Campaign
-    from tailscope.store.views import connect
+    from tailscope.store.read import connect
 
     con = connect(Campaign.open(Path(campaign_dir)))
     try:
-        return [str(r[0]) for r in con.execute("SELECT DISTINCT node FROM runs ORDER BY node").fetchall()]
+        return con.node_names()
     finally:
         con.close()

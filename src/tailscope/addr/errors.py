@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from tailscope.errors import InputError
 
-class AddrInputError(ValueError):
+
+class AddrInputError(InputError, ValueError):
     """Input `tailscope addr` cannot take: one line naming the file, the line and what was expected."""
 
 

@@ -114,16 +114,14 @@ class Explanation:
 # --- loading ---------------------------------------------------------------------------------------------
 def _load(campaign_dir: Path) -> tuple[str, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     from tailscope.store.campaign import Campaign
-    from tailscope.store.views import connect
+    from tailscope.store.read import connect
 
     campaign = Campaign.open(Path(campaign_dir))
     con = connect(campaign)
     try:
-        runs = con.execute("SELECT * FROM runs").df()
-        pages = con.execute(
-            'SELECT run_id, "array", thread, virtual_address, physical_address, page_size FROM pages'
-        ).df()
-        nodes = con.execute("SELECT node, virtualization FROM nodes").df()
+        runs = con.runs()
+        pages = con.pages()
+        nodes = con.nodes()[["node", "virtualization"]]
     finally:
         con.close()
     return campaign.campaign_id, runs, pages, nodes

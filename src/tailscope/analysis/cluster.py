@@ -50,9 +50,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -76,6 +76,9 @@ MIN_NODES_FOR_SPREAD = 8  # below this the fleet's own node-to-node spread is no
 MAX_BINS = 8
 _GRID = 1024
 JOB_SIZES = (1, 8, 32, 128, 512, 1000)
+
+if TYPE_CHECKING:
+    from tailscope.store.manifest import ClusterRecord
 
 
 @dataclass(frozen=True)
@@ -446,8 +449,8 @@ def expected_min_of_nodes(node_values: Sequence[np.ndarray]) -> float:
     return float(grid[0] + np.sum(np.diff(grid) * survive[:-1]))
 
 
-def cluster_settings_of(manifest: Mapping[str, Any]) -> ClusterSettings:
-    """The [cluster] settings a campaign was submitted with (campaign.json "cluster"), else the defaults."""
-    values = (manifest.get("cluster") or {}).get("cluster_settings") or {}
+def cluster_settings_of(cluster: ClusterRecord | None) -> ClusterSettings:
+    """The [cluster] settings a campaign was submitted with (its manifest's cluster record), else defaults."""
+    values = cluster.cluster_settings if cluster is not None else {}
     known = {f.name for f in fields(ClusterSettings)}
     return ClusterSettings(**{k: v for k, v in values.items() if k in known})

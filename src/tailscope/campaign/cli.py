@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 from tailscope.campaign.spec import SpecError, load_spec
+from tailscope.errors import InputError
+from tailscope.printable import printable
 
 EXIT_OK, EXIT_INCOMPLETE = 0, 1
 
 
-class CampaignCliError(Exception):
+class CampaignCliError(InputError):
     """Bad spec or a Slurm command that failed (exit 2)."""
 
 
@@ -51,18 +53,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     from tailscope.campaign import slurm
 
     campaign = slurm.open_campaign(args.campaign)
-    jobs = campaign.manifest.get("cluster", {}).get("jobs", [])
-    states = slurm.job_states([j["job_id"] for j in jobs if j.get("kind") != "srun"])
+    jobs = campaign.manifest.cluster.jobs if campaign.manifest.cluster else []
+    states = slurm.job_states([j.job_id for j in jobs if j.kind != "srun"])
     for job in jobs:
-        state = states.get(job["job_id"], "-")
-        print(f"job {job['job_id']} ({job['kind']}, {job['submitted']}): {state}")
+        state = states.get(job.job_id, "-")
+        print(f"job {printable(job.job_id)} ({printable(job.kind)}, {printable(job.submitted)}): {state}")
     rows = slurm.progress(campaign)
     complete = True
     for p in rows:
         gap = sum(len(t) for t in p.missing.values())
         complete &= gap == 0
         extra = f", {p.attempts_failed} not ok" if p.attempts_failed else ""
-        print(f"{p.node:20s} {p.done}/{p.planned} trials{extra}{'' if not gap else f', {gap} missing'}")
+        missing = "" if not gap else f", {gap} missing"
+        print(f"{printable(p.node):20s} {p.done}/{p.planned} trials{extra}{missing}")
     return EXIT_OK if complete else EXIT_INCOMPLETE
 
 
@@ -70,7 +73,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from tailscope.campaign import slurm
 
     campaign = slurm.open_campaign(args.campaign)
-    result = slurm.collect(campaign, quarantine=not args.no_quarantine)
+    result = slurm.collect(campaign, quarantine_damaged=not args.no_quarantine)
     print(f"campaign: {campaign.root}")
     print(f"shards: {result.shards} ({len(result.bad)} damaged)")
     for bad in result.bad:
@@ -78,8 +81,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if result.quarantined:
         print(
             f"moved {len(result.quarantined)} shard(s) of damaged chunks to "
-            f"{campaign.root / slurm.QUARANTINE}; "
-            f"`tailscope campaign resume {campaign.root}` redoes their trials",
+            f"{campaign.root / 'quarantine'}; `tailscope run --resume --campaign {campaign.root}` (or, for "
+            f"a Slurm campaign, `tailscope campaign resume {campaign.root}`) redoes their trials",
             file=sys.stderr,
         )
     if result.bad and not result.quarantined:
@@ -90,7 +93,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     print(f"nodes: {len(result.nodes)}; trials: {done}/{total} ok (counted once: {slurm.DEDUPE_RULE})")
     incomplete = [p for p in result.nodes if p.missing]
     for p in incomplete:
-        print(f"incomplete: {p.node} {p.done}/{p.planned}")
+        print(f"incomplete: {printable(p.node)} {p.done}/{p.planned}")
     return EXIT_OK if not result.bad and not incomplete else EXIT_INCOMPLETE
 
 

@@ -1,10 +1,11 @@
 """The local runner: trials of probe variants on this node, each a fresh process, into the campaign store.
 
 The pipeline of one trial reads top to bottom in `run_trial`: launch, wait, parse, validate, rows.
-Trials are buffered and written as one chunk (child shards first, `runs` last) every `flush_trials` trials or
-`flush_seconds` seconds, at the end, and when interrupted (SIGINT/SIGTERM), so an interrupted campaign keeps
-every finished trial and `--resume` runs exactly the missing ones. A SIGKILL loses at most the unflushed
-buffer, never a stored shard.
+Trials are buffered and committed as one transaction of the store's load path (store/load.py) every
+`flush_trials` trials or `flush_seconds` seconds, at the end, and when interrupted (SIGINT/SIGTERM), so an
+interrupted campaign keeps every finished trial and `--resume` runs exactly the missing ones. A SIGKILL loses
+at most the unflushed buffer, never a stored shard. The first commit creates the campaign (with its plans and
+this node's facts): a run that stores nothing leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ import pyarrow as pa
 from tailscope.campaign.progress import Progress
 from tailscope.counters import eventsets, procfs
 from tailscope.counters.eventsets import SetEvent
+from tailscope.errors import InputError
 from tailscope.node.facts import collect as collect_facts
 from tailscope.node.facts import node_name, nodes_row
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.probes.parse import ProbeOutput, ProbeOutputError, parse_probe_output
 from tailscope.store.campaign import Campaign, new_task_id, utcnow
+from tailscope.store.load import load_into
+from tailscope.store.manifest import Plan
 from tailscope.store.schema import TABLES
-from tailscope.store.views import connect
 
 # Probe exit codes (docs/probes.md).
 EXIT_USAGE, EXIT_RESOURCE, EXIT_INVALID = 2, 3, 4
@@ -41,7 +44,7 @@ EXIT_USAGE, EXIT_RESOURCE, EXIT_INVALID = 2, 3, 4
 MAX_CONSECUTIVE_FAILURES = 3
 
 
-class ProbeUsageError(ValueError):
+class ProbeUsageError(InputError):
     """The probe rejected its options (exit 2/3 in the pre-flight check); nothing was stored."""
 
 
@@ -87,6 +90,7 @@ class RunOutcome:
     failed: int = 0
     interrupted: bool = False
     stopped_reason: str | None = None
+    committed: int = 0  # transactions committed (0: nothing was stored, no campaign was created)
 
 
 def cpu_ranges(cpus: Sequence[int]) -> str:
@@ -272,45 +276,20 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def completed_trials(campaign: Campaign, node: str) -> dict[str, set[int]]:
-    """(variant -> trial indices) already stored with status ok for this node."""
-    con = connect(campaign)
-    try:
-        rows = con.execute(
-            "SELECT variant, trial FROM runs WHERE node = ? AND status = 'ok'", [node]
-        ).fetchall()
-    finally:
-        con.close()
-    done: dict[str, set[int]] = {}
-    for variant, trial in rows:
-        done.setdefault(variant, set()).add(int(trial))
-    return done
-
-
-def pending_trials(campaign: Campaign, variants: Sequence[ProbeVariant], node: str) -> list[Trial]:
-    """Trials the manifest plans for this node that are not stored yet, interleaved (see `interleave`)."""
-    done = completed_trials(campaign, node)
-    planned = {p["variant"]: int(p["trials"]) for p in campaign.manifest.get("plans", [])}
-    out = []
-    for variant in variants:
-        have = done.get(variant.variant_id, set())
-        out += [Trial(variant, i) for i in range(planned.get(variant.variant_id, 0)) if i not in have]
-    return interleave(out, planned)
-
-
-def interleave(trials: Sequence[Trial], planned: dict[str, int]) -> list[Trial]:
-    """Trials of all variants mixed in proportion: trial i of a variant with n planned trials runs at the
-    fraction (i + 0.5) / n of the campaign. Variants compared with each other (`run --page 2m,1g`) then
-    alternate trial by trial, so drift on the node hits them alike; and every variant has measured trials
-    early, which is what the per-variant ETA (progress.py) needs. Ties keep the order the variants were given.
+def interleave(trials: Sequence[Trial]) -> list[Trial]:
+    """Trials of all variants mixed in proportion: the j-th of a variant's m trials in this run goes at the
+    fraction (j + 0.5) / m of the run. Variants compared with each other (`run --page 2m,1g`) then alternate
+    trial by trial, so drift on the node hits them alike; and every variant has measured trials early, which
+    is what the per-variant ETA (progress.py) needs. Ties keep the order the variants were given.
     """
-    order = {v: k for k, v in enumerate(dict.fromkeys(t.variant.variant_id for t in trials))}
-
-    def key(t: Trial) -> tuple[float, int, int]:
-        n = max(planned.get(t.variant.variant_id, 0), t.index + 1)
-        return ((t.index + 0.5) / n, order[t.variant.variant_id], t.index)
-
-    return sorted(trials, key=key)
+    by_variant: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_variant.setdefault(t.variant.variant_id, []).append(t)
+    keyed = []
+    for k, mine in enumerate(by_variant.values()):
+        mine = sorted(mine, key=lambda t: t.index)
+        keyed += [((j + 0.5) / len(mine), k, t.index, t) for j, t in enumerate(mine)]
+    return [t for *_, t in sorted(keyed, key=lambda x: x[:3])]
 
 
 @dataclass
@@ -323,24 +302,31 @@ class LocalRunner:
     flush_seconds: float = 60.0
     show_progress: bool = True
 
-    _chunk: int = 0
+    plans: list[Plan] = field(default_factory=list)  # recorded in the manifest with every commit
+    committed: int = 0  # transactions committed by this runner
 
-    def record_node_facts(self) -> None:
+    _facts: pa.Table | None = None
+
+    def _node_facts(self) -> pa.Table:
         facts = collect_facts()
         facts["node"] = self.node
         row = nodes_row(facts, collected_at=utcnow(), task=self.task)
-        table = pa.Table.from_pylist([row], schema=TABLES["nodes"].schema)
-        self.campaign.write_shard("nodes", table, node=self.node, task=self.task, chunk=self._next_chunk())
-
-    def _next_chunk(self) -> int:
-        self._chunk += 1
-        return self._chunk
+        return pa.Table.from_pylist([row], schema=TABLES["nodes"].schema)
 
     def _flush(self, buffer: TrialRows) -> None:
-        if buffer.runs:
-            self.campaign.write_chunk(
-                buffer.tables(), node=self.node, task=self.task, chunk=self._next_chunk()
-            )
+        """Commit the buffered trials as one transaction (with the node facts in the first one)."""
+        if not buffer.runs:
+            return
+        with load_into(self.campaign.root, "run", create=True, manifest=self.campaign.manifest) as tx:
+            for plan in self.plans:
+                tx.add_plan(plan)
+            if self.committed == 0:
+                tx.write(
+                    "nodes", self._facts if self._facts is not None else self._node_facts(), node=self.node
+                )
+            tx.write_tables(buffer.tables(), node=self.node)
+        self.campaign.manifest = tx.manifest
+        self.committed += 1
 
     def run(self, trials: Sequence[Trial]) -> RunOutcome:
         outcome = RunOutcome(self.campaign.root)
@@ -350,7 +336,7 @@ class LocalRunner:
         recent_errors: list[str] = []
         try:
             with _sigterm_as_interrupt():
-                self.record_node_facts()
+                self._facts = self._node_facts()
                 for trial in trials:
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
                     rows = run_trial(self.campaign, trial, node=self.node, task=self.task, timeout_s=timeout)

@@ -33,14 +33,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pyarrow.parquet as pq
 
 from tailscope.campaign.spec import CampaignSpec, load_spec
+from tailscope.errors import InputError
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, write_atomic_bytes
-from tailscope.store.schema import TABLES
-from tailscope.store.views import connect
+from tailscope.store.manifest import ClusterJob, ClusterRecord, Manifest
+from tailscope.store.read import DamagedShard, connect, quarantine, validate_shards
 
 SLURM_DIR = "slurm"
 QUARANTINE = "quarantine"
@@ -60,7 +58,7 @@ _ACTIVE = {
 }
 
 
-class SlurmError(Exception):
+class SlurmError(InputError):
     """sbatch/srun/squeue failed or is missing, or the campaign cannot be submitted as asked."""
 
 
@@ -143,13 +141,13 @@ def batch_script(spec: CampaignSpec, root: Path, *, nodelist: str | None, node_c
 def prepare(spec: CampaignSpec) -> Campaign:
     """Create (or open) the campaign, write the plans, the spec copy and the scripts."""
     campaign = Campaign.open_or_create(spec.directory, name=spec.name)
-    for entry in spec.probes:
-        campaign.add_plan(entry.variant.to_plan(entry.trials))
 
-    def record(manifest: dict[str, Any]) -> None:
-        cluster = manifest.setdefault("cluster", {})
-        cluster.update(spec.to_manifest())
-        cluster.setdefault("jobs", [])
+    def record(manifest: Manifest) -> None:
+        for entry in spec.probes:
+            manifest.add_plan(entry.variant.to_plan(entry.trials))
+        jobs = manifest.cluster.jobs if manifest.cluster else []
+        manifest.cluster = ClusterRecord.from_json(spec.to_manifest(), MANIFEST)
+        manifest.cluster.jobs = jobs
 
     campaign.update_manifest(record)
     slurm_dir = campaign.root / SLURM_DIR
@@ -161,17 +159,18 @@ def prepare(spec: CampaignSpec) -> Campaign:
 
 
 def _record_job(campaign: Campaign, job_id: str, kind: str, nodelist: str | None) -> None:
-    def change(manifest: dict[str, Any]) -> None:
-        manifest.setdefault("cluster", {}).setdefault("jobs", []).append(
-            {
-                "job_id": job_id,
-                "kind": kind,
-                "nodelist": nodelist,
-                "submitted": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            }
+    def change(manifest: Manifest) -> None:
+        if manifest.cluster is None:
+            manifest.cluster = ClusterRecord()
+        manifest.cluster.jobs.append(
+            ClusterJob(job_id, kind, nodelist, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
         )
 
     campaign.update_manifest(change)
+
+
+def _jobs(campaign: Campaign) -> list[ClusterJob]:
+    return campaign.manifest.cluster.jobs if campaign.manifest.cluster else []
 
 
 def _tool(name: str) -> str:
@@ -259,15 +258,15 @@ def expand_hostlist(expression: str) -> list[str]:
 def campaign_nodes(campaign: Campaign, stored: set[str] | None = None) -> list[str]:
     """The campaign's nodes: those the spec names, those its jobs were given, and those that stored data."""
     nodes: set[str] = set()
-    nodelist = campaign.manifest.get("cluster", {}).get("nodelist")
+    nodelist = campaign.manifest.cluster.nodelist if campaign.manifest.cluster else None
     if nodelist:
         nodes.update(expand_hostlist(nodelist))
     for path in (campaign.root / SLURM_DIR).glob("job-*.nodes"):
         nodes.update(path.read_text().split())
     if stored is None:
-        con = connect(campaign, check=False)
+        con = connect(campaign)
         try:
-            stored = {r[0] for r in con.execute("SELECT DISTINCT node FROM runs").fetchall()}
+            stored = set(con.node_names())
         finally:
             con.close()
     return sorted(nodes | stored)
@@ -283,12 +282,10 @@ class NodeProgress:
 
 
 def progress(campaign: Campaign, *, check: bool = True) -> list[NodeProgress]:
-    plans = {
-        p["variant"]: int(p["trials"]) for p in campaign.manifest.get("plans", []) if not p.get("imported")
-    }
-    con = connect(campaign, check=check)
+    plans = campaign.manifest.planned_trials(include_imported=False)
+    con = connect(campaign)
     try:
-        rows = con.execute("SELECT node, variant, trial, status FROM runs").fetchall()
+        rows = con.run_keys()
     finally:
         con.close()
     ok: dict[tuple[str, str], set[int]] = {}
@@ -353,70 +350,29 @@ def job_states(job_ids: Sequence[str]) -> dict[str, str]:
 
 def active_jobs(campaign: Campaign) -> dict[str, str]:
     jobs = [
-        j["job_id"] for j in campaign.manifest.get("cluster", {}).get("jobs", []) if j.get("kind") != "srun"
+        j.job_id for j in _jobs(campaign) if j.kind != "srun"
     ]
     return {j: s for j, s in job_states(jobs).items() if s in _ACTIVE}
 
 
 # --- collect ---------------------------------------------------------------------------------------------
 @dataclass
-class BadShard:
-    path: Path
-    reason: str
-
-
-@dataclass
 class Collected:
     shards: int
-    bad: list[BadShard]
+    bad: list[DamagedShard]
     quarantined: list[Path]
     nodes: list[NodeProgress]
 
 
-def validate_shards(campaign: Campaign) -> tuple[int, list[BadShard]]:
-    """Open every shard's footer and check its columns; each bad one is named, the others are unaffected."""
-    count, bad = 0, []
-    for table in TABLES:
-        required = {c.name for c in TABLES[table].columns if not c.nullable}
-        for path in campaign.shard_files(table):
-            count += 1
-            try:
-                meta = pq.read_metadata(path)
-                names = set(meta.schema.to_arrow_schema().names)
-            except Exception as exc:  # pyarrow raises ArrowInvalid/OSError variants for damaged files
-                text = str(exc).strip().splitlines()
-                bad.append(
-                    BadShard(path, f"not a readable Parquet file ({text[0] if text else type(exc).__name__})")
-                )
-                continue
-            lacking = required - names
-            if lacking:
-                bad.append(BadShard(path, f"lacks required columns {sorted(lacking)}"))
-    return count, bad
-
-
-def collect(campaign: Campaign, *, quarantine: bool = True) -> Collected:
-    """Validate shards; move every chunk with a bad shard aside (its trials become missing); summarise.
-
-    A chunk is a writer's (node, task, chunk) set of shards across tables; a bad child shard makes the whole
-    chunk's trials suspect (their runs row would claim iterations that cannot be read), so the whole chunk
-    goes to DIR/quarantine/<table>/ and `resume` redoes its trials. Nothing is deleted.
-    """
+def collect(campaign: Campaign, *, quarantine_damaged: bool = True) -> Collected:
+    """Validate every committed shard in full (page checksums, schema: `store.read.validate_shards`); move
+    every chunk with a damaged shard aside, whole, into DIR/quarantine/ (its trials become missing and
+    `resume` redoes them; nothing is deleted); summarise per node."""
     count, bad = validate_shards(campaign)
-    moved: list[Path] = []
-    if bad and not quarantine:
+    if bad and not quarantine_damaged:
         return Collected(count, bad, [], [])  # no summary: the views cannot read past a damaged shard
-    if bad:
-        stems = {b.path.name for b in bad}
-        for table in TABLES:
-            for path in campaign.shard_files(table):
-                if path.name in stems:
-                    target = campaign.root / QUARANTINE / table / path.name
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(path, target)
-                    moved.append(target)
-    nodes = progress(campaign, check=False)  # every remaining shard was just validated
-    return Collected(count, bad, moved, nodes)
+    moved = quarantine(campaign, bad)
+    return Collected(count, bad, moved, progress(campaign))
 
 
 # --- resume ----------------------------------------------------------------------------------------------
@@ -439,7 +395,7 @@ def resume(campaign: Campaign, *, dry_run: bool = False) -> tuple[list[NodeProgr
     text = batch_script(spec, campaign.root, nodelist=nodelist, node_count=len(nodes))
     write_atomic_bytes(campaign.root / SLURM_DIR / "step.sh", step_script(spec, campaign.root).encode())
     script = (
-        campaign.root / SLURM_DIR / f"resume-{len(campaign.manifest.get('cluster', {}).get('jobs', []))}.sh"
+        campaign.root / SLURM_DIR / f"resume-{len(_jobs(campaign))}.sh"
     )
     write_atomic_bytes(script, text.encode())
     if dry_run:

@@ -52,6 +52,7 @@ from typing import Any
 
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
+from tailscope.errors import InputError
 from tailscope.probes.catalogue import PROBES, ProbeVariant
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
@@ -70,7 +71,7 @@ _SLURM_KEYS = {
 _PROBE_KEYS = {"probe", "trials", "page", "options"}
 
 
-class SpecError(ValueError):
+class SpecError(InputError, ValueError):
     """A campaign spec that cannot be used; the message is `FILE:LINE: key: what was expected`."""
 
 
@@ -133,8 +134,34 @@ def load_spec(path: Path) -> CampaignSpec:
     return parse_spec(data, path, text)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _refuse_control_characters(value: object, where: _Locator, section: str | None, key: str | None) -> None:
+    """Every string of the spec ends up in job.sh or on an sbatch/srun command line: a newline or another
+    control character would inject shell lines, so it is refused, naming the key and its line."""
+    if isinstance(value, str):
+        found = _CONTROL.search(value)
+        if found:
+            raise where.error(
+                section, key, f"control character {found.group(0)!r} in a string (a value is one line)"
+            )
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if _CONTROL.search(str(k)):
+                raise where.error(section, None, f"control character in the key {str(k)!r}")
+            if section is None:
+                _refuse_control_characters(v, where, str(k), None)
+            else:
+                _refuse_control_characters(v, where, section, key or str(k))
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_control_characters(item, where, section, key)
+
+
 def parse_spec(data: Mapping[str, Any], path: Path, text: str = "") -> CampaignSpec:
     where = _Locator(path, text)
+    _refuse_control_characters(data, where, None, None)
     for key in data:
         if key not in _SECTIONS:
             raise where.error(None, key, f"unknown section; expected one of {', '.join(sorted(_SECTIONS))}")

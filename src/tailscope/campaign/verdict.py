@@ -18,9 +18,8 @@ A node is judged on every probe variant of the campaign; its verdict is the wors
 from __future__ import annotations
 
 import argparse
-import os
+import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from typing import TYPE_CHECKING
 
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.wording import pct
+from tailscope.errors import InputError
+from tailscope.node.facts import node_name
 from tailscope.store.campaign import Campaign, write_atomic_bytes
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ EXIT_OK, EXIT_FAIL = 0, 1
 _SEVERITY = {"ok": 0, "retest": 1, "drain": 2}
 
 
-class VerdictInputError(Exception):
+class VerdictInputError(InputError):
     """A verdict that cannot be given (no cluster data, unknown node); exit 2."""
 
 
@@ -88,7 +89,7 @@ def _p_text(p: float) -> str:
 
 
 def this_node() -> str:
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    return node_name()  # the name every writer records (one function names this node everywhere)
 
 
 def nhc_lines(verdict: NodeVerdict) -> list[str]:
@@ -110,9 +111,9 @@ def _reason_text(v: NodeVerdict) -> str:
 
 
 def command_text(argv: list[str]) -> str:
-    head, reason = argv[:-1], argv[-1]
-    key, _, text = reason.partition("=")
-    return " ".join(head) + f' {key}="{text}"'
+    """The command as a shell line that is safe to paste: every word quoted with shlex (a node name holding
+    `$(...)` or `;` stays one literal word)."""
+    return shlex.join(argv)
 
 
 def _label(value: object) -> str:
@@ -188,7 +189,7 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     verdicts = node_verdicts(analysis)
     code = EXIT_OK
     if args.prometheus:
-        text = prometheus_text(analysis, verdicts, campaign.manifest.get("name", campaign.campaign_id))
+        text = prometheus_text(analysis, verdicts, campaign.manifest.name or campaign.campaign_id)
         args.prometheus.parent.mkdir(parents=True, exist_ok=True)
         write_atomic_bytes(args.prometheus, text.encode())
     if args.drain:

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
+from tailscope.errors import InputError
+
 __all__ = ["FormulaError", "check_formula", "evaluate", "formula_name", "names_in"]
 
 _FUNCTIONS = {"min": min, "max": max}
@@ -28,7 +30,7 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
 _MAX_LENGTH = 4096
 
 
-class FormulaError(ValueError):
+class FormulaError(InputError, ValueError):
     """A formula that is not allowed, does not parse, or names a counter without a value."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tailscope.errors import InputError
 
-class MetricsInputError(ValueError):
+
+class MetricsInputError(InputError, ValueError):
     """No samples, or an interval that does not exist; the message says what was asked and what is stored."""

@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from tailscope.counters.derived import FormulaError, check_formula
+from tailscope.errors import InputError
 
 SECTIONS = ("SHORT", "EVENTS", "METRICS", "LONG")
 PER_VALUES = ("cpu", "socket", "unit", "node")
@@ -49,7 +50,7 @@ _PERF_SYNTAX = re.compile(r"^[A-Za-z0-9_.-]+/[^/\s]*/(:[uk]+)?$")
 _PERFEVTSEL = re.compile(r"^([A-Za-z0-9_]+@)?0[xX][0-9a-fA-F]{1,16}$")
 
 
-class EventSetError(ValueError):
+class EventSetError(InputError, ValueError):
     """A set file or name that cannot be used; the message names file:line and what was expected."""
 
 

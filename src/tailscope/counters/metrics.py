@@ -38,7 +38,7 @@ from tailscope.counters.errors import MetricsInputError
 from tailscope.importers.perfcounts import ARRAYS
 from tailscope.importers.perfcounts import SOURCE as PERFCOUNTS_SOURCE
 from tailscope.store.campaign import Campaign, StoreError
-from tailscope.store.views import connect
+from tailscope.store.read import connect
 
 BYTES_PER_CAS = 64
 
@@ -285,24 +285,7 @@ def campaign_metrics(
     campaign = Campaign.open(campaign_dir)
     con = connect(campaign)
     try:
-        pairs = con.execute("SELECT DISTINCT node, source FROM samples ORDER BY node, source").fetchall()
-        chosen = [p for p in pairs if (node is None or p[0] == node) and (source is None or p[1] == source)]
-        if not chosen:
-            stored = ", ".join(f"{n} ({s})" for n, s in pairs) or "none"
-            raise MetricsInputError(
-                f"{campaign_dir}: no samples for node {node or '(any)'}; stored: {stored}"
-            )
-        if len(chosen) > 1:
-            listed = ", ".join(f"{n} ({s})" for n, s in chosen)
-            raise MetricsInputError(
-                f"{campaign_dir}: samples of several nodes/sources ({listed}); pick with --node/--source"
-            )
-        node, source = chosen[0]
-        frame = con.execute(
-            "SELECT sample, t_ns, tsc, source, pmu, unit, event, value FROM samples WHERE node = "
-            "? AND source = ?",
-            [node, source],
-        ).df()
+        node, source, frame = con.sample_series(node, source)
     finally:
         con.close()
     numbers = np.sort(frame["sample"].unique())
@@ -326,7 +309,7 @@ def campaign_metrics(
             f"{campaign_dir}: interval {first}..{last} is not within node {node}'s samples "
             f"{int(numbers[0])}..{int(numbers[-1])} (expected A < B)"
         )
-    header = campaign.manifest.get("sample_headers", {}).get(node, {}).get(source, {})
+    header = campaign.manifest.sample_headers.get(node, {}).get(source, {})
     result = {"node": node, "source": source}
     result.update(compute(frame, first, last, header))
     return result

@@ -18,7 +18,9 @@ monitored span is not cut. Gauges (frequency, temperature) are stored as samples
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -27,20 +29,25 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from tailscope.counters import eventsets
+from tailscope.errors import InputError
 from tailscope.native import native_path
-from tailscope.store.campaign import Campaign, new_task_id
+from tailscope.node.facts import node_name
+from tailscope.store.campaign import MANIFEST, Campaign, new_task_id, safe_name
 from tailscope.store.schema import TABLES
+
+if TYPE_CHECKING:
+    from tailscope.store.load import Transaction
 
 SAMPLE_ROWS_PER_SHARD = 1_000_000
 
 
-class MonitorInputError(ValueError):
+class MonitorInputError(InputError, ValueError):
     """A monitor file that cannot be read, or monitor options that cannot be used (exit 2)."""
 
 
@@ -179,14 +186,11 @@ def samples_tables(mf: MonitorFile, node: str | None = None) -> Iterator[pa.Tabl
         yield table.select(TABLES["samples"].names)
 
 
-def store_samples(
-    mf: MonitorFile, campaign: Campaign, *, node: str | None = None, task: str | None = None
-) -> int:
-    """Write the file's samples as `samples` shards; returns the rows written."""
-    task = task or new_task_id()
+def store_samples(mf: MonitorFile, load: Transaction, *, node: str | None = None) -> int:
+    """Stage the file's samples as `samples` shards of the transaction `load`; returns the rows staged."""
     rows = 0
-    for chunk, table in enumerate(samples_tables(mf, node), start=1):
-        campaign.write_shard("samples", table, node=node or mf.node, task=task, chunk=chunk)
+    for table in samples_tables(mf, node):
+        load.write("samples", table, node=node or mf.node)
         rows += table.num_rows
     return rows
 
@@ -240,29 +244,55 @@ def cut_trials(mf: MonitorFile, trials: Sequence[tuple[str, int, int]]) -> list[
 
 def trial_windows(campaign: Campaign, node: str | None = None) -> list[tuple[str, int, int]]:
     """(run_id, t0_ns, t1_ns) of every ok run: its timed region in CLOCK_REALTIME."""
-    from tailscope.store.views import connect
+    from tailscope.store.read import connect
 
     con = connect(campaign)
     try:
-        where = "status = 'ok' AND realtime_start_ns IS NOT NULL AND seconds IS NOT NULL"
-        params: list[Any] = []
-        if node:
-            where += " AND node = ?"
-            params.append(node)
-        query = f"SELECT run_id, realtime_start_ns, seconds FROM runs WHERE {where}"
-        rows = con.execute(query, params).fetchall()
+        return con.trial_windows(node)
     finally:
         con.close()
-    return [(r, int(t0), int(t0 + round(float(s) * 1e9))) for r, t0, s in rows]
 
 
-def store_cut(mf: MonitorFile, campaign: Campaign, *, node: str, task: str) -> int:
-    """Cut every stored trial of `node` from the monitor file into `counters` (source monitor)."""
-    rows = cut_trials(mf, trial_windows(campaign, node))
+def store_cut(mf: MonitorFile, load: Transaction, *, node: str) -> int:
+    """Cut every stored trial of `node` from the monitor file into `counters` (source monitor), staged in
+    the transaction `load` (the trials are those already committed to its campaign)."""
+    rows = cut_trials(mf, trial_windows(load.campaign(), node))
     if rows:
-        table = pa.Table.from_pylist(rows, schema=TABLES["counters"].schema)
-        campaign.write_shard("counters", table, node=node, task=f"{task}-monitor", chunk=1)
+        load.write("counters", pa.Table.from_pylist(rows, schema=TABLES["counters"].schema), node=node)
     return len(rows)
+
+
+def store_monitor_file(path: Path, root: Path, *, node: str, cut: bool) -> int:
+    """Store one monitor file's samples (and, with `cut`, each stored trial's deltas) in one transaction.
+    A file already stored (same content) is skipped: `run --resume` stores the files an interrupted run left.
+    Returns the sample values stored."""
+    from tailscope.store.errors import StoreError
+    from tailscope.store.load import load_into
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    mf = read(path)
+    try:
+        with load_into(root, "monitor", create=True) as load:
+            load.record_source(digest, str(path))
+            rows = store_samples(mf, load, node=node)
+            if cut:
+                store_cut(mf, load, node=node)
+    except StoreError as exc:
+        if "already imported" in str(exc):
+            return 0
+        raise
+    return rows
+
+
+def unstored_monitor_files(root: Path, node: str) -> list[Path]:
+    """Monitor files of `node` in the campaign (runs interrupted before their samples were stored)."""
+    directory = root / "monitor"
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    prefix = f"{safe_name(node)}."
+    return [directory / n for n in names if n.startswith(prefix) and n.endswith(".tsmon.jsonl")]
 
 
 def tsmon_argv(
@@ -295,7 +325,7 @@ def running_monitor(
 ) -> Iterator[Path]:
     """Run tsmon beside a block (a campaign); SIGTERM and wait at the end. Yields the output path."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    argv = tsmon_argv(output, interval_s=interval_s, cpu=cpu, events=events)
+    argv = [*tsmon_argv(output, interval_s=interval_s, cpu=cpu, events=events), "--exit-with-parent"]
     # its warnings go to a file beside the samples (a pipe nobody reads would block it on a big node)
     log_path = output.with_name(output.name + ".stderr")
     log = log_path.open("w")
@@ -334,9 +364,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         command = command[1:]
     if args.campaign is None and args.output is None:
         raise MonitorInputError("monitor: give -o FILE or --campaign DIR")
-    campaign = Campaign.open_or_create(args.campaign) if args.campaign else None
+    if args.campaign is not None and (args.campaign / MANIFEST).exists():
+        Campaign.open(args.campaign)  # a damaged manifest is refused before the monitor starts
     task = new_task_id()
-    output = args.output or (campaign.root / "monitor" / f"{task}.tsmon.jsonl")  # type: ignore[union-attr]
+    node = args.node or node_name()
+    output = args.output or (args.campaign / "monitor" / f"{safe_name(node)}.{task}.tsmon.jsonl")
     output.parent.mkdir(parents=True, exist_ok=True)
     argv = tsmon_argv(
         output,
@@ -355,10 +387,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
     print(f"monitor: {output}", file=sys.stderr)
-    if campaign is not None and output.exists():
-        mf = read(output)
-        rows = store_samples(mf, campaign, node=args.node, task=task)
-        print(f"stored {rows} sample values ({len(mf.sample)} samples) into {campaign.root}", file=sys.stderr)
+    if args.campaign is not None and output.exists():
+        rows = store_monitor_file(output, args.campaign, node=node, cut=False)
+        print(f"stored {rows} sample values into {args.campaign}", file=sys.stderr)
     return rc
 
 
@@ -375,8 +406,9 @@ def add_monitor_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.set_defaults(func=cmd_monitor)
 
 
-def monitor_file_for(campaign: Campaign, node: str, task: str) -> Path:
-    return campaign.root / "monitor" / f"{node}.{task}.tsmon.jsonl"
+def monitor_file_for(root: Path, node: str, task: str) -> Path:
+    """Where a run's monitor file lives: inside the campaign whatever the node is called."""
+    return root / "monitor" / f"{safe_name(node)}.{task}.tsmon.jsonl"
 
 
 __all__ = [
@@ -387,5 +419,7 @@ __all__ = [
     "read",
     "running_monitor",
     "store_cut",
+    "store_monitor_file",
     "store_samples",
+    "unstored_monitor_files",
 ]

@@ -6,6 +6,8 @@ anything, and raises `ImportInputError` naming file:line and what was expected.
 
 from __future__ import annotations
 
+from tailscope.errors import InputError
 
-class ImportInputError(ValueError):
+
+class ImportInputError(InputError, ValueError):
     """Input an importer cannot take; the message names the file, the line and what was expected."""

@@ -15,13 +15,21 @@ COUNTER_FORMATS = ("perfcounts", "perf-csv", "likwid-csv")
 
 def run_counter_import(args: argparse.Namespace) -> int:
     """The `import` verb for the counter formats (called from cli.cmd_import)."""
-    from tailscope.store.campaign import Campaign, new_task_id
+    from tailscope.store.load import load_into
 
     path: Path = args.file
     if not path.is_file():
         raise ImportInputError(f"{path}: no such file")
-    campaign = Campaign.open_or_create(args.campaign)
     node = getattr(args, "node", None)
+    with load_into(args.campaign, f"import {args.format} {path.name}", create=True) as load:
+        _import_counters(args, path, load, node)
+    return 0
+
+
+def _import_counters(args: argparse.Namespace, path: Path, load: Any, node: str | None) -> dict[str, Any]:
+    from tailscope.store.campaign import new_task_id
+
+    campaign = load
     counts: dict[str, Any]
     if args.format == "perfcounts":
         from tailscope.importers.perfcounts import import_perfcounts
@@ -48,7 +56,7 @@ def run_counter_import(args: argparse.Namespace) -> int:
             f"imported {counts['rows']} counter values ({counts['runs']} runs) of node "
             f"{counts['node']} into {campaign.root}"
         )
-    return 0
+    return counts
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -22,7 +22,9 @@ from typing import Any
 import pyarrow as pa
 
 from tailscope.importers import ImportInputError
-from tailscope.store.campaign import Campaign, utcnow
+from tailscope.store.campaign import utcnow
+from tailscope.store.load import Transaction
+from tailscope.store.manifest import Plan
 from tailscope.store.schema import TABLES
 
 REQUIRED = ("node", "run", "iteration", "value")
@@ -118,6 +120,10 @@ def parse(path: Path, *, unit: str | None = None, higher_is_better: bool | None 
                     raise ImportInputError(
                         f"{where}: iteration {record[col['iteration']]!r} is not an integer"
                     ) from None
+                if not 0 <= iteration < 2**31:
+                    raise ImportInputError(
+                        f"{where}: iteration {iteration} is out of range (expected 0 to {2**31 - 1})"
+                    )
                 if (node, run, iteration) in seen:
                     raise ImportInputError(
                         f"{where}: duplicate iteration {iteration} of node {node} run {run}"
@@ -178,28 +184,30 @@ def run_value(values: list[float], higher_is_better: bool) -> float:
 
 def import_iterations(
     path: Path,
-    campaign: Campaign,
+    load: Transaction,
     *,
     name: str | None = None,
     unit: str | None = None,
     higher_is_better: bool | None = None,
     task: str,
 ) -> dict[str, int]:
-    """Parse `path` fully, refuse overlaps with what is stored, then write one chunk per node."""
-    from tailscope.store.views import connect
+    """Parse `path` fully, refuse overlaps with what is stored, then stage one chunk per node in `load`."""
+    from tailscope.store.read import connect
 
     parsed = parse(path, unit=unit, higher_is_better=higher_is_better)
     probe = f"imported:{name or path.stem}"
     params = {"source_file": path.name}
     variant = f"{probe}"
-    con = connect(campaign)
-    try:
-        stored = con.execute("SELECT count(*) FROM runs WHERE variant = ?", [variant]).fetchone()
-    finally:
-        con.close()
+    stored = None
+    if load.exists:
+        con = connect(load.campaign())
+        try:
+            stored = con.execute("SELECT count(*) FROM runs WHERE variant = ?", [variant]).fetchone()
+        finally:
+            con.close()
     if stored and stored[0]:
         raise ImportInputError(
-            f"{path}: campaign {campaign.root} already holds {stored[0]} runs of {variant}; "
+            f"{path}: campaign {load.root} already holds {stored[0]} runs of {variant}; "
             "import under another name with --name"
         )
     by_run: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -219,7 +227,7 @@ def import_iterations(
         tables["runs"].append(
             {
                 "run_id": run_id,
-                "campaign": campaign.campaign_id,
+                "campaign": load.campaign_id,
                 "node": node,
                 "probe": probe,
                 "variant": variant,
@@ -246,20 +254,8 @@ def import_iterations(
                     "value": r["value"],
                 }
             )
-    campaign.add_plan(
-        {
-            "variant": variant,
-            "probe": probe,
-            "params": params,
-            "trials": max(trial_of_node.values()),
-            "imported": True,
-        }
-    )
-    for chunk, (node, tables) in enumerate(sorted(per_node.items()), start=1):
-        campaign.write_chunk(
-            {t: pa.Table.from_pylist(rows, schema=TABLES[t].schema) for t, rows in tables.items()},
-            node=node,
-            task=task,
-            chunk=chunk,
-        )
+    load.add_plan(Plan(variant, probe, dict(params), max(trial_of_node.values()), imported=True))
+    for node, tables in sorted(per_node.items()):
+        for t, rows in tables.items():
+            load.write(t, pa.Table.from_pylist(rows, schema=TABLES[t].schema), node=node)
     return {"runs": len(by_run), "iterations": len(parsed.rows), "nodes": len(per_node)}

@@ -33,7 +33,9 @@ from typing import Any
 import pyarrow as pa
 
 from tailscope.importers import ImportInputError
-from tailscope.store.campaign import Campaign, utcnow
+from tailscope.store.campaign import utcnow
+from tailscope.store.load import Transaction
+from tailscope.store.manifest import Plan
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:likwid-csv"
@@ -163,11 +165,10 @@ def _value(text: str, where: str) -> float | None:
 
 
 def import_likwid_csv(
-    path: Path, campaign: Campaign, *, node: str | None = None, name: str | None = None, task: str
+    path: Path, load: Transaction, *, node: str | None = None, name: str | None = None, task: str
 ) -> dict[str, Any]:
-    """One file -> one run (trial) of `imported:likwid-<group>` with its counters."""
+    """One file -> one run (trial) of `imported:likwid-<group>` with its counters, staged in `load`."""
     from tailscope.node.facts import node_name
-    from tailscope.store.views import connect
 
     tables = parse(path)
     node = node or node_name()
@@ -178,14 +179,7 @@ def import_likwid_csv(
         raise ImportInputError(
             f"{path}: no 'Runtime (RDTSC) [s]' or 'RDTSC Runtime [s]' line: cannot time the run"
         )
-    con = connect(campaign)
-    try:
-        row = con.execute(
-            "SELECT count(*) FROM runs_all WHERE variant = ? AND node = ?", [probe, node]
-        ).fetchone()
-    finally:
-        con.close()
-    trial = int(row[0]) if row else 0
+    (trial,) = load.claim_next_trials(node, probe, 1)
     run_id = uuid.uuid4().hex
     counters: dict[tuple[str, int, str], float] = {}
     for t in tables:
@@ -195,7 +189,7 @@ def import_likwid_csv(
     params = {"groups": groups}
     runs = [
         {
-            "run_id": run_id, "campaign": campaign.campaign_id, "node": node, "probe": probe,
+            "run_id": run_id, "campaign": load.campaign_id, "node": node, "probe": probe,
             "variant": probe,
             "params": json.dumps(params, sort_keys=True), "trial": trial, "started_at": utcnow(),
             "seconds": max(runtimes), "metric": "runtime", "value": max(runtimes), "unit": "s",
@@ -208,16 +202,7 @@ def import_likwid_csv(
         {"run_id": run_id, "source": SOURCE, "pmu": pmu, "unit": unit, "event": event, "value": value}
         for (pmu, unit, event), value in sorted(counters.items())
     ]
-    campaign.add_plan(
-        {"variant": probe, "probe": probe, "params": params, "trials": trial + 1, "imported": True}
-    )
-    campaign.write_chunk(
-        {
-            "counters": pa.Table.from_pylist(rows, schema=TABLES["counters"].schema),
-            "runs": pa.Table.from_pylist(runs, schema=TABLES["runs"].schema),
-        },
-        node=node,
-        task=task,
-        chunk=1,
-    )
+    load.add_plan(Plan(probe, probe, dict(params), trial + 1, imported=True))
+    load.write("counters", pa.Table.from_pylist(rows, schema=TABLES["counters"].schema), node=node)
+    load.write("runs", pa.Table.from_pylist(runs, schema=TABLES["runs"].schema), node=node)
     return {"node": node, "runs": 1, "rows": len(rows), "trial": trial}

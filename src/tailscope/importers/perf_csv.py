@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from tailscope.importers import ImportInputError
-from tailscope.store.campaign import Campaign
+from tailscope.store.load import Transaction
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:perf-csv"
@@ -221,10 +221,10 @@ def samples_table(parsed: ParsedPerfCsv, node: str, start_ns: int) -> pa.Table:
 
 
 def import_perf_csv(
-    path: Path, campaign: Campaign, *, node: str | None = None, task: str, start_ns: int | None = None
+    path: Path, load: Transaction, *, node: str | None = None, task: str, start_ns: int | None = None
 ) -> dict[str, Any]:
     from tailscope.node.facts import node_name
-    from tailscope.store.views import connect
+    from tailscope.store.read import connect
 
     parsed = parse(path)
     node = node or node_name()
@@ -232,20 +232,22 @@ def import_perf_csv(
     start_from = "file" if start is not None else "mtime"
     if start is None:
         start = int((Path(path).stat().st_mtime - parsed.times[-1]) * 1e9)
-    con = connect(campaign)
-    try:
-        stored = con.execute(
-            "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, SOURCE]
-        ).fetchone()
-    finally:
-        con.close()
+    stored = None
+    if load.exists:
+        con = connect(load.campaign())
+        try:
+            stored = con.execute(
+                "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, SOURCE]
+            ).fetchone()
+        finally:
+            con.close()
     if stored and stored[0]:
         raise ImportInputError(
-            f"{path}: campaign {campaign.root} already holds samples of node {node} from {SOURCE}; "
+            f"{path}: campaign {load.root} already holds samples of node {node} from {SOURCE}; "
             "import under another --node"
         )
     table = samples_table(parsed, node, start)
-    campaign.write_shard("samples", table, node=node, task=task, chunk=1)
+    load.write("samples", table, node=node)
     return {
         "node": node,
         "samples": len(parsed.times),

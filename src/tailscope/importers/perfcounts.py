@@ -55,7 +55,8 @@ import pyarrow.csv as pcsv
 
 from tailscope.importers import ImportInputError
 from tailscope.native import NativeMissingError, native_library
-from tailscope.store.campaign import Campaign
+from tailscope.store.load import Transaction
+from tailscope.store.manifest import Manifest
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:perfcounts"
@@ -632,32 +633,34 @@ def node_from_path(path: Path) -> str:
 
 
 def import_perfcounts(
-    path: Path, campaign: Campaign, *, node: str | None = None, task: str, source: str = SOURCE
+    path: Path, load: Transaction, *, node: str | None = None, task: str, source: str = SOURCE
 ) -> dict[str, Any]:
-    """Parse `path` fully, refuse samples already stored for (node, source), then write one shard."""
-    from tailscope.store.views import connect
+    """Parse `path` fully, refuse samples already stored for (node, source), then stage one shard."""
+    from tailscope.store.read import connect
 
     parsed = parse(path)
     node = node or node_from_path(path)
-    con = connect(campaign)
-    try:
-        stored = con.execute(
-            "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
-        ).fetchone()
-    finally:
-        con.close()
+    stored = None
+    if load.exists:
+        con = connect(load.campaign())
+        try:
+            stored = con.execute(
+                "SELECT count(*) FROM samples WHERE node = ? AND source = ?", [node, source]
+            ).fetchone()
+        finally:
+            con.close()
     if stored and stored[0]:
         raise ImportInputError(
-            f"{path}: campaign {campaign.root} already holds {stored[0]} samples of node {node} "
+            f"{path}: campaign {load.root} already holds {stored[0]} samples of node {node} "
             f"from {source}; "
             "import under another --node"
         )
     table = samples_table(parsed, node, source)
     header = {k: v for k, v in parsed.header.items()}
 
-    def remember(manifest: dict[str, Any]) -> None:
-        manifest.setdefault("sample_headers", {}).setdefault(node, {})[source] = header
+    def remember(manifest: Manifest) -> None:
+        manifest.sample_headers.setdefault(node, {})[source] = header
 
-    campaign.update_manifest(remember)
-    campaign.write_shard("samples", table, node=node, task=task, chunk=1)
+    load.change_manifest(remember)
+    load.write("samples", table, node=node)
     return {"samples": parsed.n_samples, "rows": table.num_rows, "series": len(parsed.keys), "node": node}

@@ -18,7 +18,7 @@ import pandas as pd
 from tailscope.importers import ImportInputError
 from tailscope.importers.perfcounts import ARRAYS, ArraySpec
 from tailscope.store.campaign import Campaign, write_atomic_bytes
-from tailscope.store.views import connect
+from tailscope.store.read import connect
 
 _BY_PMU: dict[str, ArraySpec] = {}
 for _spec in ARRAYS.values():
@@ -62,27 +62,12 @@ def export_perfcounts(
     campaign = Campaign.open(campaign_dir)
     con = connect(campaign)
     try:
-        pairs = con.execute("SELECT DISTINCT node, source FROM samples ORDER BY node, source").fetchall()
-        if node is not None:
-            pairs = [p for p in pairs if p[0] == node]
-        if source is not None:
-            pairs = [p for p in pairs if p[1] == source]
-        if not pairs:
-            raise ImportInputError(f"{campaign_dir}: no samples" + (f" of node {node}" if node else ""))
-        if len(pairs) > 1:
-            listed = ", ".join(f"{n} ({s})" for n, s in pairs)
-            raise ImportInputError(
-                f"{campaign_dir}: samples of several nodes/sources ({listed}); pick with --node/--source"
-            )
-        node, source = pairs[0]
-        frame = con.execute(
-            "SELECT sample, t_ns, tsc, pmu, unit, event, value FROM samples WHERE node = ? AND source = ? "
-            "ORDER BY sample, pmu, unit NULLS FIRST, event",
-            [node, source],
-        ).df()
+        node, source, frame = con.sample_series(
+            node, source, columns="sample, t_ns, tsc, pmu, unit, event, value"
+        )
     finally:
         con.close()
-    header = campaign.manifest.get("sample_headers", {}).get(node, {}).get(source, {})
+    header = campaign.manifest.sample_headers.get(node, {}).get(source, {})
     lines = [f"{k} = {v!r}" if isinstance(v, float) else f"{k} = {v}" for k, v in header.items()]
     names: dict[tuple[str, Any, str], tuple[str, bool]] = {}
     for (sample, t_ns, tsc), rows in frame.groupby(["sample", "t_ns", "tsc"], sort=True, dropna=False):

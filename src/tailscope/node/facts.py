@@ -253,6 +253,9 @@ def collect() -> dict[str, Any]:
     from tailscope.node import hugepages  # pools per NUMA node, glibc, hugectl: the mitigation advice's facts
 
     facts.update(hugepages.collect())
+    from tailscope.node import dimms  # DIMMs: dmidecode type 17 (root) or EDAC sysfs; says why when neither
+
+    facts.update(dimms.collect())
     return facts
 
 

@@ -11,9 +11,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tailscope.errors import InputError
 from tailscope.native import native_path
+
+if TYPE_CHECKING:
+    from tailscope.store.manifest import Plan
 
 ParamValue = str | int | float | bool
 
@@ -178,6 +182,63 @@ PROBES: dict[str, ProbeSpec] = {
             ),
             timeout_s=300.0,
         ),
+        ProbeSpec(
+            "latency",
+            "dependent pointer chase: load latency of L1, L2, L3 and DRAM in ns and cycles",
+            "latency",
+            "ns",
+            False,
+            (
+                ProbeOption("--loads", int, "dependent loads per timed iteration (65536)"),
+                ProbeOption("--iterations", int, "timed iterations per working set (21)"),
+                ProbeOption("--sweep", int, "also K working sets per doubling from 4 KiB to DRAM size (0)"),
+                ProbeOption("--sizes", str, "explicit working sets: 32k,1m,512m", None, "LIST"),
+                ProbeOption("--max-bytes", str, "cap of the DRAM working set (1g)", None, "BYTES"),
+                ProbeOption("--clock-chunks", int, "effective-clock chunks before and after (100)"),
+            ),
+            timeout_s=300.0,
+        ),
+        ProbeSpec(
+            "arith",
+            "FP32/FP64 add, mul, div, fma, sqrt latency and throughput in cycles, scalar and widest SIMD",
+            "fp64_fma_cpi",
+            "cycles",
+            False,
+            (
+                ProbeOption("--ops", int, "operations per chain per iteration (16384)"),
+                ProbeOption("--iterations", int, "timed iterations per kernel (31)"),
+                ProbeOption("--clock-chunks", int, "effective-clock chunks before and after (200)"),
+            ),
+            timeout_s=300.0,
+        ),
+        ProbeSpec(
+            "c2c",
+            "core-to-core latency: one cache line bounced by CAS between every pair of CPUs",
+            "c2c_latency",
+            "ns",
+            False,
+            (
+                ProbeOption("--round-trips", int, "round trips per timed iteration (1000)"),
+                ProbeOption("--iterations", int, "timed iterations per pair (15)"),
+                ProbeOption("--pairs", int, "measure K random pairs instead of all (0: all)"),
+            ),
+            timeout_s=600.0,
+        ),
+        ProbeSpec(
+            "mpi-p2p",
+            "MPI ping-pong between two ranks: one-way latency and bandwidth over message sizes",
+            "mpi_latency",
+            "us",
+            False,
+            (
+                ProbeOption("--min-bytes", str, "smallest message (1)", None, "BYTES"),
+                ProbeOption("--max-bytes", str, "largest message (4m)", None, "BYTES"),
+                ProbeOption("--sizes", str, "explicit message sizes: 8,1k,1m", None, "LIST"),
+                ProbeOption("--round-trips", int, "round trips per iteration at small sizes (1000)"),
+                ProbeOption("--iterations", int, "timed iterations per size (11)"),
+            ),
+            timeout_s=600.0,
+        ),
     )
 }
 
@@ -226,7 +287,7 @@ def variant_name(probe: str, params: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-class UnknownProbeError(KeyError):
+class UnknownProbeError(InputError, KeyError):
     def __str__(self) -> str:
         return f"unknown probe {self.args[0]!r} (known: {', '.join(sorted(PROBES))})"
 
@@ -298,9 +359,13 @@ class ProbeVariant:
                 args += [option.flag, str(value)]
         return args
 
-    def to_plan(self, trials: int) -> dict[str, Any]:
-        return {"variant": self.variant_id, "probe": self.probe, "params": self.params, "trials": trials}
+    def to_plan(self, trials: int) -> Plan:
+        from tailscope.store.manifest import Plan
+
+        return Plan(self.variant_id, self.probe, dict(self.params), trials)
 
     @classmethod
-    def from_plan(cls, plan: dict[str, Any]) -> ProbeVariant:
-        return cls(str(plan["probe"]), dict(plan.get("params") or {}), normalize=False)
+    def from_plan(cls, probe: str, params: dict[str, Any]) -> ProbeVariant:
+        """The variant of a stored plan, its params as stored: a plan made before options at their default
+        were dropped (`--page thp` hashed into the id) keeps its variant id and still resumes."""
+        return cls(str(probe), dict(params or {}), normalize=False)

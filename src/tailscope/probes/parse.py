@@ -10,8 +10,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tailscope.errors import InputError
 
-class ProbeOutputError(ValueError):
+
+class ProbeOutputError(InputError, ValueError):
     """Probe output that does not follow the contract; the message names the line."""
 
 

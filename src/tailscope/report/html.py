@@ -54,6 +54,7 @@ from tailscope.report.numbers import (
 from tailscope.report.pages_section import pages_section, virtual_nodes
 from tailscope.report.svg import esc
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
+from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
 
 __all__ = ["render_html", "select_timeline_runs"]
@@ -110,7 +111,7 @@ def select_timeline_runs(analysis: CampaignAnalysis) -> dict[tuple[str, str], li
 def render_html(
     analysis: CampaignAnalysis,
     *,
-    manifest: Mapping[str, Any],
+    manifest: Manifest,
     nodes: pd.DataFrame,
     iterations: pd.DataFrame,
     generated_at: str,
@@ -128,7 +129,7 @@ def render_html(
     """
     from tailscope.compare import compare
 
-    name = str(manifest.get("name") or analysis.campaign)
+    name = str(manifest.name or analysis.campaign)
     title = f"tailscope report: {name}"
     variants = {v.variant: v for v in analysis.variants}
     groups_of: dict[str, list[GroupSummary]] = defaultdict(list)
@@ -191,7 +192,7 @@ def render_html(
         _toc(sections),
         *(html for _, _, html in sections),
         f'<footer class="explain">Generated {esc(generated_at)} by tailscope '
-        f"{esc(manifest.get('tool_version', ''))}. This file is self-contained: it loads nothing from the "
+        f"{esc(manifest.tool_version)}. This file is self-contained: it loads nothing from the "
         "network; its figures are drawn by the Plotly library embedded in it.</footer>",
     ]
     head = (
@@ -220,7 +221,7 @@ def _fraction(x: float | None) -> str:
 # --- sections --------------------------------------------------------------------------------------------
 
 
-def _settings_section(analysis: CampaignAnalysis, manifest: Mapping[str, Any], generated_at: str) -> str:
+def _settings_section(analysis: CampaignAnalysis, manifest: Manifest, generated_at: str) -> str:
     return (
         '<section id="settings"><h2>Settings</h2>'
         + _meta_table(analysis, manifest, generated_at)
@@ -228,18 +229,18 @@ def _settings_section(analysis: CampaignAnalysis, manifest: Mapping[str, Any], g
     )
 
 
-def _meta_table(analysis: CampaignAnalysis, manifest: Mapping[str, Any], generated_at: str) -> str:
+def _meta_table(analysis: CampaignAnalysis, manifest: Manifest, generated_at: str) -> str:
     s = analysis.settings
     n_runs = len(analysis.runs)
     n_failed = sum(g.n_failed for g in analysis.groups)
     n_nodes = len({g.node for g in analysis.groups})
     rows = [
-        ("campaign", f"{manifest.get('name', '')} ({analysis.campaign})"),
-        ("created", manifest.get("created", "-")),
+        ("campaign", f"{manifest.name} ({analysis.campaign})"),
+        ("created", manifest.created or "-"),
         ("report generated", generated_at),
         (
             "tailscope",
-            f"{manifest.get('tool_version', '-')}, store schema {manifest.get('schema_version', '-')}",
+            f"{manifest.tool_version or '-'}, store schema {manifest.schema_version}",
         ),
         (
             "runs",
@@ -284,7 +285,7 @@ def _notes_section(notes: Sequence[str]) -> str:
     )
 
 
-def _headline(analysis: CampaignAnalysis, manifest: Mapping[str, Any], generated_at: str) -> str:
+def _headline(analysis: CampaignAnalysis, manifest: Manifest, generated_at: str) -> str:
     n_nodes = len({g.node for g in analysis.groups})
     n_failed = sum(g.n_failed for g in analysis.groups)
     probes = sorted({v.probe for v in analysis.variants})
@@ -292,7 +293,7 @@ def _headline(analysis: CampaignAnalysis, manifest: Mapping[str, Any], generated
         f'<p class="headline">{_count(len(analysis.runs), "ok run")}'
         + (f", {n_failed} failed" if n_failed else "")
         + f" of {', '.join(esc(p) for p in probes)} on {_count(n_nodes, 'node')}; "
-        f"campaign {esc(str(manifest.get('name', '')))} <code>{esc(analysis.campaign)}</code>; "
+        f"campaign {esc(str(manifest.name or ''))} <code>{esc(analysis.campaign)}</code>; "
         f"generated {esc(generated_at)}</p>"
     )
 

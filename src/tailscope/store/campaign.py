@@ -1,25 +1,35 @@
-"""A campaign directory: `campaign.json` (the manifest) plus Parquet shards, one per (table, node, task,
-chunk).
+"""A campaign directory: the manifest, committed Parquet shards, commit records, claims and staging.
 
-Layout:
-    DIR/campaign.json                     manifest: format, schema version, id, created, tool version, plans
-    DIR/shards/<table>/<node>.<task>.<chunk>.parquet
+Layout (schema version 2):
+    DIR/campaign.json                         the manifest (store/manifest.py), rewritten only under the lock
+    DIR/.campaign.lock                        flock(2) target: manifest changes, trial claims, commits
+    DIR/shards/<table>/<node>.<txid>.<chunk>.parquet    shard files (Parquet, zstd, page checksums)
+    DIR/commits/<txid>.json                   commit record: the operation and the exact shard files it made
+                                              visible; a shard no commit record names is invisible
+    DIR/staging/<txid>/...                    shards of an operation in progress (invisible; removed on abort)
+    DIR/claims/<task>.json                    trials a live writer is running (pid, host, boot id)
+    DIR/quarantine/                           damaged shards moved aside by `campaign collect`
 
-Writers never share a file: each writer process has its own `task` id and numbers its own chunks, so hundreds
-of nodes can write into one directory on a shared file system without locks. Every shard is written to a
-temporary name, fsynced, then renamed (atomic on POSIX file systems); a reader never sees half a shard.
-Within one chunk the `runs` shard is written last: it is the commit record, and the views only show child rows
-(iterations, pages, counters) of runs that exist (see `views.py`).
+A write is a transaction (store/load.py): its shards are written and fsynced under `staging/`, then, under
+the lock, renamed into `shards/` and named by one commit record written atomically (temp file, fsync,
+rename): that rename is the commit point. A crash or a signal before it leaves nothing visible; a retry
+starts clean. Readers take no lock: they list the commit records and read exactly the files those name
+(never a glob), so a campaign on a shared file system is read while hundreds of nodes write into it.
+
+Version 1 campaigns (before commit records) are read as before: every shard in `shards/` is visible.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,26 +37,32 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tailscope import __version__
-from tailscope.store.schema import SCHEMA_VERSION, TABLES, check_schema_version
+from tailscope.store.errors import StoreError
+from tailscope.store.manifest import FORMAT, Manifest, Plan
+from tailscope.store.schema import SCHEMA_VERSION, TABLES
 
 MANIFEST = "campaign.json"
 SHARDS = "shards"
-FORMAT = "tailscope-campaign"
+COMMITS = "commits"
+STAGING = "staging"
+CLAIMS = "claims"
+QUARANTINE = "quarantine"
+LOCK = ".campaign.lock"
+__all__ = ["FORMAT", "MANIFEST", "Campaign", "StoreError", "conform", "new_task_id", "safe_name", "utcnow"]
 
 # A node or task name becomes part of a file name: keep letters, digits, '-', '_' and '.', replace the rest.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-class StoreError(Exception):
-    """Bad or unreadable store content; the message names the file and what was expected."""
+_MAX_NAME = 96  # bytes of a name component; longer names keep a prefix and a hash (ENAMETOOLONG never)
 
 
 def safe_name(text: str) -> str:
-    cleaned = _UNSAFE.sub("_", text).strip(".")
-    return cleaned or "_"
+    cleaned = _UNSAFE.sub("_", text).strip(".") or "_"
+    if len(cleaned) > _MAX_NAME:
+        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        cleaned = f"{cleaned[: _MAX_NAME - 13]}-{digest}"
+    return cleaned
 
 
 def new_task_id() -> str:
@@ -58,7 +74,7 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -67,14 +83,98 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_atomic_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically: temp file in the same directory, fsync, rename, fsync directory."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    """Write `data` to `path` atomically: temp file in the same directory, fsync, rename, fsync directory.
+    On any failure (disk full, interrupt) the temp file is removed and `path` is untouched."""
+    tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start of a process in clock ticks since boot (field 22 of /proc/PID/stat): tells pid reuse apart."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(text[text.rindex(")") + 2 :].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def owner_record() -> dict[str, Any]:
+    """Who is writing: enough to tell later whether that writer is still alive."""
+    pid = os.getpid()
+    return {"pid": pid, "host": this_host(), "boot_id": boot_id(), "start": process_start_ticks(pid)}
+
+
+def owner_alive(owner: dict[str, Any]) -> bool:
+    """Whether the writer described by `owner_record()` still runs. A writer on another host (or another boot
+    of this one) cannot be checked from here: it is taken as alive on another host, dead after a reboot."""
+    if owner.get("host") != this_host():
+        return True
+    if owner.get("boot_id") and owner.get("boot_id") != boot_id():
+        return False
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    start = process_start_ticks(pid)
+    return start is not None and (owner.get("start") is None or start == owner.get("start"))
+
+
+def describe_owner(owner: dict[str, Any]) -> str:
+    return f"pid {owner.get('pid')} on {owner.get('host')}"
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    txid: str
+    operation: str
+    committed_at: str
+    shards: dict[str, list[str]]  # table -> file names in shards/<table>/
+    sources: list[dict[str, str]]  # {"sha256", "description"} of imported files
+
+    @classmethod
+    def load(cls, path: Path) -> CommitRecord:
+        try:
+            data = json.loads(path.read_text())
+            shards = {str(t): [str(n) for n in names] for t, names in data["shards"].items()}
+            for names in shards.values():
+                for name in names:
+                    if "/" in name or name.startswith("."):
+                        raise ValueError(f"shard name {name!r}")
+            return cls(
+                str(data["txid"]),
+                str(data.get("operation", "")),
+                str(data.get("committed_at", "")),
+                shards,
+                [dict(s) for s in data.get("sources", [])],
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StoreError(
+                f"{path}: damaged commit record ({exc}); move it aside and run "
+                f"`tailscope campaign collect {path.parent.parent}`"
+            ) from exc
 
 
 @dataclass
@@ -82,115 +182,128 @@ class Campaign:
     """An open campaign directory."""
 
     root: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
 
-    # --- creation and opening -------------------------------------------------------------------------
+    # --- creation and opening --------------------------------------------------------------------
+    @staticmethod
+    def new_manifest(root: Path, name: str | None = None) -> Manifest:
+        return Manifest(
+            campaign_id=uuid.uuid4().hex,
+            name=name or Path(root).resolve().name,
+            created=utcnow().isoformat(timespec="seconds"),
+            tool_version=__version__,
+            schema_version=SCHEMA_VERSION,
+        )
+
     @classmethod
     def create(cls, root: Path, *, name: str | None = None) -> Campaign:
+        """Create an empty campaign (used by `campaign submit`, which writes its scripts beside it). Refused
+        when one exists. Writers that store data use `store.load.load_into`, which creates the manifest only
+        at the first commit."""
         root = Path(root)
-        if (root / MANIFEST).exists():
-            raise StoreError(f"{root / MANIFEST}: a campaign already exists here")
         root.mkdir(parents=True, exist_ok=True)
-        for table in TABLES:
-            (root / SHARDS / table).mkdir(parents=True, exist_ok=True)
-        manifest = {
-            "format": FORMAT,
-            "schema_version": SCHEMA_VERSION,
-            "campaign_id": uuid.uuid4().hex,
-            "name": name or root.name,
-            "created": utcnow().isoformat(timespec="seconds"),
-            "tool_version": __version__,
-            "plans": [],
-        }
-        write_atomic_bytes(root / MANIFEST, _dump(manifest))
-        return cls(root, manifest)
+        campaign = cls(root, cls.new_manifest(root, name))
+        with campaign.lock():
+            if (root / MANIFEST).exists():
+                raise StoreError(f"{root / MANIFEST}: a campaign already exists here")
+            write_atomic_bytes(root / MANIFEST, campaign.manifest.dump())
+        return campaign
 
     @classmethod
     def open(cls, root: Path) -> Campaign:
         root = Path(root)
         path = root / MANIFEST
         if not path.is_file():
+            if root.exists() and not root.is_dir():
+                raise StoreError(f"{root}: not a directory (expected a tailscope campaign directory)")
             raise StoreError(f"{root}: not a tailscope campaign (no {MANIFEST})")
-        try:
-            manifest = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise StoreError(f'{path}: not a tailscope campaign manifest (expected "format": "{FORMAT}")')
-        check_schema_version(manifest.get("schema_version"), str(path))
-        for table in TABLES:
-            (root / SHARDS / table).mkdir(parents=True, exist_ok=True)
-        return cls(root, manifest)
+        return cls(root, Manifest.load(path))
 
     @classmethod
     def open_or_create(cls, root: Path, *, name: str | None = None) -> Campaign:
         if (Path(root) / MANIFEST).exists():
             return cls.open(root)
-        return cls.create(root, name=name)
+        try:
+            return cls.create(root, name=name)
+        except StoreError:  # another process created it between the check and the lock
+            return cls.open(root)
 
     @property
     def campaign_id(self) -> str:
-        return str(self.manifest["campaign_id"])
+        return self.manifest.campaign_id
 
-    # --- manifest ----------------------------------------------------------------------------------------
+    @property
+    def uses_commit_records(self) -> bool:
+        return self.manifest.schema_version >= 2
+
+    # --- the lock and the manifest ---------------------------------------------------------------
     @contextlib.contextmanager
-    def _manifest_lock(self) -> Iterator[None]:
-        lock_path = self.root / ".campaign.lock"
-        with open(lock_path, "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+    def lock(self) -> Iterator[None]:
+        """Exclusive campaign lock (flock on DIR/.campaign.lock): local disks, and Lustre/GPFS/NFS with
+        flock support. Where the file system refuses flock the error says so (see the README)."""
+        with open(self.root / LOCK, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            except OSError as exc:
+                if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise StoreError(
+                        f"{self.root / LOCK}: the file system does not support flock ({exc.strerror}); "
+                        "mount it with flock enabled (Lustre: -o flock; NFS: a lock manager) or use a local "
+                        "campaign directory"
+                    ) from exc
+                raise
             try:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def update_manifest(self, change: Callable[[dict[str, Any]], None]) -> None:
-        """Re-read, change and atomically rewrite the manifest under a lock (local writers only)."""
-        with self._manifest_lock():
-            current = json.loads((self.root / MANIFEST).read_text())
+    def reload_manifest(self) -> Manifest:
+        self.manifest = Manifest.load(self.root / MANIFEST)
+        return self.manifest
+
+    def update_manifest(self, change: Callable[[Manifest], None], *, locked: bool = False) -> None:
+        """Re-read, change and atomically rewrite the manifest under the lock (unchanged: not rewritten)."""
+        context = contextlib.nullcontext() if locked else self.lock()
+        with context:
+            current = self.reload_manifest()
+            before = current.dump()
             change(current)
-            write_atomic_bytes(self.root / MANIFEST, _dump(current))
-            self.manifest = current
+            after = current.dump()
+            if after != before:
+                write_atomic_bytes(self.root / MANIFEST, after)
 
-    def add_plan(self, plan: dict[str, Any]) -> None:
-        """Record that `plan["trials"]` trials of `plan["variant"]` are wanted (per node); idempotent."""
+    def add_plan(self, plan: Plan) -> None:
+        """Record that `plan.trials` trials of `plan.variant` are wanted (per node); idempotent."""
+        self.update_manifest(lambda m: m.add_plan(plan))
 
-        def change(manifest: dict[str, Any]) -> None:
-            plans = manifest.setdefault("plans", [])
-            for existing in plans:
-                if existing["variant"] == plan["variant"]:
-                    existing["trials"] = max(int(existing["trials"]), int(plan["trials"]))
-                    return
-            plans.append(plan)
-
-        self.update_manifest(change)
-
-    # --- shards --------------------------------------------------------------------------------------------
+    # --- committed shards (the read side) --------------------------------------------------------
     def shard_dir(self, table: str) -> Path:
         if table not in TABLES:
             raise KeyError(f"unknown table {table!r}")
         return self.root / SHARDS / table
 
+    def commit_records(self) -> list[CommitRecord]:
+        directory = self.root / COMMITS
+        try:
+            names = sorted(n for n in os.listdir(directory) if n.endswith(".json") and not n.startswith("."))
+        except FileNotFoundError:
+            return []
+        return [CommitRecord.load(directory / n) for n in names]
+
     def shard_files(self, table: str) -> list[Path]:
-        return sorted(self.shard_dir(table).glob("*.parquet"))
+        """The committed shard files of `table`: exactly the files commit records name (version 1: every
+        `.parquet` file in the table's directory). Never a glob: a campaign path may hold `[`, `*`, `\\`."""
+        directory = self.shard_dir(table)
+        if not self.uses_commit_records:
+            try:
+                return sorted(directory / n for n in os.listdir(directory) if n.endswith(".parquet"))
+            except FileNotFoundError:
+                return []
+        return sorted(directory / name for rec in self.commit_records() for name in rec.shards.get(table, []))
 
-    def write_shard(self, table: str, data: pa.Table, *, node: str, task: str, chunk: int) -> Path:
-        """Write one shard atomically after checking it against the table's schema."""
-        data = conform(data, table)
-        path = self.shard_dir(table) / f"{safe_name(node)}.{safe_name(task)}.{chunk:06d}.parquet"
-        if path.exists():
-            raise StoreError(f"{path}: shard already exists (task ids must be unique per writer)")
-        sink = pa.BufferOutputStream()
-        pq.write_table(data, sink, compression="zstd")
-        write_atomic_bytes(path, sink.getvalue().to_pybytes())
-        return path
-
-    def write_chunk(self, tables: dict[str, pa.Table], *, node: str, task: str, chunk: int) -> list[Path]:
-        """Write the shards of one chunk: child tables first, `runs` (the commit record) last."""
-        written = []
-        for name in sorted(tables, key=lambda t: t == "runs"):
-            if tables[name].num_rows:
-                written.append(self.write_shard(name, tables[name], node=node, task=task, chunk=chunk))
-        return written
+    def imported_sources(self) -> dict[str, CommitRecord]:
+        """sha256 of every imported file -> the commit that stored it."""
+        return {s["sha256"]: rec for rec in self.commit_records() for s in rec.sources if "sha256" in s}
 
 
 def conform(data: pa.Table, table: str) -> pa.Table:
@@ -201,7 +314,12 @@ def conform(data: pa.Table, table: str) -> pa.Table:
         if col.name in data.column_names:
             arr = data.column(col.name)
             if not arr.type.equals(col.type):
-                arr = arr.cast(col.type)
+                try:
+                    arr = arr.cast(col.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise StoreError(
+                        f"table {table}: column {col.name!r}: expected {col.type} ({exc})"
+                    ) from exc
         elif col.nullable:
             arr = pa.nulls(data.num_rows, type=col.type)
         else:
@@ -213,7 +331,3 @@ def conform(data: pa.Table, table: str) -> pa.Table:
     if extra:
         raise StoreError(f"table {table}: unknown columns {sorted(extra)}")
     return pa.Table.from_arrays(arrays, schema=spec.schema)
-
-
-def _dump(manifest: dict[str, Any]) -> bytes:
-    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()

@@ -5,6 +5,7 @@ analysis, report) takes column names and types from here; nothing else declares 
 
 # Schema version history (SCHEMA_VERSION)
 # 1 - 2026-11: runs, iterations, pages, nodes, counters, samples.
+# 2 - 2026-11: commit records (DIR/commits/): only shards a commit names are visible; page checksums.
 Older versions keep loading once a version 2 exists; an unknown version is refused by name
 (see `check_schema_version`).
 """
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
+from tailscope.errors import InputError
+
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (RUNS, ITERATIONS, PAGES, NODES, 
 RUN_STATUSES = ("ok", "failed", "timeout", "invalid")
 
 
-class SchemaVersionError(ValueError):
+class SchemaVersionError(InputError):
     """A campaign or shard written by a schema version this tailscope cannot read."""
 
 

@@ -1,0 +1,452 @@
+"""The one load path: every writer (the local runner, the Slurm steps, every importer, the monitor) stores
+through a `Transaction`, so an operation is all or nothing.
+
+    with load_into(campaign_dir, operation="import likwid-csv", create=True) as load:
+        trials = load.claim_next_trials(node, variant, count)   # numbers nobody stored or holds (locked)
+        load.write("runs", table, node=node)                   # staged; call as often as needed (streaming)
+        load.add_plan(plan)                                    # manifest changes, applied at commit
+    # normal exit: everything visible at once; an exception, SIGINT or SIGTERM: nothing visible, nothing left
+
+Commit (under the campaign lock, SIGINT/SIGTERM deferred): create the manifest if this operation creates the
+campaign, apply the manifest changes, rename the staged shards into `shards/`, fsync, then write the commit
+record (the commit point). Abort: remove the staging directory and the claim, and the campaign directory
+itself when this operation created it and nothing else is in it.
+
+Trial numbers are claimed under the campaign lock: a claim file names the trials and the writer (pid, host,
+boot id), so two writers never store one trial twice, and a writer that died leaves a claim that the next one
+recognises as stale (same host) and ignores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tailscope.store.campaign import (
+    CLAIMS,
+    COMMITS,
+    LOCK,
+    MANIFEST,
+    SHARDS,
+    STAGING,
+    Campaign,
+    describe_owner,
+    fsync_dir,
+    new_task_id,
+    owner_alive,
+    owner_record,
+    safe_name,
+    utcnow,
+    write_atomic_bytes,
+)
+from tailscope.store.errors import CampaignBusyError, StoreError
+from tailscope.store.manifest import Manifest, Plan
+from tailscope.store.schema import TABLES
+
+PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_page_checksum": True}
+
+
+# --- signals ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Block SIGINT and SIGTERM for a short critical section; a signal that arrives is delivered after it."""
+    wanted = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+# --- claims -------------------------------------------------------------------------------------
+@dataclass
+class Claim:
+    key: str
+    node: str
+    trials: dict[str, list[int]]
+    owner: dict[str, Any]
+    operation: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "node": self.node,
+            "trials": self.trials,
+            "owner": self.owner,
+            "operation": self.operation,
+        }
+
+
+def _claims_dir(root: Path) -> Path:
+    return root / CLAIMS
+
+
+def live_claims(root: Path, *, exclude: str | None = None) -> list[Claim]:
+    """Claims of writers that still run (call under the lock: stale claims of dead local writers go)."""
+    directory = _claims_dir(root)
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".json") and not n.startswith("."))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        path = directory / name
+        try:
+            data = json.loads(path.read_text())
+            claim = Claim(
+                str(data["key"]),
+                str(data["node"]),
+                {str(v): [int(t) for t in ts] for v, ts in data["trials"].items()},
+                dict(data["owner"]),
+                str(data.get("operation", "")),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            with contextlib.suppress(OSError):
+                path.unlink()  # a claim file cut short by a crash claims nothing
+            continue
+        if claim.key == exclude:
+            continue
+        if not owner_alive(claim.owner):
+            with contextlib.suppress(OSError):
+                path.unlink()
+            continue
+        out.append(claim)
+    return out
+
+
+def write_claim(root: Path, claim: Claim) -> None:
+    directory = _claims_dir(root)
+    directory.mkdir(exist_ok=True)
+    write_atomic_bytes(directory / f"{safe_name(claim.key)}.json", json.dumps(claim.to_json()).encode())
+
+
+def release_claim(root: Path, key: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_claims_dir(root) / f"{safe_name(key)}.json")
+
+
+def held_trials(claims: Iterable[Claim], node: str) -> dict[str, dict[int, Claim]]:
+    """variant -> trial -> the claim holding it, for one node."""
+    out: dict[str, dict[int, Claim]] = {}
+    for claim in claims:
+        if claim.node != node:
+            continue
+        for variant, trials in claim.trials.items():
+            for trial in trials:
+                out.setdefault(variant, {})[trial] = claim
+    return out
+
+
+# --- the transaction ----------------------------------------------------------------------------
+@dataclass
+class Transaction:
+    root: Path
+    operation: str
+    txid: str = field(default_factory=new_task_id)
+    name: str | None = None
+    create: bool = False
+    new_manifest: Manifest | None = None  # the manifest to create the campaign with (default: a fresh one)
+
+    manifest: Manifest = field(init=False)
+    created_root: bool = field(init=False, default=False)
+    exists: bool = field(init=False, default=False)
+    _changes: list[Callable[[Manifest], None]] = field(init=False, default_factory=list)
+    _staged: dict[str, list[str]] = field(init=False, default_factory=dict)
+    _rows: dict[str, int] = field(init=False, default_factory=dict)
+    _sources: list[dict[str, str]] = field(init=False, default_factory=list)
+    _chunks: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
+    _claimed: dict[str, dict[str, list[int]]] = field(init=False, default_factory=dict)  # node -> variant
+    _done: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        if (self.root / MANIFEST).is_file():
+            self.exists = True
+            self.manifest = Campaign.open(self.root).manifest
+        elif not self.create:
+            Campaign.open(self.root)  # raises the clear "not a campaign" error
+        else:
+            if self.root.exists() and not self.root.is_dir():
+                raise StoreError(f"{self.root}: not a directory (expected a campaign directory)")
+            self.created_root = not self.root.exists()
+            self.manifest = self.new_manifest or Campaign.new_manifest(self.root, self.name)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # --- what the operation writes ---------------------------------------------------------------
+    @property
+    def campaign_id(self) -> str:
+        return self.manifest.campaign_id
+
+    @property
+    def staging(self) -> Path:
+        return self.root / STAGING / self.txid
+
+    def campaign(self) -> Campaign:
+        """The campaign as this transaction sees it (its manifest includes the pending changes)."""
+        return Campaign(self.root, self.manifest)
+
+    def write(self, table: str, data: pa.Table, *, node: str) -> None:
+        """Stage one shard of `table` (checked against the schema); nothing is visible before commit."""
+        from tailscope.store.campaign import conform
+
+        if self._done:
+            raise RuntimeError("transaction already finished")
+        if data.num_rows == 0:
+            return
+        data = conform(data, table)
+        key = (table, node)
+        chunk = self._chunks.get(key, 0) + 1
+        self._chunks[key] = chunk
+        name = f"{safe_name(node)}.{self.txid}.{chunk:06d}.parquet"
+        if not self.staging.is_dir():  # created whole (with its owner) so a collector never sees it half-made
+            fresh = self.root / STAGING / f".{self.txid}.new"
+            with signals_deferred():
+                fresh.mkdir(parents=True)
+                (fresh / OWNER).write_text(json.dumps(owner_record()))
+                os.rename(fresh, self.staging)
+        directory = self.staging / table
+        directory.mkdir(exist_ok=True)
+        path = directory / name
+        with open(path, "wb") as fh:
+            pq.write_table(data, fh, **PARQUET_OPTIONS)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._staged.setdefault(table, []).append(name)
+        self._rows[table] = self._rows.get(table, 0) + data.num_rows
+
+    def write_tables(self, tables: Mapping[str, pa.Table], *, node: str) -> None:
+        for table, data in tables.items():
+            self.write(table, data, node=node)
+
+    @property
+    def rows_staged(self) -> dict[str, int]:
+        return dict(self._rows)
+
+    def change_manifest(self, change: Callable[[Manifest], None]) -> None:
+        """Apply `change` now to this transaction's view and again, under the lock, at commit."""
+        change(self.manifest)
+        self._changes.append(change)
+
+    def add_plan(self, plan: Plan) -> None:
+        self.change_manifest(lambda m: m.add_plan(Plan(**vars(plan))))
+
+    def record_source(self, sha256: str, description: str) -> None:
+        """Remember the imported file's digest; a file already imported into this campaign is refused."""
+        if self.exists:
+            previous = self.campaign().imported_sources().get(sha256)
+            if previous is not None:
+                raise StoreError(
+                    f"{description}: already imported into {self.root} ({previous.operation}, "
+                    f"{previous.committed_at}); nothing was stored twice"
+                )
+        self._sources.append({"sha256": sha256, "description": description})
+
+    # --- trial numbers ---------------------------------------------------------------------------
+    def claim_next_trials(self, node: str, variant: str, count: int) -> list[int]:
+        """`count` new trial numbers of (node, variant) after every stored or held one, held until commit."""
+        from tailscope.store.read import stored_trials
+
+        with self._locked():
+            taken = set(stored_trials(self.campaign(), node).get(variant, {})) if self.exists else set()
+            taken |= set(held_trials(live_claims(self.root, exclude=self.txid), node).get(variant, {}))
+            taken |= set(self._claimed.get(node, {}).get(variant, []))
+            start = max(taken) + 1 if taken else 0
+            trials = list(range(start, start + count))
+            self._claimed.setdefault(node, {}).setdefault(variant, []).extend(trials)
+            write_claim(self.root, self._claim(node))
+        return trials
+
+    def _claim(self, node: str) -> Claim:
+        return Claim(self.txid, node, self._claimed.get(node, {}), owner_record(), self.operation)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self.campaign().lock():
+            if (self.root / MANIFEST).is_file() and not self.exists:
+                self.exists = True  # another writer created the campaign meanwhile: adopt its manifest
+                self.manifest = Campaign.open(self.root).manifest
+                for change in self._changes:
+                    change(self.manifest)
+            yield
+
+    # --- commit and abort ------------------------------------------------------------------------
+    def commit(self) -> None:
+        if self._done:
+            return
+        if not self.exists and not self._staged and not (self.root / MANIFEST).exists():
+            self.abort()  # an operation that stored nothing creates no campaign
+            return
+        with signals_deferred(), self._locked():
+            campaign = self.campaign()
+            if self.exists:
+                campaign.update_manifest(lambda m: [c(m) for c in self._changes], locked=True)
+            else:
+                write_atomic_bytes(self.root / MANIFEST, self.manifest.dump())
+                self.exists = True
+            if self._staged:
+                touched = set()
+                for table, names in self._staged.items():
+                    target = self.root / SHARDS / table
+                    target.mkdir(parents=True, exist_ok=True)
+                    for name in names:
+                        os.replace(self.staging / table / name, target / name)
+                    touched.add(target)
+                for directory in touched:
+                    fsync_dir(directory)
+                (self.root / COMMITS).mkdir(exist_ok=True)
+                record = {
+                    "txid": self.txid,
+                    "operation": self.operation,
+                    "committed_at": utcnow().isoformat(timespec="seconds"),
+                    "owner": owner_record(),
+                    "shards": self._staged,
+                    "rows": self._rows,
+                    "sources": self._sources,
+                }
+                write_atomic_bytes(self.root / COMMITS / f"{self.txid}.json", json.dumps(record).encode())
+            release_claim(self.root, self.txid)
+            self._remove_staging()
+            remove_stale_staging(self.root)
+            self._done = True
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        with signals_deferred():
+            release_claim(self.root, self.txid)
+            self._remove_staging()
+            if self.created_root and not (self.root / MANIFEST).exists():
+                remove_empty_campaign(self.root)
+
+    def _remove_staging(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        shutil.rmtree(self.root / STAGING / f".{self.txid}.new", ignore_errors=True)
+        for directory in (self.root / STAGING, self.root / CLAIMS):
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when empty
+
+
+OWNER = "owner.json"
+
+
+def remove_stale_staging(root: Path) -> list[Path]:
+    """Remove the staging directories of writers that died (SIGKILL, power loss): their shards were never
+    committed. Call under the campaign lock."""
+    removed = []
+    try:
+        names = os.listdir(root / STAGING)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if name.startswith("."):
+            continue  # being created right now
+        directory = root / STAGING / name
+        try:
+            owner = json.loads((directory / OWNER).read_text())
+        except (OSError, ValueError):
+            owner = {}  # cut short by a crash
+        if not owner or not owner_alive(owner):
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory)
+    return removed
+
+
+def remove_empty_campaign(root: Path) -> None:
+    """Remove what a failed operation created in a directory it created; anything else stays."""
+    for sub in (STAGING, CLAIMS, COMMITS, SHARDS):
+        path = root / sub
+        if sub == SHARDS:
+            for table in TABLES:
+                with contextlib.suppress(OSError):
+                    (path / table).rmdir()
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    with contextlib.suppress(OSError):
+        (root / LOCK).unlink()
+    with contextlib.suppress(OSError):
+        root.rmdir()
+
+
+@contextlib.contextmanager
+def load_into(
+    root: Path,
+    operation: str,
+    *,
+    create: bool = False,
+    name: str | None = None,
+    manifest: Manifest | None = None,
+) -> Iterator[Transaction]:
+    """A transaction on the campaign at `root` (created at commit when `create` and it does not exist, with
+    `manifest` when given)."""
+    tx = Transaction(Path(root), operation, name=name, create=create, new_manifest=manifest)
+    try:
+        yield tx
+    except BaseException:
+        tx.abort()
+        raise
+    tx.commit()
+
+
+# --- trials of a run ----------------------------------------------------------------------------
+@dataclass
+class RunClaim:
+    """The trials one `tailscope run` (or Slurm step) holds for its whole duration."""
+
+    root: Path
+    node: str
+    key: str
+    trials: dict[str, list[int]]
+
+    def release(self) -> None:
+        release_claim(self.root, self.key)
+
+
+def claim_run_trials(
+    campaign: Campaign,
+    node: str,
+    *,
+    key: str,
+    wanted: Mapping[str, list[int] | int],
+    operation: str = "run",
+) -> RunClaim:
+    """Under the lock: for each variant either a list of trial numbers wanted (those stored ok or held by a
+    live writer are skipped) or a count of new trials after every stored or held one. Raises
+    `CampaignBusyError` naming the holder when another writer holds every trial this run would do."""
+    from tailscope.store.read import stored_trials
+
+    with campaign.lock():
+        stored = stored_trials(campaign, node) if (campaign.root / MANIFEST).is_file() else {}
+        others = live_claims(campaign.root, exclude=key)
+        held = held_trials(others, node)
+        mine: dict[str, list[int]] = {}
+        blocked: set[str] = set()
+        for variant, want in wanted.items():
+            have = stored.get(variant, {})
+            holders = held.get(variant, {})
+            if isinstance(want, int):
+                taken = set(have) | set(holders)
+                start = max(taken) + 1 if taken else 0
+                mine[variant] = list(range(start, start + want))
+            else:
+                free = [t for t in want if have.get(t) != "ok" and t not in holders]
+                blocked |= {describe_owner(holders[t].owner) for t in want if t in holders}
+                mine[variant] = free
+        if blocked and not any(mine.values()):
+            raise CampaignBusyError(
+                f"{campaign.root}: every trial this command would run is being run by "
+                f"{', '.join(sorted(blocked))}; wait for it to finish, or add trials with --trials N"
+            )
+        claim = Claim(key, node, mine, owner_record(), operation)
+        write_claim(campaign.root, claim)
+    return RunClaim(campaign.root, node, key, mine)

@@ -1,0 +1,448 @@
+"""The one read path: every module reads a campaign through `connect` (SQL over DuckDB views) or
+`read_table` (Arrow), never by globbing shard directories or by opening Parquet files itself.
+
+- Exactly the committed shard files are read (`Campaign.shard_files`: the files commit records name), as an
+  explicit list: a campaign path with `[`, `*`, `?` or `\\` reads that campaign and no other.
+- Every page is checked against its CRC (written by the load path); a damaged or truncated shard is named,
+  with the command that repairs it, and no number computed from it reaches the user.
+- Tables are read lazily, once per connection, when a query first names them.
+
+Views (one per table, plus `<table>_all` with every stored row):
+- `runs`: one row per (node, variant, trial): an ok attempt is preferred over failed ones, then the earliest.
+- child tables (every table with a `run_id` column: iterations, pages, counters, ...): the rows of the runs in
+  `runs` only.
+- `nodes`: the latest facts per node. Other tables (samples, ...): every row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tailscope.store.campaign import COMMITS, QUARANTINE, Campaign, CommitRecord, conform
+from tailscope.store.errors import StoreError
+from tailscope.store.schema import TABLES
+
+
+@dataclass(frozen=True)
+class DamagedShard:
+    path: Path
+    reason: str
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def repair_advice(campaign: Campaign) -> str:
+    return (
+        f"run `tailscope campaign collect {campaign.root}` to move the damaged chunk aside, then "
+        f"`tailscope run --resume --campaign {campaign.root}` to redo its trials"
+    )
+
+
+def _damaged_error(campaign: Campaign, damaged: Sequence[DamagedShard]) -> StoreError:
+    first = damaged[0]
+    more = f" (and {len(damaged) - 1} more damaged shard(s))" if len(damaged) > 1 else ""
+    return StoreError(f"{first.path}: damaged shard: {first.reason}{more}; {repair_advice(campaign)}")
+
+
+def read_shard(path: Path, table: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """One shard, every page checksum verified, conformed to the table's current schema."""
+    try:
+        data = pq.read_table(path, page_checksum_verification=True)
+    except FileNotFoundError as exc:
+        raise _ShardUnreadable(path, "missing (named by a commit record but not on disk)") from exc
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise _ShardUnreadable(path, f"not a readable Parquet shard ({_first_line(exc)})") from exc
+    try:
+        data = conform(data, table)
+    except StoreError as exc:
+        raise _ShardUnreadable(path, str(exc)) from exc
+    if columns is not None:
+        data = data.select(list(columns))
+    return data
+
+
+class _ShardUnreadable(Exception):
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+def _read_files(
+    table: str, files: Sequence[Path], columns: Sequence[str] | None
+) -> tuple[list[pa.Table], list[DamagedShard]]:
+    def one(path: Path) -> pa.Table | DamagedShard:
+        try:
+            return read_shard(path, table, columns)
+        except _ShardUnreadable as exc:
+            return DamagedShard(exc.path, exc.reason)
+
+    if len(files) > 4:
+        with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 2) * 2)) as pool:
+            results = list(pool.map(one, files))
+    else:
+        results = [one(p) for p in files]
+    tables = [r for r in results if isinstance(r, pa.Table)]
+    damaged = [r for r in results if isinstance(r, DamagedShard)]
+    return tables, damaged
+
+
+def read_table(campaign: Campaign, table: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """Every committed row of `table` (all shards, checksums verified) as one Arrow table."""
+    spec = TABLES[table]
+    files = campaign.shard_files(table)
+    tables, damaged = _read_files(table, files, columns)
+    if damaged:
+        raise _damaged_error(campaign, damaged)
+    schema = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def validate_shards(campaign: Campaign) -> tuple[int, list[DamagedShard]]:
+    """Read every committed shard in full (page checksums, schema): the damaged ones are named, the others
+    are unaffected. Used by `campaign collect`."""
+    count, damaged = 0, []
+    for table in TABLES:
+        files = campaign.shard_files(table)
+        count += len(files)
+        damaged += _read_files(table, files, None)[1]
+    return count, damaged
+
+
+def stored_trials(campaign: Campaign, node: str) -> dict[str, dict[int, str]]:
+    """variant -> trial -> best stored status ('ok' wins) of one node's runs (every source)."""
+    runs = read_table(campaign, "runs", ["node", "variant", "trial", "status"])
+    out: dict[str, dict[int, str]] = {}
+    if runs.num_rows == 0:
+        return out
+    for n, variant, trial, status in zip(
+        *(runs.column(c).to_pylist() for c in runs.column_names), strict=True
+    ):
+        if n != node:
+            continue
+        per = out.setdefault(variant, {})
+        if per.get(trial) != "ok":
+            per[trial] = status
+    return out
+
+
+# --- SQL over the campaign --------------------------------------------------------------------------------
+def _child_tables() -> list[str]:
+    return [t for t, spec in TABLES.items() if t != "runs" and "run_id" in spec.names]
+
+
+class CampaignConnection:
+    """A DuckDB connection whose views read the campaign's committed shards lazily (see the module doc).
+    Use it like a DuckDB connection: `execute(sql, params)` returns DuckDB's result, `close()`."""
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.campaign = campaign
+        self._con = duckdb.connect(":memory:")
+        self._loaded: set[str] = set()
+        names = "|".join(sorted(TABLES, key=len, reverse=True))
+        self._mentions = re.compile(rf"\b({names})(_all)?\b")
+
+    # The base table `<t>_all`, then the view `<t>` built on it.
+    def _load_base(self, table: str) -> None:
+        key = f"{table}_all"
+        if key in self._loaded:
+            return
+        self._con.register(key, read_table(self.campaign, table))
+        self._loaded.add(key)
+
+    def _load_view(self, table: str) -> None:
+        if table in self._loaded:
+            return
+        self._load_base(table)
+        if table == "runs":
+            self._con.execute(
+                """
+                CREATE TEMP TABLE runs AS
+                SELECT * EXCLUDE (attempt_rank) FROM (
+                    SELECT *, row_number() OVER (
+                        PARTITION BY node, variant, trial
+                        ORDER BY (status = 'ok') DESC, started_at, run_id) AS attempt_rank
+                    FROM runs_all)
+                WHERE attempt_rank = 1
+                """
+            )
+        elif table == "nodes":
+            self._con.execute(
+                """
+                CREATE VIEW nodes AS
+                SELECT * EXCLUDE (fact_rank) FROM (
+                    SELECT *, row_number() OVER (PARTITION BY node ORDER BY collected_at DESC) AS fact_rank
+                    FROM nodes_all)
+                WHERE fact_rank = 1
+                """
+            )
+        elif table in _child_tables():
+            self._load_view("runs")
+            self._con.execute(
+                f"CREATE VIEW {table} AS SELECT * FROM {table}_all WHERE run_id IN (SELECT run_id FROM runs)"
+            )
+        else:
+            self._con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_all")
+        self._loaded.add(table)
+
+    def ensure(self, tables: Iterable[str]) -> None:
+        wanted = [n for n in tables if n not in self._loaded]
+        if wanted:
+            self._con.abort()  # a previous result left unfetched (fetchone) would block loading
+        for name in wanted:
+            if name.endswith("_all") and name.removesuffix("_all") in TABLES:
+                self._load_base(name.removesuffix("_all"))
+            elif name in TABLES:
+                self._load_view(name)
+
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        self.ensure(m.group(0) for m in self._mentions.finditer(sql))
+        if parameters is None:
+            return self._con.execute(sql)
+        return self._con.execute(sql, parameters)
+
+    def close(self) -> None:
+        self._con.close()
+
+    # --- the questions the rest of tailscope asks (all the SQL outside the store's own views is here) -------
+    def df(self, sql: str, parameters: Sequence[Any] | None = None) -> pd.DataFrame:
+        return self.execute(sql, parameters).df()
+
+    def runs(self, *, probe: str | None = None, node: str | None = None) -> pd.DataFrame:
+        """Every stored trial (each counted once, any status), ordered by variant, node, trial."""
+        where, params = _where(probe=probe, node=node)
+        return self.df(f"SELECT * FROM runs {where} ORDER BY variant, node, trial", params)
+
+    def iterations_of_runs(self, *, probe: str | None = None, node: str | None = None) -> pd.DataFrame:
+        """The timed iterations of the runs `runs(probe=, node=)` selects."""
+        where, params = _where(probe=probe, node=node)
+        return self.df(
+            "SELECT run_id, iteration, thread, kernel, cpu, warmup, seconds, value FROM iterations "
+            f"WHERE run_id IN (SELECT run_id FROM runs {where})",
+            params,
+        )
+
+    def iterations(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        return self.df(
+            "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
+        )
+
+    def counters(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        return self.df(
+            "SELECT run_id, source, pmu, unit, event, value FROM counters "
+            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+            [list(run_ids)],
+        )
+
+    def has_rows(self, table: str) -> bool:
+        if table not in TABLES:
+            raise KeyError(table)
+        return bool(self.execute(f"SELECT count(*) FROM {table}_all").fetchone()[0])
+
+    def run_keys(self) -> list[tuple[str, str, int, str]]:
+        """(node, variant, trial, status) of every stored trial."""
+        return [(str(n), str(v), int(t), str(s)) for n, v, t, s in
+                self.execute("SELECT node, variant, trial, status FROM runs").fetchall()]  # fmt: skip
+
+    def node_names(self) -> list[str]:
+        return [str(r[0]) for r in self.execute("SELECT DISTINCT node FROM runs ORDER BY node").fetchall()]
+
+    def nodes(self) -> pd.DataFrame:
+        """The latest facts of every node."""
+        return self.df("SELECT * FROM nodes ORDER BY node")
+
+    def virtual_nodes(self) -> dict[str, str]:
+        """node -> hypervisor, for the nodes whose facts say they are virtual machines."""
+        rows = self.execute(
+            "SELECT DISTINCT node, virtualization FROM nodes "
+            "WHERE virtualization IS NOT NULL AND lower(virtualization) NOT IN ('none', '')"
+        ).fetchall()
+        return {str(node): str(virt) for node, virt in rows}
+
+    def pages(self, *, with_trials: bool = False) -> pd.DataFrame:
+        """Physical pages of the stored runs; `with_trials`: recorded ones only, with node, variant, trial."""
+        if not with_trials:
+            return self.df(
+                'SELECT run_id, "array", thread, virtual_address, physical_address, page_size FROM pages'
+            )
+        return self.df(
+            """
+            SELECT p.run_id, r.node, r.variant, r.trial, p."array", p.thread, p.virtual_address,
+                   p.physical_address, p.page_size
+            FROM pages p JOIN runs r USING (run_id)
+            WHERE p.physical_address IS NOT NULL
+            ORDER BY r.variant, r.node, r.trial, p."array", p.virtual_address
+            """
+        )
+
+    def trial_windows(self, node: str | None = None) -> list[tuple[str, int, int]]:
+        """(run_id, t0_ns, t1_ns) of every ok run: its timed region in CLOCK_REALTIME."""
+        where = "status = 'ok' AND realtime_start_ns IS NOT NULL AND seconds IS NOT NULL"
+        params: list[Any] = []
+        if node:
+            where += " AND node = ?"
+            params.append(node)
+        rows = self.execute(
+            f"SELECT run_id, realtime_start_ns, seconds FROM runs WHERE {where}", params
+        ).fetchall()
+        return [(str(r), int(t0), int(t0 + round(float(s) * 1e9))) for r, t0, s in rows]
+
+    def sample_series(
+        self,
+        node: str | None,
+        source: str | None,
+        *,
+        columns: str = "sample, t_ns, tsc, source, pmu, unit, event, value",
+    ) -> tuple[str, str, pd.DataFrame]:
+        """The one (node, source) of background samples the user picked (or the only one), with its rows."""
+        pairs = self.execute("SELECT DISTINCT node, source FROM samples ORDER BY node, source").fetchall()
+        chosen = [p for p in pairs if (node is None or p[0] == node) and (source is None or p[1] == source)]
+        root = self.campaign.root
+        if not chosen:
+            stored = ", ".join(f"{n} ({s})" for n, s in pairs) or "none"
+            raise StoreError(f"{root}: no samples for node {node or '(any)'}; stored: {stored}")
+        if len(chosen) > 1:
+            listed = ", ".join(f"{n} ({s})" for n, s in chosen)
+            raise StoreError(
+                f"{root}: samples of several nodes/sources ({listed}); pick with --node/--source"
+            )
+        picked_node, picked_source = chosen[0]
+        frame = self.df(
+            f"SELECT {columns} FROM samples WHERE node = ? AND source = ? "
+            "ORDER BY sample, pmu, unit NULLS FIRST, event",
+            [picked_node, picked_source],
+        )
+        return str(picked_node), str(picked_source), frame
+
+    def value_spread_by_threads(
+        self, probe: str
+    ) -> list[tuple[str, str, int, int, float, float, float, str]]:
+        """(node, probe, threads, trials, min, median, max, unit) of a probe's ok trials per thread count."""
+        rows = self.execute(
+            """
+            SELECT node, probe, threads, count(*), min(value), quantile_cont(value, 0.5), max(value),
+                   any_value(unit)
+            FROM runs WHERE probe = ? AND status = 'ok' AND value IS NOT NULL
+            GROUP BY node, probe, threads ORDER BY node, threads
+            """,
+            [probe],
+        ).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3]), r[4], r[5], r[6], str(r[7])) for r in rows]
+
+    def ok_summaries(self, variant: str) -> list[tuple[str | None, float | None]]:
+        """(summary JSON, value) of a variant's ok trials, in trial order."""
+        return self.execute(
+            "SELECT summary, value FROM runs WHERE variant = ? AND status = 'ok' ORDER BY trial", [variant]
+        ).fetchall()
+
+    def hardware_counter_values(self) -> int:
+        """How many perf counter values of hardware (not software) PMUs are stored."""
+        row = self.execute(
+            "SELECT count(*) FROM counters WHERE source = 'perf' AND pmu NOT LIKE 'software%'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def timeline_samples(self, max_rows: int) -> pd.DataFrame | None:
+        """Monitor samples summed over units, for the report's timelines (None when more than max_rows)."""
+        query = (
+            "SELECT node, source, pmu, event, sample, min(t_ns) AS t_ns, sum(value) AS value FROM samples "
+            "GROUP BY node, source, pmu, event, sample"
+        )
+        rows = self.execute(f"SELECT count(*) FROM ({query})").fetchone()
+        if not rows or rows[0] == 0 or rows[0] > max_rows:
+            return None
+        return self.df(query)
+
+    def __enter__(self) -> CampaignConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _where(**equal: str | None) -> tuple[str, list[Any]]:
+    terms = [(column, value) for column, value in equal.items() if value]
+    if not terms:
+        return "", []
+    return "WHERE " + " AND ".join(f"{c} = ?" for c, _ in terms), [v for _, v in terms]
+
+
+def connect(campaign: Campaign | Path, *, check: bool = True) -> CampaignConnection:
+    """A connection with the campaign's views (see the module doc). `check` is kept for callers: every read
+    is verified."""
+    del check
+    if not isinstance(campaign, Campaign):
+        campaign = Campaign.open(Path(campaign))
+    return CampaignConnection(campaign)
+
+
+# --- repair -----------------------------------------------------------------------------------------------
+def quarantine(campaign: Campaign, damaged: Sequence[DamagedShard]) -> list[Path]:
+    """Move every chunk with a damaged shard aside, whole (its runs and their child rows), into
+    DIR/quarantine/; its trials become missing and `run --resume` redoes them. Nothing is deleted."""
+    if not damaged:
+        return []
+    bad = {d.path.resolve() for d in damaged}
+    moved: list[Path] = []
+    with campaign.lock():
+        if campaign.uses_commit_records:
+            for record in campaign.commit_records():
+                files = [(t, campaign.shard_dir(t) / n) for t, names in record.shards.items() for n in names]
+                if not any(p.resolve() in bad for _, p in files):
+                    continue
+                record_path = campaign.root / COMMITS / f"{record.txid}.json"
+                target = campaign.root / QUARANTINE / COMMITS / record_path.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(record_path, target)  # the chunk is invisible from here on
+                moved.append(target)
+                for table, path in files:
+                    moved += _move_aside(campaign, table, path)
+        else:
+            stems = {_chunk_stem(d.path.name) for d in damaged}
+            for table in TABLES:
+                for path in campaign.shard_files(table):
+                    if _chunk_stem(path.name) in stems:
+                        moved += _move_aside(campaign, table, path)
+    return moved
+
+
+def _chunk_stem(name: str) -> str:
+    return name.removesuffix(".parquet")
+
+
+def _move_aside(campaign: Campaign, table: str, path: Path) -> list[Path]:
+    target = campaign.root / QUARANTINE / table / path.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(path, target)
+        return [target]
+    return []
+
+
+__all__ = [
+    "CampaignConnection",
+    "CommitRecord",
+    "DamagedShard",
+    "connect",
+    "quarantine",
+    "read_shard",
+    "read_table",
+    "stored_trials",
+    "validate_shards",
+]
