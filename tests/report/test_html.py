@@ -206,7 +206,8 @@ def test_invalid_facts_json_is_shown_not_fatal():
 def test_missing_tables_are_said_plainly():
     page = render(nodes=pd.DataFrame(), iterations=pd.DataFrame())
     assert "No node facts were recorded in this campaign." in page
-    assert "no iterations stored for the slow run" in page
+    assert "No iterations stored for the slow run or its typical run" in page
+    assert 'data-figure="timeline"' not in page
 
 
 def test_rendering_is_deterministic():

@@ -624,14 +624,30 @@ def _timelines(
         '<div class="figs">',
     ]
     hib = variant.higher_is_better
+    missing: list[str] = []
     for pick in picks:
         typical_series = (
             iteration_series(iterations, pick.typical.run_id, hib) if pick.typical is not None else None
         )
+        if pick.typical is not None and typical_series is not None and typical_series.empty:
+            missing.append(f"{pick.typical.node} trial {pick.typical.trial} (typical)")
         for slow in pick.slow:
             series = iteration_series(iterations, slow.run_id, hib)
+            if series.empty:
+                missing.append(f"{slow.node} trial {slow.trial} (slow)")
+                continue
             out.append(plots.timeline_figure(figs, variant, slow, series, pick.typical, typical_series))
-    out += ["</div>", "</details>"]
+    out.append("</div>")
+    if missing:
+        out.append(
+            _explain(
+                f"No iterations stored for the slow run or its typical run of {len(missing)} of these: "
+                + ", ".join(missing[:8])
+                + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                + " (imported results or runs without per-iteration records)."
+            )
+        )
+    out.append("</details>")
     return "\n".join(out)
 
 

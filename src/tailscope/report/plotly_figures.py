@@ -438,14 +438,7 @@ def timeline_figure(
             }
         )
     values = [v for d in data for v in d["y"]]
-    missing = [
-        f"no iterations stored for the {what} run"
-        for what, s in (("slow", series), ("typical", typical_series))
-        if s is not None and s.empty
-    ]
     title = f"{esc(slow.node)} trial {slow.trial}: iterations"
-    if missing:
-        title += f" ({'; '.join(missing)})"
     layout = {
         "title": {"text": title, "x": 0},
         "xaxis": _axis("iteration (in order)"),
