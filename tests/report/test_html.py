@@ -23,8 +23,8 @@ from report_builders import (
 
 from tailscope.analysis.model import CampaignAnalysis, Settings, Verdict
 from tailscope.report.html import select_timeline_runs
+from tailscope.report.markup import esc
 from tailscope.report.plotly_figures import plotly_js
-from tailscope.report.svg import esc
 
 
 def specs(html: str) -> list[tuple[str, str, dict]]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 from tailscope.analysis.cluster import ClusterSummary, NodeEffect
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.analysis.wording import pct
+from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
-from tailscope.report.svg import PALETTE, esc
 
 MAX_NODE_ROWS = 40  # ranked nodes listed per variant (flagged nodes always are)
-_VERDICT_COLOR = {"drain": PALETTE[1], "retest": PALETTE[3], "ok": PALETTE[0]}
 
 
 def render_cluster_section(analysis: CampaignAnalysis) -> str:

@@ -60,5 +60,3 @@ def timeline_text() -> str:
         "and highest value of each bucket of iterations, so single-iteration spikes stay visible. "
         f"{CAUSES}"
     )
-
-

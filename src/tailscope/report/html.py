@@ -39,6 +39,7 @@ from tailscope.report import plotly_figures as plots
 from tailscope.report.answer import Answer, answer_of, run_cause, terms
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
+from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
@@ -52,7 +53,6 @@ from tailscope.report.numbers import (
     value_text,
 )
 from tailscope.report.pages_section import pages_section, virtual_nodes
-from tailscope.report.svg import esc
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
@@ -173,7 +173,7 @@ def render_html(
         )
     extra = [
         ("findings", "All findings", _notes_section(analysis.notes)),
-        ("counters", "Counters", counters_section(analysis, samples)),
+        ("counters", "Counters", counters_section(analysis, samples, figs)),
         ("cluster", "Nodes against the fleet", render_cluster_section(analysis)),
         ("nodes", "Node facts", _nodes_section(nodes)),
         ("pages", "Pages and mitigation", pages_section(nodes)),

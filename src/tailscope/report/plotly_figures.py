@@ -27,7 +27,7 @@ import numpy as np
 
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary
 from tailscope.report.answer import run_cause
-from tailscope.report.svg import esc
+from tailscope.report.markup import esc
 
 MAX_POINTS = 4000  # normal runs drawn per figure; beyond, evenly thinned (slow runs are always drawn)
 MAX_NODE_TRACES = 8  # up to this many nodes get a trace (and legend entry) each
@@ -74,7 +74,14 @@ class Figures:
         self.count = 0
 
     def html(
-        self, kind: str, variant: str, data: list[dict[str, Any]], layout: dict[str, Any], height: int
+        self,
+        kind: str,
+        variant: str,
+        data: list[dict[str, Any]],
+        layout: dict[str, Any],
+        height: int,
+        *,
+        extra: Mapping[str, str] | None = None,
     ) -> str:
         self.count += 1
         fid = f"plot{self.count}"
@@ -89,8 +96,9 @@ class Figures:
         spec = {"data": data, "layout": {**base, **layout}, "config": CONFIG}
         text = json.dumps(spec, separators=(",", ":"), allow_nan=False, default=_json_default)
         text = text.replace("<", "\\u003c")  # no markup inside the script element, whatever a name holds
+        attrs = "".join(f' data-{k}="{esc(v)}"' for k, v in (extra or {}).items())
         return (
-            f'<div class="plot" id="{fid}" data-figure="{esc(kind)}" data-variant="{esc(variant)}" '
+            f'<div class="plot" id="{fid}" data-figure="{esc(kind)}" data-variant="{esc(variant)}"{attrs} '
             f'style="height:{height}px"></div>'
             f'<script type="application/json" id="{fid}-spec">{text}</script>'
         )
@@ -106,6 +114,33 @@ def _json_default(obj: object) -> object:
 
 def _round(x: float) -> float:
     return float(f"{x:.5g}") if math.isfinite(x) else 0.0
+
+
+def log_axis(values: Iterable[float]) -> bool:
+    """True when the positive values span more than LOG_SPAN (the axis is then logarithmic)."""
+    return _log_axis(values)
+
+
+def axis(title: str, log: bool = False, **extra: Any) -> dict[str, Any]:
+    return _axis(title, log, **extra)
+
+
+def hline(y: float, color: str) -> dict[str, Any]:
+    return _hline(y, color)
+
+
+def minmax_thin(xs: Any, ys: Any, limit: int) -> tuple[list[float], list[float]]:
+    """At most `limit` points: each bucket of consecutive points keeps its lowest and highest, in order, so
+    single-sample spikes stay visible."""
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.size <= limit:
+        return x.tolist(), y.tolist()
+    buckets = np.array_split(np.arange(x.size), max(1, limit // 2))
+    keep: list[int] = []
+    for b in buckets:
+        lo, hi = b[np.argmin(y[b])], b[np.argmax(y[b])]
+        keep += sorted({int(lo), int(hi)})
+    return x[keep].tolist(), y[keep].tolist()
 
 
 def _log_axis(values: Iterable[float]) -> bool:
