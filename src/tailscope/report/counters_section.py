@@ -48,8 +48,11 @@ def counters_section(
     section = getattr(analysis, "attribution", None)
     parts: list[str] = []
     if section:
+        from tailscope.probes.catalogue import variant_name
+
+        names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
         for variant in section.get("variants", []):
-            parts.append(_variant_part(variant, figs))
+            parts.append(_variant_part(variant, figs, names.get(str(variant["variant"]))))
     timelines = monitor_timelines(samples, figs) if samples is not None and not samples.empty else []
     if timelines:
         parts.append("<h3>Monitor timelines</h3>")
@@ -71,9 +74,11 @@ def counters_section(
     )
 
 
-def _variant_part(variant: dict[str, Any], figs: plots.Figures) -> str:
+def _variant_part(variant: dict[str, Any], figs: plots.Figures, human: str | None = None) -> str:
     name = str(variant["variant"])
-    out = [f"<h3>{esc(name)}: {variant['runs']} runs with counters, {variant['slow_runs']} slow</h3>"]
+    out = [
+        f"<h3>{esc(human or name)}: {variant['runs']} runs with counters, {variant['slow_runs']} slow</h3>"
+    ]
     rows = []
     for c in variant["counters"][:TABLE_ROWS]:
         rows.append(

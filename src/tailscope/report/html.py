@@ -87,6 +87,7 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .explain{color:#444;max-width:980px;font-size:13px;margin:4px 0 10px}
 .figs{display:flex;flex-wrap:wrap;gap:8px}
 .plot{flex:0 1 calc(50% - 4px);box-sizing:border-box;min-width:320px;max-width:100%;border:1px solid #eee}
+figure.plotbox{flex:0 1 calc(50% - 4px);box-sizing:border-box;min-width:320px}figure.plotbox .plot{width:100%}
 .scroll{max-width:100%;overflow-x:auto}
 figure{margin:0;max-width:100%}svg.chart{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:12px;color:#555;max-width:640px}

@@ -85,11 +85,17 @@ class Figures:
     ) -> str:
         self.count += 1
         fid = f"plot{self.count}"
+        top, bottom = 36, 84  # the legend goes under the x axis title, whatever the figure's height
         base = {
             "height": height,
-            "margin": {"l": 64, "r": 16, "t": 36, "b": 48},
+            "margin": {"l": 64, "r": 16, "t": top, "b": bottom},
             "hovermode": "closest",
-            "legend": {"orientation": "h", "y": -0.2},
+            "legend": {
+                "orientation": "h",
+                "x": 0,
+                "y": -52 / max(60, height - top - bottom),
+                "yanchor": "top",
+            },
             "font": {"size": 12},
             "modebar": {"orientation": "v"},
         }
