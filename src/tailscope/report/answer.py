@@ -75,12 +75,71 @@ class Answer:
 
 
 def answer_of(analysis: CampaignAnalysis, campaign_dir: str = "DIR") -> Answer:
-    """The verdict per node and the causes, from whatever the analysis provides (see the module doc)."""
+    """The verdict per node and the causes, from whatever the analysis provides (see the module doc).
+
+    When the analysis carries node verdicts (`analysis.nodes` or `analysis.node_verdicts`: items with
+    node, verdict, reasons) they are used as given; when its runs carry ranked `causes` ({cause, score,
+    evidence}), the slow runs are grouped by their first cause. Otherwise both are derived here.
+    """
+    given = _given_nodes(analysis)
+    caused = any(getattr(r, "causes", None) for r in analysis.runs)
     return Answer(
-        nodes=tuple(_node_answers(analysis)),
-        causes=tuple(_causes(analysis, campaign_dir)),
-        provisional=True,
+        nodes=tuple(given) if given else tuple(_node_answers(analysis)),
+        causes=tuple(_given_causes(analysis, campaign_dir) if caused else _causes(analysis, campaign_dir)),
+        provisional=not (given and caused),
     )
+
+
+def _field(item: Any, name: str, default: Any = None) -> Any:
+    return item.get(name, default) if isinstance(item, dict) else getattr(item, name, default)
+
+
+def _given_nodes(analysis: CampaignAnalysis) -> list[NodeAnswer]:
+    items = getattr(analysis, "nodes", None) or getattr(analysis, "node_verdicts", None) or ()
+    out = []
+    for item in items:
+        state = str(_field(item, "verdict", ""))
+        if state not in ("healthy", "degraded", "inconclusive"):
+            return []  # not the shape this reads: derive instead
+        reasons = _field(item, "reasons", ()) or ()
+        out.append(NodeAnswer(str(_field(item, "node")), state, tuple(str(r) for r in reasons)))  # type: ignore[arg-type]
+    return sorted(out, key=lambda n: n.node)
+
+
+def _given_causes(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseFinding]:
+    """Slow runs grouped by their top-ranked cause (the analysis' own), most affected first."""
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
+    by_cause: dict[str, list[tuple[RunVerdict, Any]]] = defaultdict(list)
+    for r in analysis.runs:
+        causes = getattr(r, "causes", None)
+        if r.slow and causes:
+            by_cause[str(_field(causes[0], "cause"))].append((r, causes[0]))
+    out = []
+    for cause, items in by_cause.items():
+        runs = [r for r, _ in items]
+        per_probe: dict[str, int] = defaultdict(int)
+        for r in runs:
+            per_probe[names.get(r.variant, r.probe)] += 1
+        best = max(items, key=lambda it: float(_field(it[1], "score", 0.0) or 0.0))
+        counts = ", ".join(f"{p} {k}" for p, k in sorted(per_probe.items(), key=lambda kv: -kv[1]))
+        evidence = f"{len(runs)} slow runs ({counts}); e.g. {best[0].node} trial {best[0].trial}: " + str(
+            _field(best[1], "evidence", "")
+        )
+        top_probe = max(per_probe, key=lambda p: per_probe[p]).split(" ")[0]
+        command = NEXT_COMMAND.get(cause, NEXT_COMMAND["unclassified"])
+        out.append(
+            CauseFinding(
+                cause=cause,
+                title=CAUSE_WORDS.get(cause, cause.replace("_", " ")),
+                runs=len(runs),
+                nodes=tuple(sorted({r.node for r in runs})),
+                probes=tuple(sorted(per_probe)),
+                evidence=evidence,
+                next_command=command.format(probe=top_probe, campaign=campaign_dir),
+                score=sum(r.slowdown for r in runs),
+            )
+        )
+    return sorted(out, key=lambda c: -c.score)
 
 
 def run_cause(run: RunVerdict) -> str:
