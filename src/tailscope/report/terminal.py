@@ -91,7 +91,7 @@ def render_answer(
     if len(named) < len(ranked):
         rest = Counter(n.state for n in ranked[len(named) :] if n not in named)
         put("  " + ", ".join(f"{k} more {state}" for state, k in rest.items()) + " (--verbose lists them)")
-    put(f"probes (median [{pct(s.confidence)} CI] of all runs, slow runs of all runs):")
+    put(f"probes (median [{pct(s.confidence)} CI], run-to-run CV, slow runs):")
     for line in _probe_lines(analysis):
         put(line, "  ", "      ")
     findings = answer.causes[:MAX_FINDINGS]
