@@ -45,6 +45,7 @@ double ts_effective_hz(int chunks, uint64_t adds, double tsc_hz, ts_effclock *ou
     if (out) {
         out->hz = median;
         out->p10_hz = hz[(size_t)chunks / 10];
+        out->q75_hz = hz[(size_t)(chunks - 1) - (size_t)(chunks - 1) / 4];
         out->min_hz = hz[0];
         out->max_hz = hz[chunks - 1];
         out->chunks = chunks;

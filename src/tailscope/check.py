@@ -3,6 +3,8 @@
 Trial counts are sized so the whole check takes about 2-3 minutes on a 2-core machine (`--quick`: ~30 s):
 l2sum is cheap per trial and is where rare slow runs show (many trials); stream and dgemm cost ~1 s per trial;
 fwq's samples show OS noise and its period. `--trials N` runs N trials of every probe instead.
+The answer is the node verdict of the analysis (analysis/health.py): healthy (exit 0), degraded with its
+causes (exit 1) or inconclusive, too busy or too noisy to judge (exit 3), with the limits it used.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def run_check(
     common: dict[str, ParamValue] | None = None,
     settings: Settings | None = None,
     show_progress: bool = True,
+    evidence: bool = True,
     deep: bool = False,
 ) -> CheckResult:
     node = node_name()
@@ -63,6 +66,7 @@ def run_check(
         campaign_dir=campaign_dir,
         show_progress=show_progress,
         label="check",
+        evidence=evidence,
     )
     outcome = run_campaign(request)
     if outcome.interrupted:

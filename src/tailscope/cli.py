@@ -1,7 +1,9 @@
 """The one entry point: `tailscope <verb>`. A thin table of verbs; each calls one library function.
 
-Exit codes (for scripts and health checkers): 0 ok, 1 a verdict failed a user-set limit (or trials failed),
-2 usage or input error, 130 interrupted (finished trials are stored; `--resume` continues).
+Exit codes (for scripts and health checkers; `check`, `analyze`, `verdict --nhc`): 0 healthy, 1 degraded (a
+node failed a limit or is slower than its peers; `run`: trials failed), 2 usage or input error,
+3 inconclusive (a node too busy or too noisy to judge), 130 interrupted (finished trials are stored;
+`--resume` continues).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from typing import Any
 from tailscope import __version__
 from tailscope.addr.cli import add_addr_parser
 from tailscope.analysis.model import Settings
+from tailscope.analysis.settings import settings_from_dict
 from tailscope.campaign.cli import add_campaign_parser
 from tailscope.campaign.runner import RunOutcome
 from tailscope.campaign.verdict import add_verdict_parser
@@ -26,7 +28,7 @@ from tailscope.counters.metrics_cli import add_metrics_parser
 from tailscope.counters.monitor import add_monitor_parser, parse_interval
 from tailscope.errors import InputError, describe_os_error
 from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser, run_counter_import
-from tailscope.options import FRACTION, NON_NEGATIVE, SECONDS, SHARE, TRIALS
+from tailscope.options import FRACTION, NON_NEGATIVE, SECONDS, SHARE, TRIALS, number
 from tailscope.printable import printable
 from tailscope.probes.catalogue import (
     COMMON_OPTIONS,
@@ -37,7 +39,9 @@ from tailscope.probes.catalogue import (
     probe_spec,
 )
 
-EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# The analysis' campaign state (the worst node verdict, analysis/health.py) -> exit code.
+STATE_EXIT = {"healthy": EXIT_OK, "degraded": EXIT_VERDICT, "inconclusive": EXIT_INCONCLUSIVE}
 
 
 class UsageError(InputError):
@@ -136,36 +140,95 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         help="rate of slow runs the tail-count test allows (default 0.01)",
     )
     g.add_argument("--confidence", type=FRACTION, help="coverage of confidence intervals (default 0.95)")
-    v = parser.add_argument_group("verdict limits (exit 1 when one fails)")
+    v = parser.add_argument_group(
+        "verdict limits (on by default, printed with the verdict; 'off' disables one; exit 1 degraded, "
+        "3 inconclusive)"
+    )
     v.add_argument(
         "--max-slow-rate",
-        type=SHARE,
+        type=_limit(SHARE),
         metavar="P",
-        help="fail when the tail-count test shows more slow runs than P",
+        help="degraded when the tail-count test shows more slow runs than P (default 0.01)",
     )
     v.add_argument(
         "--max-q01-drop",
-        type=SHARE,
+        type=_limit(SHARE),
         metavar="X",
-        help="fail when (q01 - median)/median < -X (SJTU rule; e.g. 0.005)",
+        help="degraded when (median - q01)/median > X, or 4 robust sds of the node's noise where larger "
+        "(SJTU rule; default 0.005)",
     )
-    v.add_argument("--max-cv", type=NON_NEGATIVE, metavar="X", help="fail when a node's CV exceeds X")
+    v.add_argument(
+        "--max-cv",
+        type=_limit(NON_NEGATIVE),
+        metavar="X",
+        help="degraded when a node's CV exceeds X (default off)",
+    )
+    v.add_argument(
+        "--max-cv-ratio",
+        type=_limit(number(1)),
+        metavar="K",
+        help="degraded when a node's CV is more than K x its robust CV and above 1%% (default 3)",
+    )
+    v.add_argument(
+        "--max-busy-share",
+        type=SHARE,
+        metavar="S",
+        help="inconclusive when others took more than S of the probe CPUs in the median trial (default 0.10)",
+    )
+
+
+OFF = "off"
+
+
+def _limit(parse: Callable[[str], float]) -> Callable[[str], float | str]:
+    """The bounded number `parse` accepts, or 'off' (the limit is not checked)."""
+
+    def limit(text: str) -> float | str:
+        if text.lower() in (OFF, "none"):
+            return OFF
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} or 'off'") from None
+
+    limit.__name__ = "limit"
+    return limit
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     values: dict[str, Any] = {}
-    if args.threshold:
+    if getattr(args, "threshold", None):
         for d in args.threshold:
             if not 0 < d < 1:
                 raise UsageError(f"--threshold {d}: expected a fraction between 0 and 1 (0.05 = 5%)")
         values["thresholds"] = tuple(args.threshold)
-    for name in ("allowed_slow_rate", "confidence", "max_slow_rate", "max_q01_drop", "max_cv"):
+    for name in (
+        "allowed_slow_rate", "confidence", "max_slow_rate", "max_q01_drop", "max_cv", "max_cv_ratio",
+        "max_busy_share",
+    ):  # fmt: skip
         value = getattr(args, name, None)
-        if value is not None:
-            if not (math.isfinite(value) and value >= 0):
-                raise UsageError(f"--{name.replace('_', '-')} {value}: expected a non-negative number")
+        if value == OFF:
+            values[name] = None
+        elif value is not None:
             values[name] = value
-    return Settings(**values)
+    try:
+        return settings_from_dict(values)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _given_settings(args: argparse.Namespace) -> Settings | None:
+    """Settings when any analysis option was given, else None (the command's own default applies)."""
+    names = ("threshold", "allowed_slow_rate", "confidence", "max_slow_rate", "max_q01_drop", "max_cv",
+             "max_cv_ratio", "max_busy_share")  # fmt: skip
+    return _settings(args) if any(getattr(args, n, None) is not None for n in names) else None
+
+
+def _verdict(args: argparse.Namespace) -> int:
+    from tailscope.campaign.verdict import cmd_verdict
+
+    args.settings = _given_settings(args)
+    return cmd_verdict(args)
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
@@ -231,6 +294,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             monitor=args.monitor,
             monitor_interval_s=parse_interval(args.monitor_interval),
             monitor_events=args.monitor_events,
+            evidence=not args.no_evidence,
         )
     )
     _print_outcome(outcome)
@@ -290,10 +354,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         json.dump(analysis.to_json(), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
-        print("\n".join(render_answer(analysis, campaign_dir=str(args.campaign.resolve()))))
+        campaign = str(args.campaign.resolve())
+        print("\n".join(render_answer(analysis, campaign_dir=campaign, verbose=args.verbose)))
         if args.verbose:
-            print("\n".join(render_summary(analysis)))
-    return EXIT_OK if analysis.verdict.passed else EXIT_VERDICT
+            print("\n".join(render_summary(analysis, verdict=False)))
+    return STATE_EXIT[analysis.verdict.state]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -341,6 +406,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         common=_probe_params(args),
         settings=_settings(args),
         show_progress=not args.no_progress,
+        evidence=not args.no_evidence,
         deep=args.deep,
     )
     if result.analysis is None or result.report is None:
@@ -350,9 +416,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     outcome = result.outcome
     print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")
     campaign = str(outcome.campaign.resolve())
-    print("\n".join(render_answer(result.analysis, width=width, campaign_dir=campaign)))
+    answer = render_answer(result.analysis, width=width, campaign_dir=campaign, verbose=args.verbose)
+    print("\n".join(answer))
     if args.verbose:
-        print("\n".join(render_summary(result.analysis)))
+        print("\n".join(render_summary(result.analysis, verdict=False)))
     advice = list(result.pages_advice)
     if not args.verbose:  # the VM statement in one line; --verbose and the report have all of it
         advice = [
@@ -366,7 +433,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if result.deep is not None:
         print("\n".join(wrap_lines(result.deep.lines(), width)))
     print(f"report: {result.report.resolve()}")
-    return EXIT_OK if result.analysis.verdict.passed else EXIT_VERDICT
+    return STATE_EXIT[result.analysis.verdict.state]
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
@@ -388,7 +455,59 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from tailscope.trace.run import TraceRequest, run_trace
+    from tailscope.trace.summary import render
+
+    command = list(args.program)
+    if command and command[0] == "--":
+        command = command[1:]
+    bins = None
+    if args.bins:
+        try:
+            bins = tuple(float(b) for b in args.bins.split(","))
+        except ValueError:
+            raise UsageError(f"--bins {args.bins}: expected MiB/s edges like 100,200,1024") from None
+        if list(bins) != sorted(bins) or any(b <= 0 for b in bins):
+            raise UsageError(f"--bins {args.bins}: expected increasing positive MiB/s edges")
+    request = TraceRequest(
+        command=command,
+        campaign=args.campaign,
+        node=args.node,
+        events=tuple(e for e in (args.events or "").split(";") if e),
+        uncore_events=tuple(e for e in (args.uncore or "").split(";") if e),
+        numa=args.numa,
+        sysfs=args.sysfs,
+        **({"bins_mibs": bins} if bins else {}),
+    )
+    outcome = run_trace(request)
+    print(f"runtime: {outcome.runtime.family} ({outcome.runtime.path}); traced on {outcome.runs_on}")
+    for line in outcome.skipped:
+        print(f"not counted: {line}")
+    if outcome.child_processes:
+        print(
+            f"note: the program started {outcome.child_processes} other OpenMP process(es); their raw traces "
+            f"are in {outcome.trace_dir / 'ompt'}/child-PID/ (not analysed)"
+        )
+    if outcome.unmatched:
+        print(f"warning: {outcome.unmatched} region begin/end events did not pair")
+    print(render(outcome.regions, outcome.traffic, outcome.placement, outcome.finding.text))
+    print(f"campaign: {outcome.campaign} (run {outcome.run_id})")
+    print(f"OTF2: {outcome.otf2}")
+    print(f"Chrome trace: {outcome.chrome}")
+    if outcome.exit_code != 0:
+        print(f"tailscope: the program exited with status {outcome.exit_code}", file=sys.stderr)
+        return EXIT_VERDICT
+    return EXIT_OK
+
+
 # --- parser ---------------------------------------------------------------------------------------
+_NO_EVIDENCE_HELP = (
+    "do not record what else ran on the probe's CPUs around each trial (/proc, /sys, effective clock; "
+    "docs/evidence.md); causes then read 'no evidence recorded'"
+)
+
+
 def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tailscope {__version__}")
@@ -412,6 +531,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--monitor", action="store_true", help="run the background monitor beside the trials")
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
+    p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     p.add_argument(
         "--scaling",
         action="store_true",
@@ -480,6 +600,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
     p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
+    p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     _add_analysis_options(p)
     p.set_defaults(func=cmd_check)
 
@@ -487,9 +608,37 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_facts)
 
+    p = sub.add_parser(
+        "trace",
+        help="OpenMP regions, memory placement and socket traffic of an unmodified program (OMPT)",
+        description="Run PROGRAM under tailscope's OMPT tool (on LLVM's libomp; a gcc-built program runs on "
+        "it through a libgomp.so.1 link) and store its regions, placement and traffic; writes an OTF2 "
+        "archive and a Chrome trace JSON beside the campaign's shards.",
+    )
+    p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
+    p.add_argument("--node", help="node name to record (default $SLURMD_NODENAME or the host name)")
+    p.add_argument(
+        "--events",
+        metavar="LIST",
+        help="per-thread counters read at each region edge, ';'-separated "
+        "(task-clock;page-faults;cpu/event=0x..,umask=../)",
+    )
+    p.add_argument("--uncore", metavar="LIST", help="uncore counters read at parallel region edges, "
+                   "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)")
+    p.add_argument("--numa", choices=["first", "every", "off"], default="first",
+                   help="copy numa_maps after the first instance of each parallel region (default), each, "
+                   "or never")
+    p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
+                   "(default 100,200,1024,10240)")
+    p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
+    p.set_defaults(func=cmd_trace)
+
     add_addr_parser(sub)
     add_campaign_parser(sub)
-    add_verdict_parser(sub)
+    p = add_verdict_parser(sub)
+    _add_analysis_options(p)
+    p.set_defaults(func=_verdict)
     add_export_parser(sub)
     add_metrics_parser(sub)
     add_monitor_parser(sub)

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from tailscope.analysis.causes.page_placement import PagesTest, pages_tests
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import analyze
@@ -45,6 +46,7 @@ class RunRequest:
     monitor: bool = False  # run tsmon beside the trials and cut each trial's deltas from its samples
     monitor_interval_s: float = 1.0
     monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
+    evidence: bool = True  # per-trial evidence (tailscope.evidence): /proc, /sys, co-runners, clock
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -104,6 +106,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             timeout_s=request.timeout_s,
             show_progress=request.show_progress,
             plans=plans,
+            evidence=request.evidence,
         )
         if request.monitor:
             outcome = _run_with_monitor(request, runner, trials, variants)
@@ -179,10 +182,46 @@ def analyze_campaign(
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
         cluster = cluster_settings_of(campaign.manifest.cluster)
-        analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster)
+        counters, corunners, nodes = load_evidence(con, runs["run_id"].astype(str).tolist())
+        evidence = {"counters": counters, "corunners": corunners, "nodes": nodes}
+        analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster, **evidence)
+        tests = pages_tests_for(campaign_dir, con, analysis)
+        if tests:
+            analysis = analyze(
+                runs, iterations, settings, campaign.campaign_id, cluster, **evidence, pages_tests=tests
+            )
         return with_attribution(con, analysis, runs)
     finally:
         con.close()
+
+
+def pages_tests_for(
+    campaign_dir: Path, con: CampaignConnection, analysis: CampaignAnalysis
+) -> dict[str, PagesTest]:
+    """The pages test (addr explain's permutation test, no slice model) of the variants where a run's
+    best explanation is page-placement and the campaign recorded pages; empty otherwise."""
+    wanted = {r.variant for r in analysis.runs if r.causes and r.causes[0].cause == "page-placement"}
+    if not wanted or not con.has_rows("pages"):
+        return {}
+    if not wanted & set(con.pages(with_trials=True)["variant"].astype(str)):
+        return {}
+    from tailscope.addr.explain import ExplainSettings, explain
+
+    settings = ExplainSettings(threshold=analysis.settings.primary_threshold, permutations=199, seed=14)
+    return {
+        v: t for v, t in pages_tests(explain(campaign_dir, None, settings=settings)).items() if v in wanted
+    }
+
+
+
+
+def load_evidence(
+    con: CampaignConnection, run_ids: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The per-trial evidence (EVIDENCE.md) of the given runs: os counters rows, co-runners (none where the
+    store has no such table yet) and node facts, for the cause catalogue and the node verdicts."""
+    counters = con.counters(run_ids, source="os")
+    return counters, con.corunners(run_ids), con.nodes()
 
 
 def with_attribution(
@@ -271,8 +310,10 @@ def runs_csv(analysis: CampaignAnalysis) -> str:
                 "perf_ratio": r.perf_ratio,
                 "scaled_value": r.scaled_value,
                 "slow": r.slow,
+                "flagged": r.flagged,
                 "kind": r.kind,
                 "cause": run_cause(r),
+                "cause_confidence": r.causes[0].confidence if r.causes else "",
             }
             for r in sorted(analysis.runs, key=lambda r: (r.perf_ratio, r.node, r.trial))
         ]

@@ -48,14 +48,46 @@ def test_level_shift_is_systematic_and_spikes_are_transient(build):
     assert set(kinds) == {"shift", "spike"}  # normal runs are not classified
 
 
-def test_all_low_but_wide_is_not_a_level_shift(build):
+def test_labels_follow_their_definition(build):
+    """Issue 14: 100/100 low iterations were called "transient" and 87/100 "systematic (slow in every
+    iteration)". Now: every iteration low (one in twenty may escape) is systematic whatever the spread (a
+    co-runner lasting the whole run looks like this too: the cause catalogue tells them apart), and a run
+    slow in only part of its iterations is transient."""
     rows, parts = _normal_team_runs(build)
-    rows.append(("wide", "v", "n1", True, True))
+    rows += [("wide", "v", "n1", True, True), ("most", "v", "n1", True, True)]
     parts.append(build.team_iterations("wide", [50.0 + 2.5 * i for i in range(19)]))  # 50 .. 95, all low
-    kind, ev = classify_slow_runs(build.iterations_frame(parts), _runs(rows), D)["wide"]
+    parts.append(build.team_iterations("most", [88.0] * 87 + [100.0] * 13))  # 87 of 100 low
+    kinds = classify_slow_runs(build.iterations_frame(parts), _runs(rows), D)
+    kind, ev = kinds["wide"]
     assert ev.fraction_low == 1.0
-    assert ev.spread == pytest.approx(0.225)  # > (1 - 0.725) / 2
+    assert ev.spread == pytest.approx(0.225)
+    assert kind == "systematic"
+    kind, ev = kinds["most"]
+    assert (ev.low, ev.iterations) == (87, 100)
     assert kind == "transient"
+    # One reference level: the typical iteration of the node's normal runs, and the cut below it.
+    assert ev.reference == pytest.approx(100.0)
+    assert ev.low_cut == pytest.approx(1 - D / 2)  # no slowdown given: the primary threshold's half
+
+
+def test_the_cut_follows_the_run_slowdown_and_the_iteration_noise(build):
+    """A run 1.1% slow in every iteration is systematic when the iterations are quiet (0.08%), though
+    far below the 5% threshold: the cut is half the run's own slowdown, not half the threshold."""
+    rows, parts = [], []
+    rng = __import__("numpy").random.default_rng(3)
+    for i in range(6):
+        rows.append((f"normal-{i}", "v", "n1", True, False))
+        parts.append(build.team_iterations(f"normal-{i}", list(100 * (1 + rng.normal(0, 0.0008, 12)))))
+    rows += [("level", "v", "n1", True, True), ("spike", "v", "n1", True, True)]
+    parts.append(build.team_iterations("level", list(98.9 * (1 + rng.normal(0, 0.0008, 12)))))
+    parts.append(build.team_iterations("spike", [100.0] * 5 + [90.0] + [100.0] * 6))
+    slowdowns = {"level": 0.011, "spike": 0.0083}
+    kinds = classify_slow_runs(build.iterations_frame(parts), _runs(rows), D, slowdowns)
+    kind, ev = kinds["level"]
+    assert kind == "systematic" and ev.low == 12
+    assert ev.low_cut == pytest.approx(1 - 0.011 / 2)
+    kind, ev = kinds["spike"]
+    assert kind == "transient" and ev.low == 1
 
 
 def test_unclassified_when_too_few_or_no_iterations(build):

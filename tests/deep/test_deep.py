@@ -12,7 +12,8 @@ from tailscope.analysis.model import Settings
 from tailscope.deep import degraded, follow_up_variants, run_deep
 from tailscope.importers.iterations_csv import import_iterations
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.store.campaign import Campaign, new_task_id
+from tailscope.store.campaign import new_task_id
+from tailscope.store.load import load_into
 from tailscope.workflow import RunRequest, analyze_campaign, run_campaign
 
 
@@ -23,8 +24,8 @@ def test_degraded_names_the_probe_with_slow_runs(tmp_path):
         value = 100.0 * (0.85 if run in (7, 21, 33) else 1 + 0.001 * (run % 5))
         lines.append(f"n1,{run},0,{value},GFLOPS")
     csv.write_text("\n".join(lines) + "\n")
-    campaign = Campaign.open_or_create(tmp_path / "c")
-    import_iterations(csv, campaign, task=new_task_id())
+    with load_into(tmp_path / "c", "test", create=True) as load:
+        import_iterations(csv, load, task=new_task_id())
     analysis = analyze_campaign(tmp_path / "c", Settings())
     found = degraded(analysis)
     assert list(found) == ["imported:dgemm"]

@@ -81,5 +81,5 @@ def check_run(tmp_path_factory):
         env=env,
         timeout=600,
     )
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 3), proc.stderr  # healthy, degraded, inconclusive (a busy VM)
     return proc.stdout, root / "report.html"

@@ -51,13 +51,23 @@ def test_the_answer_comes_first(html):
     assert "<title>tailscope report: demo</title>" in html
     verdict = html.index('<section id="verdict"')
     assert verdict < html.index('<nav id="toc">') < html.index('<div class="plot"')
-    assert "Verdict: 2 degraded" in html  # n1 (slow runs, failed limit) and the hostile node (slower)
-    assert "Causes of the slow runs" in html and "level shift (systematic slow runs)" in html
-    # The limits you set: the failed check first, with its message; the passed one after it.
-    assert "Limits you set: 1 of 2 checks failed" in html
+    # The box says the worst node verdict (analysis.nodes) and is red, never green above a failing check
+    # (issue 14): n1 failed its limit, the hostile node is healthy.
+    assert "Verdict: DEGRADED (1 degraded, 1 healthy)" in html
+    assert '<section id="verdict" class="verdict v-degraded">' in html
+    answer = html[verdict : html.index('<nav id="toc">')]
+    # n1's line names its causes, as the analysis ranked them.
+    assert 'n1</b>: <span class="bad">degraded: cpu-contention, page-placement</span>' in answer
+    # The causes of the flagged runs, grouped across probes, with the evidence of the best-explained run.
+    assert "Causes of the flagged runs" in answer
+    causes = re.findall(r'<li data-cause="([^"]+)">', answer)
+    assert causes == ["cpu-contention", "page-placement"]
+    assert "stress-ng (pid 4242) took 41% of CPU 0" in answer
+    assert "What to do:</i> what to do about cpu-contention" in answer
+    # The checks: the failed one first, with its message; the passed one after it.
+    assert "Checks: 1 of 2 failed" in html
     assert html.index("2 of 10 runs were slow") < html.index("CV 0.5%; limit 2%: passed")
     # Every term used is explained once, beside the verdict.
-    answer = html[verdict : html.index('<nav id="toc">')]
     for term in ("slow =", "systematic =", "transient =", "! ="):
         assert answer.count(term) == 1
     notes = re.search(r'<ol class="notes">(.*?)</ol>', html, flags=re.DOTALL).group(1)
@@ -92,7 +102,7 @@ def test_sorted_figure_has_every_run_and_the_thresholds(html):
     assert len(points) == 20
     slow = next(t for t in spec["data"] if t["name"].startswith("slow"))
     assert slow["name"] == "slow (2)"
-    assert slow["customdata"][0][:3] == ["n1", 3, "level shift"]  # slowest first: trial 3, ratio 0.88
+    assert slow["customdata"][0][:3] == ["n1", 3, "page-placement"]  # slowest first (0.88), its top cause
     assert (
         "node %{customdata[0]}" in slow["hovertemplate"] and "trial %{customdata[1]}" in slow["hovertemplate"]
     )
@@ -120,6 +130,19 @@ def test_timelines_of_the_selected_slow_runs(html):
         "slow trial 2 (slowest of 2 threads)",
     ]
     assert fwq["data"][1]["y"][0] == 125
+    # No classifier reference on the fwq run: the slow threshold above the typical run's median (times).
+    assert [a["text"] for a in fwq["layout"]["annotations"]] == ["5% slower than the typical median"]
+    # A run whose evidence carries the classifier's reference: the lines are the label's own (issue 14).
+    (l2,) = [
+        s
+        for f, v, s in specs(html)
+        if f == "timeline" and s["layout"]["title"]["text"] == "n1 trial 3: iterations"
+    ]
+    assert [a["text"] for a in l2["layout"]["annotations"]] == [
+        "typical iteration (the label's reference)",
+        "low iteration: more than 6% below it",
+    ]
+    assert [sh["y0"] for sh in l2["layout"]["shapes"]] == [100.0, 94.0]
 
 
 def test_numbers_are_formatted(html):
@@ -136,7 +159,10 @@ def test_slow_runs_table_lists_the_slowest_first(html):
     table = re.search(r"Slow runs of l2sum[^(]*\(2\)</summary>.*?</table>", section, flags=re.DOTALL).group(0)
     rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.DOTALL)[1:]
     assert [re.findall(r"<td[^>]*>(.*?)</td>", r)[1] for r in rows] == ["3", "7"]
-    assert "20 of 20 iterations low (median ratio 0.88)" in table
+    # Each slow run's top cause with its confidence and shape, and that cause's evidence in its own words.
+    assert "page-placement (low); systematic, 20 of 20 iterations low" in table
+    assert "cpu-contention (high); transient, 2 of 20 iterations low" in table
+    assert ">stress-ng (pid 4242) took 41% of CPU 0<" in table
     assert ">12%<" in table and ">7%<" in table
 
 
@@ -232,7 +258,8 @@ def test_one_run_and_equal_values_render():
     )
     page = render(analysis, iterations=pd.DataFrame())
     assert "100.0 [no CI, n=1] GFLOPS" in page
-    assert "Verdict: 1 inconclusive" in page and "bold&lt;/b&gt;: only 1 ok runs" in page
+    assert "Verdict: INCONCLUSIVE (no node had ok runs to judge)" in page
+    assert '<section id="verdict" class="verdict v-inconclusive">' in page
     assert "No slow runs among 1." in page
     assert len(specs(page)) == 3
 
@@ -242,7 +269,8 @@ def test_empty_analysis_renders():
         "c1", Settings(), (), (), (), Verdict(True, ()), ("campaign c1: no runs to analyse",)
     )
     page = render(analysis, nodes=pd.DataFrame(), iterations=pd.DataFrame())
-    assert "Verdict: no runs to analyse" in page and "campaign c1: no runs to analyse" in page
+    assert "Verdict: INCONCLUSIVE (no node had ok runs to judge)" in page
+    assert "campaign c1: no runs to analyse" in page
     assert "<script>" not in page  # no figure: no library
 
 

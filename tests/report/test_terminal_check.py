@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tailscope.analysis.causes import CATALOGUE
 from tailscope.analysis.model import Settings
 from tailscope.report.terminal import render_answer
 from tailscope.workflow import analyze_campaign
@@ -46,9 +47,11 @@ def test_findings_are_grouped_by_cause_and_capped(check_run):
     lines = render_answer(analysis, width=100, campaign_dir=str(report.parent / "c"))
     findings = [line for line in lines if re.match(r"  \d\. ", line)]
     assert len(findings) <= 5
-    causes = [line.split(":")[0] for line in findings]
+    causes = [line.split(". ", 1)[1].split(" [")[0] for line in findings]
     assert len(causes) == len(set(causes))  # one finding per cause, never one per probe
-    nexts = [line for line in lines if line.strip().startswith("next: ")]
-    assert len(nexts) == len(findings)
+    # Each a cause of the catalogue (analysis/causes), with what to do about it.
+    assert set(causes) <= set(CATALOGUE)
+    todo = [line for line in lines if line.strip().startswith("do: ")]
+    assert len(todo) == len(findings)
     narrow = render_answer(analysis, width=60, campaign_dir="/x")
     assert all(len(line) <= 60 for line in narrow)

@@ -27,10 +27,14 @@ class Settings:
     quantile_rule_limit: float = -0.005
     robust_cut: float = 3.5  # one-sided modified z-score (Iglewicz & Hoaglin)
     given_rate: float = 0.005  # rate for "trials needed" when none was observed (seed: 1 in 200)
-    # User-set verdict limits; None = not checked. Exit code 1 when a checked limit fails.
-    max_slow_rate: float | None = None  # fail when the tail-count test rejects p <= this
-    max_q01_drop: float | None = None  # fail when the quantile rule's drop is below -this
-    max_cv: float | None = None  # fail when a node's coefficient of variation exceeds this
+    # Verdict limits (analysis/health.py), on by default; None = not checked. They are printed with the
+    # verdict. `check`, `analyze` and `verdict --nhc` use the same ones.
+    max_slow_rate: float | None = 0.01  # degraded when the tail-count test rejects p <= this
+    max_q01_drop: float | None = 0.005  # SJTU rule (seed 003): degraded when (median - q01)/median > this...
+    floor_sds: float = 4.0  # ...or than this many robust sds of the node's own noise, where that is larger
+    max_cv: float | None = None  # degraded when a node's coefficient of variation exceeds this (absolute)
+    max_cv_ratio: float | None = 3.0  # degraded when CV > this x the robust CV (noise floor) and > 1%
+    max_busy_share: float = 0.10  # inconclusive when others took more of the probe CPUs in the median trial
 
     @property
     def primary_threshold(self) -> float:
@@ -145,6 +149,8 @@ class KindEvidence:
     median_ratio: float
     min_ratio: float
     spread: float  # interquartile range of iteration ratios
+    low_cut: float = 0.975  # an iteration is low below this ratio to the reference (classify.low_cut)
+    reference: float | None = None  # the typical iteration value (metric unit) when the run has one record
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,35 @@ class ClusterSettings:
     min_node_effect: float = 0.01  # a flagged node is at least this much slower than the median node
     bins: int = 0  # speed bins; 0 = the smallest k whose bins span at most bin_tolerance
     bin_tolerance: float = 0.01
+
+
+@dataclass(frozen=True)
+class CauseFinding:
+    """One cause of the catalogue (analysis/causes) applied to one run or node, with what it read."""
+
+    cause: str  # the catalogue's name: cpu-contention, os-noise, ..., unknown
+    score: float  # 0..1: the share of the slowdown the evidence accounts for (ranking key)
+    confidence: Literal["high", "medium", "low"]
+    evidence: dict[str, Any]  # the values read, by name (JSON-ready)
+    sentence: str  # plain words with the evidence values
+    mitigation: str  # what to do about it
+
+
+NodeState = Literal["healthy", "degraded", "inconclusive"]
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """The verdict of one node (analysis/health.py): one screen for terminal, report, NHC, Prometheus."""
+
+    node: str
+    verdict: NodeState
+    reasons: tuple[str, ...]  # plain words, most important first, each with its numbers
+    causes: tuple[CauseFinding, ...]  # ranked node-level causes (degraded: why; inconclusive: busy)
+    limits: tuple[str, ...]  # the limits applied, in words
+    busy_share: float | None = None  # others' share of the probe CPUs, median trial (None: no evidence)
+    drain: bool = False  # the fleet screen (cluster) says drain
+    retest: bool = False  # the fleet screen selects it for a re-test
 
 
 @dataclass(frozen=True)
@@ -177,6 +212,8 @@ class RunVerdict:
     kind: RunKind
     evidence: KindEvidence | None
     extras: dict[str, Any] = field(default_factory=dict)  # probe-specific per-run numbers (fwq noise)
+    flagged: bool = False  # slow, or a robust outlier: the runs that get a kind and causes
+    causes: tuple[CauseFinding, ...] = ()  # ranked, most likely first (analysis/causes); flagged runs only
 
 
 @dataclass(frozen=True)
@@ -193,8 +230,9 @@ class Check:
 
 @dataclass(frozen=True)
 class Verdict:
-    passed: bool
+    passed: bool  # every node healthy
     checks: tuple[Check, ...]
+    state: NodeState = "healthy"  # the worst node: degraded > inconclusive > healthy
 
 
 @dataclass(frozen=True)
@@ -211,6 +249,7 @@ class CampaignAnalysis:
     cluster: tuple[Any, ...] = ()
     # Which counters explain the slow runs (analysis/attribution.py); None when no run has counters.
     attribution: dict[str, Any] | None = None
+    nodes: tuple[NodeHealth, ...] = ()  # one verdict per node (analysis/health.py)
 
     def to_json(self) -> dict[str, Any]:
         """The `analyze --json` object: runs, groups, variants, verdict, settings, notes, methods."""

@@ -1,6 +1,7 @@
 """Plain-words findings of an analysis, most important first, each with its numbers and a next step.
 
-Order (ties keep the order of variants and nodes): failed checks; nodes slower than their peers; nodes
+The node verdicts (health.py) carry the failed checks; the notes do not repeat them.
+Order (ties keep the order of variants and nodes): nodes slower than their peers; nodes
 with slow runs (strongest evidence first, at most `MAX_GROUP_NOTES`, the rest counted); the quantile
 rule passing where the tail count does not; the many-tests caution; each variant's pooled slow-run rate
 and what it means for a synchronous job; fwq noise; failed runs; too few runs for a median interval;
@@ -24,6 +25,7 @@ from tailscope.analysis.binomial import (
     trials_to_observe,
     zero_event_upper_bound,
 )
+from tailscope.analysis.causes.context import ranges_text
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary, Verdict
 from tailscope.analysis.power import runs_to_detect_shift
 from tailscope.analysis.quantiles import min_trials_for_ci
@@ -72,7 +74,6 @@ def compose_notes(
             slow_runs[(r.variant, r.node)].append(r)
     by_variant = {v.variant: v for v in variants}
     notes: list[Note] = [
-        *_failed_checks(verdict),
         *_slow_nodes(groups, by_variant, settings),
         *_slow_runs(groups, slow_runs, settings),
         *_threshold_in_noise(groups, settings),
@@ -89,20 +90,6 @@ def compose_notes(
     ]
     notes.sort(key=lambda note: note[0])
     return tuple(text for _, text in notes)
-
-
-def _failed_checks(verdict: Verdict) -> list[Note]:
-    failed = [c for c in verdict.checks if not c.passed]
-    if not failed:
-        return []
-    names = [f"{c.name} on {c.scope}" for c in failed]
-    return [
-        (
-            10,
-            f"{len(failed)} of {len(verdict.checks)} checks failed ({some(names)}); "
-            f"first: {failed[0].message}",
-        )
-    ]
 
 
 def _slow_nodes(
@@ -165,22 +152,27 @@ def _slow_run_note(g: GroupSummary, slow: Sequence[RunVerdict], settings: Settin
         text += (
             f"That is consistent with the allowed rate {pct(tail.p0)} (binomial p = {p_value(tail.p_value)})."
         )
-    if g.n_systematic:
-        text += (
-            " Systematic runs sat at a lower level in every iteration, as when the physical pages a run got "
-            "conflict in the cache: compare their pages and page policy with normal runs, try 1 GiB pages."
-        )
-    if g.n_transient:
-        text += (
-            " Transient runs lost time in a few iterations: look for other activity on the node during them "
-            "(daemons, interrupts, other jobs)."
-        )
-    return text
+    return text + _causes_text(slow)
+
+
+def _causes_text(slow: Sequence[RunVerdict]) -> str:
+    """' Causes: cpu-contention (trials 13-21), unknown (trial 4).' from the runs' top causes."""
+    by_cause: dict[str, list[int]] = defaultdict(list)
+    for r in slow:
+        if r.causes:
+            by_cause[r.causes[0].cause].append(r.trial)
+    if not by_cause:
+        return ""
+    parts = [
+        f"{cause} (trial{'s' if len(trials) > 1 else ''} {ranges_text(trials)})"
+        for cause, trials in sorted(by_cause.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+    return " Most likely causes: " + ", ".join(parts) + " (each run's evidence is in --json and the report)."
 
 
 def _kinds(systematic: int, transient: int, unclassified: int) -> str:
     systematic_words = "systematic (slow in every iteration: a level shift)"
-    transient_words = "transient (a few iterations slow: interference)"
+    transient_words = "transient (slow in part of the run: interference)"
     unclassified_words = "unclassified (iterations missing or too few to tell)"
     total = systematic + transient + unclassified
     for count, words in (
@@ -205,7 +197,15 @@ def _kinds(systematic: int, transient: int, unclassified: int) -> str:
 
 
 def _quantile_rule_blind(groups: Sequence[GroupSummary], settings: Settings) -> list[Note]:
-    blind = [g for g in groups if g.quantile_rule.passed and g.tails[0].rejects]
+    # Where the rule's limit was widened to the node's own noise, the noise is the finding, not the rule.
+    seed_limit = -abs(settings.max_q01_drop) if settings.max_q01_drop is not None else None
+    blind = [
+        g
+        for g in groups
+        if g.quantile_rule.passed
+        and g.tails[0].rejects
+        and (seed_limit is None or g.quantile_rule.limit >= seed_limit)
+    ]
     notes = []
     for g in blind[:MAX_GROUP_NOTES]:
         rule, tail = g.quantile_rule, g.tails[0]
@@ -299,6 +299,8 @@ def _variant_rates(
                 )
             )
             continue
+        if v.nodes == 1:
+            continue  # the node's own slow-run note says the same numbers
         rate = k / n
         low, high = clopper_pearson(k, n, settings.confidence)
         sizes = sorted({*JOB_NODES, *([v.nodes] if v.nodes > 1 else [])})
@@ -450,7 +452,7 @@ def _threshold_in_noise(groups: Sequence[GroupSummary], settings: Settings) -> l
 
 
 def _noise_vs_screening(variants: Sequence[VariantSummary], groups: Sequence[GroupSummary]) -> list[Note]:
-    notes = []
+    found = []  # (variant, sigma, nodes, needed, have)
     for v in variants:
         mine = [g for g in groups if g.variant == v.variant and g.n >= 2]
         if not mine:
@@ -462,22 +464,35 @@ def _noise_vs_screening(variants: Sequence[VariantSummary], groups: Sequence[Gro
         have = int(np.median([g.n for g in mine]))
         if needed <= have:
             continue
-        notes.append(
+        found.append((v.variant, sigma, len(mine), needed, have))
+    if len(found) == 1:
+        variant, sigma, nodes, needed, have = found[0]
+        return [
             (
                 70,
-                f"{v.variant}: runs vary by {pct(sigma)} (robust sd, 1.4826 x MAD / median, median over "
-                f"{len(mine)} nodes); telling a node that is {pct(SCREEN_SHIFT)} slow from this noise takes "
+                f"{variant}: runs vary by {pct(sigma)} (robust sd, 1.4826 x MAD / median, median over "
+                f"{nodes} nodes); telling a node that is {pct(SCREEN_SHIFT)} slow from this noise takes "
                 f"{needed} runs per node (one-sided alpha 0.01, power 0.9) and nodes have {have}. Quiet the "
                 "probe (pinned threads, huge pages, fixed frequency, idle node) or run more trials.",
             )
+        ]
+    if not found:
+        return []
+    each = "; ".join(f"{v}: {pct(s)}, {need} runs needed, {have} per node" for v, s, _, need, have in found)
+    return [
+        (
+            70,
+            f"Telling a node that is {pct(SCREEN_SHIFT)} slow from the run-to-run noise (robust sd, 1.4826 x "
+            f"MAD / median; one-sided alpha 0.01, power 0.9) takes more runs than were made: {each}. Quiet "
+            "the probes (pinned threads, huge pages, fixed frequency, idle node) or run more trials.",
         )
-    return notes
+    ]
 
 
 def _slow_quantile_interval(
     variants: Sequence[VariantSummary], groups: Sequence[GroupSummary], settings: Settings
 ) -> list[Note]:
-    notes = []
+    found = []  # (variant, q, need, nodes, have)
     for v in variants:
         short = [g for g in groups if g.variant == v.variant and g.low_quantile.lower_rank is None]
         if not short:
@@ -486,12 +501,25 @@ def _slow_quantile_interval(
         need = min_trials_for_ci(q, settings.confidence)
         ns = [g.n for g in short]
         have = f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)} to {max(ns)}"
-        notes.append(
+        found.append((v.variant, q, need, len(short), have))
+    if len(found) == 1:
+        variant, q, need, nodes, have = found[0]
+        return [
             (
                 80,
-                f"{v.variant}: the {100 * q:g}% quantile has no {pct(settings.confidence)} interval below "
-                f"{need} runs per node and {len(short)} nodes have {have}; there the quantile rule rests on "
+                f"{variant}: the {100 * q:g}% quantile has no {pct(settings.confidence)} interval below "
+                f"{need} runs per node and {nodes} nodes have {have}; there the quantile rule rests on "
                 "the slowest one or two runs: judge rare slow runs by the tail count.",
             )
+        ]
+    if not found:
+        return []
+    each = ", ".join(f"{v} ({100 * q:g}%: {need} needed, {have} per node)" for v, q, need, _, have in found)
+    return [
+        (
+            80,
+            f"The slow-side quantiles have no {pct(settings.confidence)} interval with the runs made: "
+            f"{each}; there the quantile rule rests on the slowest one or two runs: judge rare slow runs by "
+            "the tail count.",
         )
-    return notes
+    ]

@@ -13,7 +13,7 @@ from typing import Any
 from tailscope.analysis.model import Settings
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
-_OPTIONAL = ("max_slow_rate", "max_q01_drop", "max_cv")
+_OPTIONAL = ("max_slow_rate", "max_q01_drop", "max_cv", "max_cv_ratio")
 _OPEN_UNIT = ("alpha", "confidence", "quantile_rule_q")  # strictly between 0 and 1
 # May also be 0: a rate of 0 allows no slow run at all (any slow run fails the test), a drop limit of 0
 # allows no drop; a given rate of 0 has no "trials needed".
@@ -21,7 +21,8 @@ _HALF_OPEN_UNIT = ("allowed_slow_rate", "given_rate", "max_slow_rate", "max_q01_
 
 
 def settings_from_dict(values: Mapping[str, Any], base: Settings | None = None) -> Settings:
-    """Settings from `values` (keys are Settings field names; None keeps a limit unchecked).
+    """Settings from `values` (keys are Settings field names; None or "off" turns a limit off, as TOML
+    has no null).
 
     Keys not given keep the value of `base` (default: `Settings()`). `thresholds` accepts any sequence of
     numbers; the first is the primary one.
@@ -35,7 +36,7 @@ def settings_from_dict(values: Mapping[str, Any], base: Settings | None = None) 
             if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
                 raise ValueError(f"setting thresholds: expected a list of numbers, got {value!r}")
             changes[name] = tuple(_number(name, v) for v in value)
-        elif value is None and name in _OPTIONAL:
+        elif name in _OPTIONAL and (value is None or (isinstance(value, str) and value.lower() == "off")):
             changes[name] = None
         else:
             changes[name] = _number(name, value)
@@ -61,6 +62,16 @@ def validate_settings(settings: Settings) -> None:
             raise ValueError(f"setting {name}: expected a number in [0, 1), got {value}")
     if settings.max_cv is not None and not settings.max_cv >= 0.0:
         raise ValueError(f"setting max_cv: expected a number >= 0 (0.01 = 1%), got {settings.max_cv}")
+    if settings.max_cv_ratio is not None and not settings.max_cv_ratio >= 1.0:
+        raise ValueError(
+            f"setting max_cv_ratio: expected a number >= 1 (3 = three times), got {settings.max_cv_ratio}"
+        )
+    if not 0.0 <= settings.max_busy_share <= 1.0:
+        raise ValueError(
+            f"setting max_busy_share: expected a number in [0, 1], got {settings.max_busy_share}"
+        )
+    if not settings.floor_sds > 0.0:
+        raise ValueError(f"setting floor_sds: expected a number > 0, got {settings.floor_sds}")
     if not settings.robust_cut > 0.0:
         raise ValueError(f"setting robust_cut: expected a number > 0, got {settings.robust_cut}")
     if not -1.0 < settings.quantile_rule_limit < 1.0:

@@ -5,15 +5,18 @@ Pipeline (each step is one module; this one only wires them and builds the resul
 2. per variant: the global median; per (variant, node): the node median (scaling.py).
 3. per run: performance ratio, node-scaled value, slow at each threshold (scaling.py), robust score of
    the log ratio against all runs of the variant (robust.py).
-4. slow runs: systematic or transient from their iterations (classify.py); fwq runs: noise (fwq_noise.py).
+4. flagged runs (slow, or robust outliers): systematic or transient from their iterations (classify.py);
+   fwq runs: noise (fwq_noise.py); the ranked causes of every flagged run from its evidence (causes/).
 5. per (variant, node): GroupSummary: median with its exact interval and the slow-side quantile with its
-   interval (quantiles.py), tail counts and trials needed (binomial.py); the node against its peers.
-6. verdict (verdict.py) and plain-words notes (notes.py).
+   interval (quantiles.py), tail counts and trials needed (binomial.py); the node against its peers, by
+   the one fleet screen (cluster.py: drain), so every output names the same nodes.
+6. checks (verdict.py), node verdicts healthy / degraded / inconclusive (health.py), notes (notes.py).
 Output order is deterministic: variants, then nodes, then trials, each sorted (plain string order).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -21,10 +24,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tailscope.analysis import binomial, classify, cluster, fwq_noise, power, quantiles, robust, scaling
+from tailscope.analysis import (
+    binomial,
+    causes,
+    classify,
+    cluster,
+    fwq_noise,
+    health,
+    power,
+    quantiles,
+    robust,
+    scaling,
+)
 from tailscope.analysis.binomial import tail_count, trials_to_observe
 from tailscope.analysis.model import (
     CampaignAnalysis,
+    CauseFinding,
     ClusterSettings,
     GroupSummary,
     KindEvidence,
@@ -67,6 +82,8 @@ METHODS = {
     "kind": classify.METHOD,
     "fwq_noise": fwq_noise.METHOD,
     "power": power.METHOD,
+    "causes": causes.METHOD,
+    "node_verdict": health.METHOD,
     "sd": "sample standard deviation (n - 1), two-pass; undefined for n = 1; cv = sd / mean",
     "mad": "median absolute deviation around the median, unscaled, in the metric's unit",
 }
@@ -78,8 +95,17 @@ def analyze(
     settings: Settings,
     campaign: str,
     cluster_settings: ClusterSettings | None = None,
+    *,
+    counters: pd.DataFrame | None = None,
+    corunners: pd.DataFrame | None = None,
+    nodes: pd.DataFrame | None = None,
+    pages_tests: Mapping[str, Any] | None = None,
 ) -> CampaignAnalysis:
     """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows.
+
+    `counters` (rows with source "os" are the per-trial evidence, EVIDENCE.md), `corunners` and `nodes`
+    (facts) feed the cause catalogue and the node verdicts; without them causes say "no evidence recorded".
+    `pages_tests` (causes.page_placement.pages_tests of an addr explain result) back page-placement.
 
     Raises ValueError with a one-line message for input that cannot be analysed (missing column, an ok
     run with a value <= 0, a variant whose runs disagree on metric, unit or direction).
@@ -96,20 +122,43 @@ def analyze(
     have_iterations = len(iterations) > 0
     if have_iterations:
         _require(iterations, ITERATION_COLUMNS, "iterations")
-    kinds = (
-        classify.classify_slow_runs(iterations, scored, settings.primary_threshold) if have_iterations else {}
-    )
+    kinds: dict[str, tuple[RunKind, KindEvidence | None]] = {}
+    if have_iterations:
+        to_classify = scored.assign(slow=scored["flagged"])
+        slowdowns = dict(zip(scored["run_id"].astype(str), scored["slowdown"].astype(float), strict=True))
+        kinds = classify.classify_slow_runs(iterations, to_classify, settings.primary_threshold, slowdowns)
     fwq_ids = scored.loc[scored["probe"] == "fwq", "run_id"]
     noise = pd.DataFrame()
     if have_iterations and len(fwq_ids):
         _require(iterations, FWQ_ITERATION_COLUMNS, "iterations")
         noise = fwq_noise.fwq_noise(iterations, fwq_ids)
+    extras = {str(r): fwq_noise.run_extras(noise.loc[r]) for r in noise.index} if not noise.empty else {}
+    found = causes.diagnose_runs(
+        scored,
+        kinds,
+        counters=counters,
+        corunners=corunners,
+        nodes=nodes,
+        run_extras=extras,
+        pages_tests=pages_tests,
+    )
 
     variants = _variant_summaries(scored)
-    groups = _group_summaries(scored, failed, kinds, noise, settings)
-    run_verdicts = _run_verdicts(scored, kinds, noise)
-    verdict = make_verdict(groups, settings)
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
+    groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
+    run_verdicts = _run_verdicts(scored, kinds, noise, found)
+    checks = make_verdict(groups, settings)
+    node_verdicts = health.node_health(
+        groups=groups,
+        runs=run_verdicts,
+        checks=checks.checks,
+        cluster=node_ensembles,
+        settings=settings,
+        busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share, extras),
+        facts=causes.node_facts(nodes),
+    )
+    state = health.campaign_state(node_verdicts)
+    verdict = dataclasses.replace(checks, passed=state == "healthy", state=state)
     notes = compose_notes(
         campaign=campaign,
         settings=settings,
@@ -130,6 +179,22 @@ def analyze(
         notes=notes,
         methods=dict(METHODS) | ({"cluster": cluster.METHOD} if node_ensembles else {}),
         cluster=node_ensembles,
+        nodes=node_verdicts,
+    )
+
+
+def _one_node_screen(
+    groups: tuple[GroupSummary, ...], ensembles: tuple[Any, ...]
+) -> tuple[GroupSummary, ...]:
+    """node_outlier = the fleet screen's drain (cluster.py), so notes, terminal, report, NHC and Prometheus
+    name the same nodes; variants on fewer than 3 nodes have no fleet to compare with (no outlier)."""
+    drained = {(c.variant, e.node) for c in ensembles for e in c.nodes if e.drain}
+    screened = {c.variant for c in ensembles}
+    return tuple(
+        dataclasses.replace(g, node_outlier=(g.variant, g.node) in drained)
+        if g.variant in screened or g.node_outlier
+        else g
+        for g in groups
     )
 
 
@@ -152,6 +217,7 @@ def score_runs(ok: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     scored["robust_score"] = score
     scored["robust_outlier"] = robust.slow_outliers(score, settings.robust_cut)
     scored["slow"] = scored["perf_ratio"] < 1.0 - settings.primary_threshold
+    scored["flagged"] = scored["slow"] | scored["robust_outlier"]
     return scored
 
 
@@ -204,6 +270,7 @@ def _group_summaries(
         low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
         low_ci = quantile_ci(values, low_q, settings.confidence)
         drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
+        rule_limit = _rule_limit(values, median, settings)
         tails = tuple(
             tail_count(
                 int(np.count_nonzero(ratio < 1.0 - d)),
@@ -251,8 +318,8 @@ def _group_summaries(
                     q=low_q,
                     quantile=low_ci.estimate,
                     drop=float(drop),
-                    limit=settings.quantile_rule_limit,
-                    passed=bool(drop > settings.quantile_rule_limit),
+                    limit=rule_limit,
+                    passed=bool(drop >= rule_limit),
                 ),
                 tails=tails,
                 n_slow=tails[0].k,
@@ -266,6 +333,16 @@ def _group_summaries(
             )
         )
     return tuple(out)
+
+
+def _rule_limit(values: np.ndarray, median: float, settings: Settings) -> float:
+    """The quantile rule's limit (negative: a drop): the verdict's max_q01_drop widened to floor_sds robust
+    sds of the group's own noise (verdict.quantile_limit), so the table and the verdict agree; the plain
+    quantile_rule_limit when that check is off."""
+    if settings.max_q01_drop is None or median <= 0:
+        return settings.quantile_rule_limit
+    floor = robust.robust_cv(robust.mad(values), median)
+    return -max(settings.max_q01_drop, settings.floor_sds * floor)
 
 
 def _node_level(scored: pd.DataFrame, settings: Settings) -> dict[tuple[str, str], tuple[float, float, bool]]:
@@ -291,10 +368,11 @@ def _run_verdicts(
     scored: pd.DataFrame,
     kinds: Mapping[str, tuple[RunKind, KindEvidence | None]],
     noise: pd.DataFrame,
+    found: Mapping[str, tuple[CauseFinding, ...]],
 ) -> tuple[RunVerdict, ...]:
     columns = [
         "run_id", "node", "probe", "variant", "trial", "value", "unit", "perf_ratio",
-        "scaled_value", "robust_score", "robust_outlier", "slow", "slowdown",
+        "scaled_value", "robust_score", "robust_outlier", "slow", "slowdown", "flagged",
     ]  # fmt: skip
     # Column lists hold plain Python values (str, int, float, bool): JSON-ready without conversion.
     lists = [scored[c].tolist() for c in columns]
@@ -302,10 +380,10 @@ def _run_verdicts(
     out = []
     for fields in zip(*lists, _iso_utc(scored["started_at"]), strict=True):
         run_id, node, probe, variant, trial, value, unit, ratio, scaled, score, outlier, slow = fields[:12]
-        slowdown, started_at = fields[12:]
+        slowdown, flagged, started_at = fields[12:]
         kind: RunKind = "none"
         evidence = None
-        if slow:
+        if flagged:
             kind, evidence = kinds.get(run_id, ("unclassified", None))
         extras = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
         out.append(
@@ -327,6 +405,8 @@ def _run_verdicts(
                 kind=kind,
                 evidence=evidence,
                 extras=extras,
+                flagged=bool(flagged),
+                causes=found.get(str(run_id), ()),
             )
         )
     return tuple(out)

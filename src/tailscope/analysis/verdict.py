@@ -1,13 +1,19 @@
-"""The verdict: one Check per (variant, node) for each limit the user set; nothing else can fail it.
+"""The checks of the verdict: one Check per (variant, node) and limit; on by default (Settings), changeable.
+
+These checks are one input of the node verdict (analysis/health.py); a group whose own noise floor is above
+the slow threshold is not checked there (it is judged inconclusive instead).
 
 - max_slow_rate: the tail-count test of the primary threshold against p0 = the limit. The check fails when
   P(X >= k | n, limit) < alpha, i.e. the node had more slow runs than a rate at the limit plausibly gives
   (not merely when k/n > limit: 1 slow run in 20 is no evidence against a 1% rate).
-- max_q01_drop: the SJTU quantile rule with the user's limit: fails when the slow-side quantile is more
-  than the limit below the median ((median - q01) / median > limit, oriented by the metric's direction).
-- max_cv: fails when the run-to-run coefficient of variation (sd / mean) exceeds the limit. A node with
-  one run has no CV and is not checked (a note says so).
-The verdict passes when every check passes; with no limits set there are no checks and it passes.
+- max_q01_drop: the SJTU quantile rule (seed 003, 0.5%): fails when the slow-side quantile is more than
+  the limit below the median ((median - q01) / median > limit, oriented by the metric's direction). The
+  limit is widened to floor_sds robust sds of the group's own run-to-run noise where that is larger, so a
+  probe's ordinary noise does not fail it (the noise itself is judged by the noise floor).
+- max_cv: fails when the run-to-run coefficient of variation (sd / mean) exceeds the limit (absolute).
+- max_cv_ratio: fails when the CV is more than this many times the robust CV (1.4826 MAD / median: the
+  noise floor, which a few slow runs do not inflate) and above 1%: the sd is made by outlying runs. Needs
+  MIN_RUNS runs. A node with one run has no CV and is not checked.
 """
 
 from __future__ import annotations
@@ -16,7 +22,11 @@ from collections.abc import Iterable
 
 from tailscope.analysis.binomial import tail_p_value
 from tailscope.analysis.model import Check, GroupSummary, Settings, Verdict
+from tailscope.analysis.robust import VISIBLE_SDS, robust_cv
 from tailscope.analysis.wording import p_value, pct, pct_range, quantity, runs_word, were, where
+
+MIN_RUNS = 10  # the CV-ratio check needs this many runs for a robust CV worth comparing with
+CV_FLOOR = 0.01  # a CV below 1% never fails the CV-ratio check
 
 
 def group_checks(group: GroupSummary, settings: Settings) -> list[Check]:
@@ -26,15 +36,66 @@ def group_checks(group: GroupSummary, settings: Settings) -> list[Check]:
     if settings.max_slow_rate is not None:
         checks.append(_slow_rate_check(group, settings, scope))
     if settings.max_q01_drop is not None:
-        checks.append(_quantile_check(group, settings.max_q01_drop, scope))
+        checks.append(_quantile_check(group, quantile_limit(group, settings), scope))
     if settings.max_cv is not None and group.cv is not None:
         checks.append(_cv_check(group, settings.max_cv, scope))
+    if settings.max_cv_ratio is not None and group.cv is not None and group.n >= MIN_RUNS:
+        checks.append(_cv_ratio_check(group, settings.max_cv_ratio, scope))
     return checks
 
 
+def group_floor(group: GroupSummary) -> float:
+    """The group's robust CV (1.4826 MAD / median): its own run-to-run noise."""
+    return robust_cv(group.mad, group.median) if group.median > 0 else 0.0
+
+
+def quantile_limit(group: GroupSummary, settings: Settings) -> float:
+    assert settings.max_q01_drop is not None
+    return max(settings.max_q01_drop, settings.floor_sds * group_floor(group))
+
+
+def limits_text(settings: Settings) -> tuple[str, ...]:
+    """The limits in force, in words, printed with every verdict."""
+    out = []
+    if settings.max_slow_rate is not None:
+        out.append(
+            f"slow-run rate (> {pct(settings.primary_threshold)} below the node median) at most "
+            f"{pct(settings.max_slow_rate)} (binomial test, alpha {settings.alpha:g})"
+        )
+    if settings.max_q01_drop is not None:
+        out.append(
+            f"{100 * settings.quantile_rule_q:g}% quantile at most {pct(settings.max_q01_drop)} below the "
+            f"median, or {settings.floor_sds:g} robust sds of the node's own noise where larger"
+        )
+    if settings.max_cv is not None:
+        out.append(f"CV at most {pct(settings.max_cv)}")
+    if settings.max_cv_ratio is not None:
+        out.append(f"CV at most {settings.max_cv_ratio:g} x the robust CV (or {pct(CV_FLOOR)})")
+    out.append(
+        f"inconclusive when others took more than {pct(settings.max_busy_share)} of the probe CPUs in the "
+        f"median trial, or a probe's noise floor ({VISIBLE_SDS:g} robust sds) exceeds "
+        f"{pct(settings.primary_threshold)}"
+    )
+    return tuple(out)
+
+
 def make_verdict(groups: Iterable[GroupSummary], settings: Settings) -> Verdict:
+    """The checks alone (before the node verdicts of analysis/health.py set `state` and `passed`)."""
     checks = tuple(c for g in groups for c in group_checks(g, settings))
     return Verdict(passed=all(c.passed for c in checks), checks=checks)
+
+
+def _cv_ratio_check(group: GroupSummary, ratio: float, scope: str) -> Check:
+    assert group.cv is not None
+    floor = group_floor(group)
+    limit = max(ratio * floor, CV_FLOOR)
+    passed = group.cv <= limit
+    message = (
+        f"{where(group)}: run-to-run CV {pct(group.cv)} against a robust CV (noise floor) of {pct(floor)} "
+        f"over {runs_word(group.n)}; limit {ratio:g} x floor or {pct(CV_FLOOR)}, i.e. {pct(limit)}: "
+    )
+    message += "passed" if passed else "failed: a few runs far from the rest make the spread"
+    return Check("max_cv_ratio", scope, group.cv, limit, passed, message)
 
 
 def _slow_rate_check(group: GroupSummary, settings: Settings, scope: str) -> Check:

@@ -29,6 +29,8 @@ from tailscope.campaign.progress import Progress
 from tailscope.counters import eventsets, procfs
 from tailscope.counters.eventsets import SetEvent
 from tailscope.errors import InputError
+from tailscope.evidence.collector import EvidenceCollector
+from tailscope.evidence.process import run_watched
 from tailscope.node.facts import collect as collect_facts
 from tailscope.node.facts import node_name, nodes_row
 from tailscope.probes.catalogue import ProbeVariant
@@ -64,12 +66,14 @@ class TrialRows:
     iterations: list[dict[str, Any]] = field(default_factory=list)
     pages: list[dict[str, Any]] = field(default_factory=list)
     counters: list[dict[str, Any]] = field(default_factory=list)
+    corunners: list[dict[str, Any]] = field(default_factory=list)
 
     def extend(self, other: TrialRows) -> None:
         self.runs += other.runs
         self.iterations += other.iterations
         self.pages += other.pages
         self.counters += other.counters
+        self.corunners += other.corunners
 
     def tables(self) -> dict[str, pa.Table]:
         return {
@@ -79,6 +83,7 @@ class TrialRows:
                 ("iterations", self.iterations),
                 ("pages", self.pages),
                 ("counters", self.counters),
+                ("corunners", self.corunners),
             )
         }
 
@@ -181,32 +186,41 @@ def counter_rows(out: ProbeOutput, run_id: str) -> list[dict[str, Any]]:
     return rows
 
 
-def run_trial(campaign: Campaign, trial: Trial, *, node: str, task: str, timeout_s: float) -> TrialRows:
-    """One trial: a fresh probe process, its output parsed into store rows (a failure is a row too)."""
+def run_trial(
+    campaign: Campaign,
+    trial: Trial,
+    *,
+    node: str,
+    task: str,
+    timeout_s: float,
+    evidence: EvidenceCollector | None = None,
+) -> TrialRows:
+    """One trial: a fresh probe process, its output parsed into store rows (a failure is a row too).
+
+    With `evidence`, what else ran on the probe's CPUs is read around the process (tailscope.evidence)."""
     variant = trial.variant
     spec = variant.spec
     run_id = uuid.uuid4().hex
     started_at = utcnow()
     proc_events = _proc_events(variant)
     proc_before = procfs.snapshot(proc_events) if proc_events else {}
-    t0 = time.monotonic()
     status, error, out = "ok", None, None
-    proc = subprocess.Popen(variant.argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
+    if evidence is not None:
+        evidence.begin(variant.variant_id)
+    done = run_watched(
+        variant.argv(),
+        timeout_s,
+        on_sample=evidence.sample if evidence else None,
+        on_exit=evidence.at_exit if evidence else None,
+        sample_interval_s=evidence.settings.sample_interval_s if evidence else 1.0,
+    )
+    stdout, stderr, wall_s = done.stdout, done.stderr, done.wall_s
+    if done.timed_out:
         status, error = "timeout", f"killed after the {timeout_s:g} s trial time limit"
-    finally:
-        if proc.poll() is None:  # interrupted: never leave a probe running behind us
-            proc.kill()
-            proc.wait()
-    wall_s = time.monotonic() - t0
     proc_after = procfs.snapshot(proc_events) if proc_events else {}
-    if status == "ok" and proc.returncode != 0:
-        status = "invalid" if proc.returncode == EXIT_INVALID else "failed"
-        error = (stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    if status == "ok" and done.returncode != 0:
+        status = "invalid" if done.returncode == EXIT_INVALID else "failed"
+        error = (stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
     if status in ("ok", "invalid"):
         try:
             out = parse_probe_output(stdout, name=variant.probe)
@@ -253,6 +267,10 @@ def run_trial(campaign: Campaign, trial: Trial, *, node: str, task: str, timeout
     if out is not None and status == "ok":
         rows.iterations, rows.pages = _rows_from_output(out, run_id)
         rows.counters = counter_rows(out, run_id) + procfs.delta_rows(proc_before, proc_after, run_id)
+    if evidence is not None:
+        found = evidence.finish(run_id, variant.variant_id, config.get("cpus"), done.rusage)
+        rows.counters += found.counters
+        rows.corunners = found.corunners
     return rows
 
 
@@ -301,6 +319,7 @@ class LocalRunner:
     flush_trials: int = 50
     flush_seconds: float = 60.0
     show_progress: bool = True
+    evidence: bool = True  # read tailscope.evidence around every trial (--no-evidence turns it off)
 
     plans: list[Plan] = field(default_factory=list)  # recorded in the manifest with every commit
     committed: int = 0  # transactions committed by this runner
@@ -334,12 +353,20 @@ class LocalRunner:
         progress = Progress(total=len(trials), plan=plan, enabled=self.show_progress)
         buffer, last_flush = TrialRows(), time.monotonic()
         recent_errors: list[str] = []
+        collector = EvidenceCollector() if self.evidence else None
         try:
             with _sigterm_as_interrupt():
                 self._facts = self._node_facts()
                 for trial in trials:
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
-                    rows = run_trial(self.campaign, trial, node=self.node, task=self.task, timeout_s=timeout)
+                    rows = run_trial(
+                        self.campaign,
+                        trial,
+                        node=self.node,
+                        task=self.task,
+                        timeout_s=timeout,
+                        evidence=collector,
+                    )
                     buffer.extend(rows)
                     run = rows.runs[0]
                     ok = run["status"] == "ok"

@@ -1,18 +1,22 @@
 """`tailscope verdict CAMPAIGN`: per-node verdicts for operations — NHC checks, drain commands, Prometheus.
 
-The verdicts are the cluster analysis' (analysis/cluster.py): a node is *drain* when it is slower than the
-fleet's median node beyond the fleet's normal spread with family-wise error alpha_drain across the nodes
-(Bonferroni), *retest* when only the Benjamini-Hochberg selection at alpha_retest picks it, else *ok*.
-A node is judged on every probe variant of the campaign; its verdict is the worst one.
+The verdicts are the analysis' node verdicts (analysis/health.py), the same ones `check` and `analyze`
+print: *healthy*, *degraded* (a limit failed, or the fleet screen drains the node: Bonferroni across the
+nodes, cluster.py) or *inconclusive* (too busy or too noisy to judge, or only selected for a re-test).
+The limits are the analysis defaults, the campaign spec's [thresholds], or the options given here.
 
-- `--nhc`: LBNL NHC's convention. A check prints nothing and returns 0 when the node is healthy; on failure
-  it prints the line NHC's die() logs, `ERROR:  nhc:  Health check failed:  check_tailscope:  <why>`, and the
-  command exits 1, so an NHC config line like `* || check_cmd_status -t 30 -r 0 tailscope verdict DIR --nhc`
-  drains the node with that reason. The node is $SLURMD_NODENAME, else the short host name, else --node.
-- `--drain`: one `scontrol update nodename=N state=drain reason="tailscope: ..."` line per drain node;
-  `--apply` also runs them.
-- `--prometheus FILE`: node_exporter textfile-collector metrics per (node, variant), written atomically
-  (a temporary file in the same directory, then rename), so the collector never reads half a file.
+- `--nhc`: LBNL NHC's convention. A check prints nothing and returns 0 when the node is healthy; when it is
+  degraded it prints the line NHC's die() logs, `ERROR:  nhc:  Health check failed:  check_tailscope:
+  <why>`, and exits 1, so `* || check_cmd_status -t 30 -r 0 tailscope verdict DIR --nhc` drains the node
+  with that reason. An inconclusive node prints its reason on stderr and exits 3 (EXIT_INCONCLUSIVE):
+  `check_cmd_status -r 0` treats that as a failure too; a site that wants to drain only degraded nodes
+  wraps the call (`tailscope verdict DIR --nhc; [ $? -ne 1 ]`). The node is $SLURMD_NODENAME, else the
+  short host name, else --node.
+- `--drain`: one `scontrol update nodename=N state=drain reason="tailscope: ..."` line per degraded node;
+  `--apply` also runs them. Inconclusive nodes are listed in a comment (re-test, not drained).
+- `--prometheus FILE`: node_exporter textfile-collector metrics: per node its verdict, and per (node,
+  variant) the fleet screen's numbers; written atomically (a temporary file in the same directory, then
+  rename), so the collector never reads half a file.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tailscope.analysis.model import CampaignAnalysis, Settings
-from tailscope.analysis.wording import pct
+from tailscope.analysis.health import EXIT_CODES
+from tailscope.analysis.model import CampaignAnalysis, NodeHealth, Settings
 from tailscope.errors import InputError
 from tailscope.node.facts import node_name
 from tailscope.store.campaign import Campaign, write_atomic_bytes
@@ -36,8 +40,7 @@ from tailscope.store.campaign import Campaign, write_atomic_bytes
 if TYPE_CHECKING:
     from tailscope.analysis.cluster import ClusterSummary, NodeEffect
 
-EXIT_OK, EXIT_FAIL = 0, 1
-_SEVERITY = {"ok": 0, "retest": 1, "drain": 2}
+EXIT_OK, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
 
 
 class VerdictInputError(InputError):
@@ -47,40 +50,24 @@ class VerdictInputError(InputError):
 @dataclass(frozen=True)
 class NodeVerdict:
     node: str
-    verdict: str  # ok | retest | drain
+    verdict: str  # healthy | degraded | inconclusive (analysis/health.py)
     reason: str  # plain words, for NHC and the drain reason
+    health: NodeHealth
     findings: tuple[tuple[ClusterSummary, NodeEffect], ...]
 
 
 def node_verdicts(analysis: CampaignAnalysis) -> dict[str, NodeVerdict]:
-    if not analysis.cluster:
-        raise VerdictInputError(
-            f"campaign {analysis.campaign}: no probe variant has runs on 3 or more nodes; node verdicts "
-            "compare a node with its peers"
-        )
+    """The analysis' node verdicts, with the fleet screen's findings of each node."""
     by_node: dict[str, list[tuple[ClusterSummary, NodeEffect]]] = {}
     for summary in analysis.cluster:
         for effect in summary.nodes:
             by_node.setdefault(effect.node, []).append((summary, effect))
     out = {}
-    for node, findings in sorted(by_node.items()):
-        worst = max(findings, key=lambda f: (_SEVERITY[f[1].verdict], f[1].slowdown))
-        summary, effect = worst
-        verdict = effect.verdict
-        if verdict == "ok":
-            reason = "within its peers on every probe"
-        else:
-            rule = (
-                f"p={_p_text(effect.p_value)} < {summary.settings.alpha_drain:g}/{len(summary.nodes)} "
-                "(Bonferroni)"
-                if verdict == "drain"
-                else f"Benjamini-Hochberg at {summary.settings.alpha_retest:g}"
-            )
-            reason = (
-                f"{summary.probe} {pct(effect.slowdown)} slower than the median node "
-                f"({effect.median:.4g} vs {summary.fleet_median:.4g} {summary.unit}, {effect.n} runs, {rule})"
-            )
-        out[node] = NodeVerdict(node, verdict, reason, tuple(findings))
+    for health in analysis.nodes:
+        reason = health.reasons[0] if health.reasons else health.verdict
+        out[health.node] = NodeVerdict(
+            health.node, health.verdict, reason, health, tuple(by_node.get(health.node, ()))
+        )
     return out
 
 
@@ -93,7 +80,7 @@ def this_node() -> str:
 
 
 def nhc_lines(verdict: NodeVerdict) -> list[str]:
-    if verdict.verdict != "drain":
+    if verdict.verdict != "degraded":
         return []
     return [f"ERROR:  nhc:  Health check failed:  check_tailscope:  {verdict.node}: {verdict.reason}"]
 
@@ -102,7 +89,7 @@ def drain_commands(verdicts: dict[str, NodeVerdict]) -> list[list[str]]:
     return [
         ["scontrol", "update", f"nodename={v.node}", "state=drain", f"reason=tailscope: {_reason_text(v)}"]
         for v in verdicts.values()
-        if v.verdict == "drain"
+        if v.verdict == "degraded"
     ]
 
 
@@ -153,7 +140,18 @@ def prometheus_text(analysis: CampaignAnalysis, verdicts: dict[str, NodeVerdict]
                     metrics[name][1].append(f'{name}{{{labels},unit="{_label(summary.unit)}"}} {text}')
                 else:
                     metrics[name][1].append(f"{name}{{{labels}}} {text}")
-    lines = []
+    states = ("healthy", "degraded", "inconclusive")
+    verdict_samples = [
+        f'tailscope_node_verdict{{node="{_label(v.node)}",verdict="{state}",campaign="{_label(campaign)}"}} '
+        f"{int(v.verdict == state)}"
+        for v in verdicts.values()
+        for state in states
+    ]
+    lines = [
+        "# HELP tailscope_node_verdict 1 for the node's verdict (healthy, degraded or inconclusive)",
+        "# TYPE tailscope_node_verdict gauge",
+        *verdict_samples,
+    ]
     for name, (help_text, samples) in metrics.items():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *samples]
     lines += [
@@ -164,8 +162,10 @@ def prometheus_text(analysis: CampaignAnalysis, verdicts: dict[str, NodeVerdict]
     return "\n".join(lines) + "\n"
 
 
-def _settings_for(campaign_dir: Path) -> Settings:
-    """The campaign spec's [thresholds] when it was submitted from one, else the defaults."""
+def _settings_for(campaign_dir: Path, given: Settings | None = None) -> Settings:
+    """Options given on the command line, else the campaign spec's [thresholds], else the defaults."""
+    if given is not None:
+        return given
     spec_path = campaign_dir / "slurm" / "spec.toml"
     if spec_path.is_file():
         from tailscope.campaign.spec import SpecError, load_spec
@@ -185,7 +185,8 @@ def cmd_verdict(args: argparse.Namespace) -> int:
     if args.apply and not args.drain:
         raise VerdictInputError("--apply runs the drain commands: use it with --drain")
     campaign = Campaign.open(args.campaign)
-    analysis = analyze_campaign(args.campaign, _settings_for(args.campaign))
+    given = getattr(args, "settings", None)
+    analysis = analyze_campaign(args.campaign, _settings_for(args.campaign, given))
     verdicts = node_verdicts(analysis)
     code = EXIT_OK
     if args.prometheus:
@@ -204,9 +205,9 @@ def cmd_verdict(args: argparse.Namespace) -> int:
                 if proc.returncode != 0:
                     print(f"tailscope: {command_text(argv)}: {proc.stderr.strip()}", file=sys.stderr)
                     code = EXIT_FAIL
-        retest = [v.node for v in verdicts.values() if v.verdict == "retest"]
+        retest = [v.node for v in verdicts.values() if v.verdict == "inconclusive"]
         if retest:
-            print(f"# re-test (not drained): {' '.join(retest)}")
+            print(f"# inconclusive, re-test (not drained): {' '.join(retest)}")
     if args.nhc:
         node = args.node or this_node()
         verdict = verdicts.get(node)
@@ -215,21 +216,23 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         else:
             for line in nhc_lines(verdict):
                 print(line)
-            if verdict.verdict == "retest":
-                print(f"tailscope: {node}: re-test suggested: {verdict.reason}", file=sys.stderr)
-            if verdict.verdict == "drain":
-                code = EXIT_FAIL
+            if verdict.verdict == "inconclusive":
+                print(f"tailscope: {node}: inconclusive: {verdict.reason}", file=sys.stderr)
+            code = max(code, EXIT_CODES[verdict.verdict])
     return code
 
 
-def add_verdict_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_verdict_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
     p = sub.add_parser("verdict", help="per-node verdicts of a cluster campaign: NHC, drain, Prometheus")
     p.add_argument("campaign", type=Path, metavar="CAMPAIGN")
     p.add_argument(
-        "--nhc", action="store_true", help="NHC check for this node: exit 1 when it fails (default)"
+        "--nhc",
+        action="store_true",
+        help="NHC check for this node: exit 1 when degraded, 3 when inconclusive (default)",
     )
     p.add_argument("--node", help="the node to check (default $SLURMD_NODENAME, else the short host name)")
     p.add_argument("--drain", action="store_true", help="print scontrol drain commands for the failing nodes")
     p.add_argument("--apply", action="store_true", help="with --drain: run them")
     p.add_argument("--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)")
     p.set_defaults(func=cmd_verdict)
+    return p

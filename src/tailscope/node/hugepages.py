@@ -223,7 +223,7 @@ def mitigation(facts: Mapping[str, Any], *, sweep_dir: str = "sweep-1g") -> list
             ),
         )
     )
-    out.append(sweep_advice(sweep_dir))
+    out.append(sweep_advice(facts, sweep_dir))
     return out
 
 
@@ -249,13 +249,27 @@ def vm_advice(virtualization: str, node: str = "this node") -> Advice:
     )
 
 
-def sweep_advice(sweep_dir: str = "sweep-1g") -> Advice:
+def sweep_advice(facts: Mapping[str, Any] | None = None, sweep_dir: str = "sweep-1g") -> Advice:
+    """The 1 GiB offset sweep; the snoop-filter reading only on CPU families where seed 000 established it
+    (analysis/causes/vendor.py), never on others (an AMD node got Xeon 8160 advice: issue 14)."""
+    from tailscope.analysis.causes.vendor import cpu_name, snoop_filter_family
+
     offsets = ",".join(SWEEP_OFFSETS)
+    family = snoop_filter_family(facts or {})
+    if family:
+        reading = (
+            f"offsets whose runs are slower conflict in the snoop filter ({family}; the seed's 24-core "
+            "Xeon 8160: none in the first 32 MiB, the pattern repeats every 256 MiB)"
+        )
+    else:
+        reading = (
+            "offsets whose runs are slower are placements that conflict in the caches (no address-to-cache "
+            f"mapping is known for {cpu_name(facts or {})}, so this sweep is how to find out)"
+        )
     return Advice(
         "1 GiB offset sweep",
         "The seed's test: put l2sum's L2-sized array on a 1 GiB page (contiguous physical addresses) and "
-        "shift its start in the page; offsets whose runs are slower conflict in the snoop filter (24-core "
-        f"Xeon 8160: none in the first 32 MiB, the pattern repeats every 256 MiB). {len(SWEEP_OFFSETS)} "
+        f"shift its start in the page; {reading}. {len(SWEEP_OFFSETS)} "
         f"offsets {SWEEP_STEP} apart cover one period; each needs offset + array bytes within the page. "
         "Needs free 1 GiB pages (see above); every offset is one variant, run interleaved trial by trial, "
         "and `compare` judges each against offset 0 (slow-run rates, Fisher's exact test, median shift).",

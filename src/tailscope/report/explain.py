@@ -9,7 +9,7 @@ from __future__ import annotations
 from tailscope.analysis.model import Settings
 from tailscope.analysis.wording import pct
 
-__all__ = ["CAUSES", "table_text", "timeline_text"]
+__all__ = ["CAUSES", "table_text", "timeline_text", "verdict_text"]
 
 
 def _thresholds(settings: Settings) -> str:
@@ -55,8 +55,23 @@ def timeline_text() -> str:
         "Each iteration of a slow run (colour) against a typical run of the same node (grey: the run "
         "closest to the node median). Warm-up iterations are left out. Drawn are the barrier-to-barrier "
         "team times where the probe records them, else the slowest thread of each iteration; stream is "
-        "drawn by its triad kernel. The dashed line is the slow threshold measured from the typical run's "
-        "median iteration (below it for rates, above it for times). Long runs are drawn as the lowest "
+        "drawn by its triad kernel. Where the slow run has one record per iteration, the grey dotted line "
+        "is the typical iteration its label was measured against and the dashed line the low cut: an "
+        "iteration beyond it counts as low, and a run low in every iteration is systematic, in a few "
+        "transient (the classifier's own reference and cut). Otherwise the dashed line is the slow "
+        "threshold measured from the typical run's median iteration (below it for rates, above it for "
+        "times). Long runs are drawn as the lowest "
         "and highest value of each bucket of iterations, so single-iteration spikes stay visible. "
         f"{CAUSES}"
     )
+
+
+def verdict_text(has_checks: bool) -> str:
+    text = (
+        "Each node is healthy, degraded (a limit failed or it is slower than its peers; its causes are "
+        "named) or inconclusive (too busy or too noisy to judge); the campaign's verdict is the worst "
+        "node's. Exit codes: 0 healthy, 1 degraded, 3 inconclusive."
+    )
+    if has_checks:
+        return text + " Each check applies one limit to one node and variant."
+    return text + " All limits are off, so only the fleet screen and the busy/noise screens judged."

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import (
     CampaignAnalysis,
     GroupSummary,
@@ -36,7 +37,7 @@ from tailscope.analysis.wording import p_value, pct, period
 from tailscope.probes.catalogue import variant_name
 from tailscope.report import explain
 from tailscope.report import plotly_figures as plots
-from tailscope.report.answer import Answer, answer_of, run_cause, terms
+from tailscope.report.answer import Answer, answer_of, terms
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
 from tailscope.report.markup import esc
@@ -306,50 +307,62 @@ MAX_ANSWER_NODES = 20  # nodes listed by name in the verdict; the rest are count
 def _answer_section(
     analysis: CampaignAnalysis, answer: Answer, nodes: pd.DataFrame, hardware_counters: bool | None
 ) -> str:
+    """The campaign state and one line per node (analysis/health.py), the causes grouped across probes
+    (analysis/causes), the limits and checks. The box's colour is the worst node's verdict, inconclusive
+    when no node was judged: it is green only when every node is healthy, so never above a failing cell."""
     states = Counter(n.state for n in answer.nodes)
-    worst = "degraded" if states["degraded"] else "inconclusive" if states["inconclusive"] else "healthy"
+    state = answer.state
     summary = ", ".join(f"{states[k]} {k}" for k in ("degraded", "inconclusive", "healthy") if states[k])
-    shown = sorted(answer.nodes, key=lambda n: ("degraded", "inconclusive", "healthy").index(n.state))
+    shown = sorted(
+        answer.nodes, key=lambda n: (("degraded", "inconclusive", "healthy").index(n.state), n.node)
+    )
     listed = [n for n in shown if n.state != "healthy"][:MAX_ANSWER_NODES]
     healthy = [n for n in shown if n.state == "healthy"]
     if len(healthy) <= 3:
         listed += healthy
-    items = [
-        f'<li><b>{esc(n.node)}</b>: <span class="{STATE_CSS[n.state]}">{n.state}</span>'
-        + (f" &mdash; {esc('; '.join(n.reasons[:3]))}" if n.state != "healthy" else "")
-        + (f" (+{len(n.reasons) - 3} more)" if len(n.reasons) > 3 else "")
-        + "</li>"
-        for n in listed
-    ]
+    items = []
+    for n in listed:
+        causes = f": {', '.join(n.causes)}" if n.state == "degraded" and n.causes else ""
+        reasons = n.reasons[:3] if n.state != "healthy" else n.reasons[:1]
+        items.append(
+            f'<li><b>{esc(n.node)}</b>: <span class="{STATE_CSS[n.state]}">{n.state}{esc(causes)}</span>'
+            + (f" &mdash; {esc('; '.join(reasons))}" if reasons else "")
+            + (f" (+{len(n.reasons) - 3} more in the node verdict table)" if len(n.reasons) > 3 else "")
+            + "</li>"
+        )
     unlisted = len(shown) - len(listed)
     if unlisted:
         rest = Counter(n.state for n in shown if n not in listed)
         items.append(
             "<li>"
             + ", ".join(f"{k} more {s}" for s, k in rest.items())
-            + " (every node in the Nodes tables and the CSV)</li>"
+            + " (every node in the node verdict table and the CSV)</li>"
         )
     causes = [
-        f"<li><b>{esc(c.title)}</b>: {esc(c.evidence)}. Next: <code>{esc(c.next_command)}</code></li>"
+        f'<li data-cause="{esc(c.cause)}"><b>{esc(c.title)}</b> ({esc(c.confidence)} confidence): '
+        f"{esc(c.evidence)}. <i>What to do:</i> {esc(c.mitigation)}."
+        + (f" Test it: <code>{esc(c.next_command)}</code>" if c.next_command else "")
+        + "</li>"
         for c in answer.causes[:5]
     ]
     verdict = [
-        f'<section id="verdict" class="verdict v-{worst}">',
-        f'<div class="word">Verdict: {esc(summary or "no runs to analyse")}</div>',
+        f'<section id="verdict" class="verdict v-{state}">',
+        f'<div class="word">Verdict: {esc(state.upper())} ({esc(summary or "no node had ok runs to judge")})'
+        "</div>",
         f'<ul class="nodes">{"".join(items)}</ul>',
     ]
     if causes:
-        verdict.append(f'<h3>Causes of the slow runs</h3><ol class="causes">{"".join(causes)}</ol>')
-    else:
-        verdict.append("<p>No slow runs: nothing to explain.</p>")
+        more = f" (the first 5 of {len(answer.causes)})" if len(answer.causes) > 5 else ""
+        verdict.append(f'<h3>Causes of the flagged runs{more}</h3><ol class="causes">{"".join(causes)}</ol>')
+    elif analysis.runs:
+        verdict.append("<p>No flagged runs: nothing to explain.</p>")
+    verdict.append(_explain(explain.verdict_text(bool(analysis.verdict.checks))))
+    limits = next((n.limits for n in analysis.nodes if n.limits), ())
+    if limits:
+        verdict.append(_explain("Limits: " + "; ".join(limits) + "."))
     verdict.append(_explain(terms(analysis)))
-    if answer.provisional:
-        verdict.append(
-            _explain(
-                "The node verdicts are derived from the tail-count tests, the node-against-fleet scores and "
-                "any limits you set; causes from the iteration pattern of each slow run."
-            )
-        )
+    if len(analysis.nodes) > len(listed) or any(len(n.reasons) > 3 for n in analysis.nodes):
+        verdict.append(_node_verdicts_table(analysis))
     if analysis.verdict.checks:
         verdict.append(_checks_table(analysis))
     verdict.append("</section>")
@@ -364,7 +377,8 @@ def _answer_section(
     if hardware_counters is False:
         caveats.append(
             "No hardware counters were recorded (no PMU here, or no --events set): causes are judged from "
-            "timing alone, not from cache or memory counters."
+            "timing and the OS evidence of each trial (/proc, /sys, co-runners), not from cache or memory "
+            "counters."
         )
     aside = (
         '<aside class="caveat"><b>Caveat</b>' + "".join(f"<p>{c}</p>" for c in caveats) + "</aside>"
@@ -374,11 +388,31 @@ def _answer_section(
     return f'<div class="answer">{"".join(verdict)}{aside}</div>'
 
 
+def _node_verdicts_table(analysis: CampaignAnalysis) -> str:
+    """Every node's verdict with all its reasons (collapsed)."""
+    rows = [
+        [
+            _td(n.node),
+            _td(n.verdict, css=STATE_CSS[n.verdict]),
+            _td(", ".join(dict.fromkeys(c.cause for c in n.causes)) or "-"),
+            _td("; ".join(n.reasons)),
+        ]
+        for n in sorted(analysis.nodes, key=lambda n: (-SEVERITY[n.verdict], n.node))
+    ]
+    return (
+        f"<details><summary>Node verdicts ({len(rows)} nodes, every reason)</summary>"
+        + _table(["node", "verdict", "causes", "reasons"], rows)
+        + "</details>"
+    )
+
+
 def _checks_table(analysis: CampaignAnalysis) -> str:
     rows = [
         [
             _td(c.name),
             _td(c.scope),
+            _td(_fraction(c.observed), num=True),
+            _td(_fraction(c.limit), num=True),
             _td("passed" if c.passed else "FAILED", css="good" if c.passed else "bad"),
             _td(c.message),
         ]
@@ -386,8 +420,10 @@ def _checks_table(analysis: CampaignAnalysis) -> str:
     ]
     failed = sum(1 for c in analysis.verdict.checks if not c.passed)
     return (
-        f"<details><summary>Limits you set: {failed} of {len(analysis.verdict.checks)} checks "
-        "failed</summary>" + _table(["check", "variant/node", "result", "what was seen"], rows) + "</details>"
+        f"<details><summary>Checks: {failed} of {len(analysis.verdict.checks)} "
+        "failed</summary>"
+        + _table(["check", "variant/node", "observed", "limit", "result", "what was seen"], rows)
+        + "</details>"
     )
 
 
@@ -583,12 +619,13 @@ def _slow_runs_table(
     rows = []
     for r in shown:
         d = decimals_for(r.value)
+        top = r.causes[0] if r.causes else None
+        cause = f"{top.cause} ({top.confidence})" if top is not None else "-"
         ev = r.evidence
-        evidence = (
-            f"{ev.low} of {ev.iterations} iterations low (median ratio {ev.median_ratio:.2f})"
-            if ev is not None
-            else "-"
-        )
+        shape = r.kind if r.kind in ("systematic", "transient") else ""
+        if ev is not None:
+            shape += f"{', ' if shape else ''}{ev.low} of {ev.iterations} iterations low"
+        evidence = top.sentence.split("): ", 1)[-1] if top is not None else "-"
         rows.append(
             [
                 _td(r.node),
@@ -596,7 +633,7 @@ def _slow_runs_table(
                 _td(str(r.started_at)[11:19], title=str(r.started_at)),
                 _td(f"{value_text(r.value, d)} {r.unit}", num=True),
                 _td(pct(r.slowdown), num=True, css="bad"),
-                _td(run_cause(r)),
+                _td(cause + (f"; {shape}" if shape else "")),
                 _td(evidence),
             ]
         )
@@ -637,7 +674,9 @@ def _timelines(
             if series.empty:
                 missing.append(f"{slow.node} trial {slow.trial} (slow)")
                 continue
-            out.append(plots.timeline_figure(figs, variant, slow, series, pick.typical, typical_series))
+            out.append(
+                plots.timeline_figure(figs, variant, slow, series, pick.typical, typical_series, settings)
+            )
     out.append("</div>")
     if missing:
         out.append(

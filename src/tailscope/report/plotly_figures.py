@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary
+from tailscope.analysis.wording import pct
 from tailscope.report.answer import run_cause
 from tailscope.report.markup import esc
 
@@ -456,8 +457,11 @@ def timeline_figure(
     series: Any,
     typical: RunVerdict | None,
     typical_series: Any,
+    settings: Settings | None = None,
 ) -> str:
-    """Iterations of one slow run (and its node's typical run) in iteration order."""
+    """Iterations of one slow run (and its node's typical run) in iteration order, with the level the
+    run's label was judged against: the classifier's own reference and low cut (analysis/classify.py)
+    where the run has them, else the slow threshold below the typical run's median iteration."""
     data = []
     for label, run, s, color in (
         (f"typical trial {typical.trial}" if typical else "", typical, typical_series, COLORS[0]),
@@ -478,14 +482,55 @@ def timeline_figure(
                 "<extra></extra>",
             }
         )
-    values = [v for d in data for v in d["y"]]
+    levels = timeline_levels(variant, slow, typical_series, settings)
+    values = [v for d in data for v in d["y"]] + [y for y, _, _, _ in levels]
+    log = _log_axis(values)
+    at = (lambda y: math.log10(y)) if log else (lambda y: y)  # annotations on a log axis are placed in log10
     title = f"{esc(slow.node)} trial {slow.trial}: iterations"
     layout = {
         "title": {"text": title, "x": 0},
         "xaxis": _axis("iteration (in order)"),
-        "yaxis": _axis(variant.unit, _log_axis(values)),
+        "yaxis": _axis(variant.unit, log),
+        "shapes": [
+            {**_hline(y, color), "line": {"color": color, "width": 1, "dash": dash}}
+            for y, _, color, dash in levels
+        ],
+        "annotations": [_hlabel(at(y), text) for y, text, _, _ in levels],
     }
     return figs.html("timeline", variant.variant, data, layout, 260)
+
+
+def timeline_levels(
+    variant: VariantSummary, slow: RunVerdict, typical_series: Any, settings: Settings | None
+) -> list[tuple[float, str, str, str]]:
+    """(value, label, colour, dash) of the horizontal lines of a timeline: the label's reference and low
+    cut when the classifier recorded them, else the primary slow threshold below the typical median."""
+    ev = slow.evidence
+    if ev is not None and ev.reference is not None and ev.reference > 0:
+        cut = 1.0 - ev.low_cut
+        return [
+            (ev.reference, "typical iteration (the label's reference)", "#555", "dot"),
+            (
+                _slow_level(ev.reference, cut, variant.higher_is_better),
+                f"low iteration: more than {pct(cut)} {'below' if variant.higher_is_better else 'above'} it",
+                "#ff7f0e",
+                "dash",
+            ),
+        ]
+    if settings is None or typical_series is None or typical_series.empty:
+        return []
+    reference = float(typical_series.median)
+    if not math.isfinite(reference) or reference <= 0:
+        return []
+    d = settings.primary_threshold
+    return [
+        (
+            _slow_level(reference, d, variant.higher_is_better),
+            f"{pct(d)} slower than the typical median",
+            "#ff7f0e",
+            "dash",
+        )
+    ]
 
 
 def windows_of(injections: Any, nodes: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:

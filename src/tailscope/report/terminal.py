@@ -8,7 +8,9 @@ the answer) is the full table of every (variant, node), the cluster blocks, the 
     campaign 3f2a...: 2 variants, 1 node, 400 ok runs, 1 failed
     probe  node  n    median [95% CI]              CV     slow >5%  slow >10%  kinds
     l2sum  n1    200  95.12 [95.01, 95.20] GB/s    0.41%  3/200     1/200      2 systematic, 1 transient
-    verdict: PASS (no limits set; --max-slow-rate, --max-q01-drop or --max-cv make it a test)
+    verdict: DEGRADED (1 of 1 node degraded)
+      n1: degraded: cpu-contention in trials 13-21 (9 of 9 flagged runs of l2sum): stress-ng (pid 4242) ...
+    limits: slow-run rate (> 5% below the node median) at most 1% (binomial test, alpha 0.05); ...
     notes:
       - node n1, l2sum-1a2b: 3 of 200 runs (1.5%, ...) were more than 5% slower than the node median ...
 
@@ -24,6 +26,7 @@ import shutil
 import textwrap
 from collections import Counter
 
+from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import CampaignAnalysis, GroupSummary
 from tailscope.analysis.wording import pct, pct_range
 from tailscope.probes.catalogue import variant_name
@@ -31,7 +34,6 @@ from tailscope.report.answer import answer_of, terms
 from tailscope.report.numbers import kinds_text, median_ci_text, tail_text
 
 __all__ = [
-    "MAX_FAILED_CHECKS",
     "MAX_NOTES",
     "render_answer",
     "render_summary",
@@ -40,15 +42,15 @@ __all__ = [
 ]
 
 MAX_NOTES = 3  # the most important notes; the rest are in the report and --json
-MAX_FAILED_CHECKS = 10
 MAX_GROUP_ROWS = 30  # beyond this many (variant, node) rows only the slowest nodes of each variant are listed
 SLOWEST_SHOWN = 10
 MAX_NAMED_NODES = 12  # drain / re-test lists longer than this are cut, with the count
 WIDTH = 100  # notes are wrapped to this many columns
 
 
-MAX_FINDINGS = 5
+MAX_FINDINGS = 3  # causes shown without --verbose (all with it, and in the report)
 MAX_NODE_LINES = 12  # nodes named one per line (degraded and inconclusive first); the rest are counted
+MAX_REASONS = 2  # reasons shown per node (all with --verbose, in the report and in --json)
 
 
 def terminal_width(default: int = WIDTH) -> int:
@@ -56,9 +58,11 @@ def terminal_width(default: int = WIDTH) -> int:
 
 
 def render_answer(
-    analysis: CampaignAnalysis, *, width: int | None = None, campaign_dir: str = "DIR"
+    analysis: CampaignAnalysis, *, width: int | None = None, campaign_dir: str = "DIR", verbose: bool = False
 ) -> list[str]:
-    """The verdict per node, one line per probe, the findings by cause, the terms: wrapped at `width`."""
+    """The verdict per node (analysis/health.py), one line per probe, the causes of the flagged runs
+    grouped across probes (analysis/causes), the terms: wrapped at `width`. `verbose` names every node
+    with all its reasons."""
     width = width or terminal_width()
     answer = answer_of(analysis, campaign_dir)
     s = analysis.settings
@@ -78,40 +82,91 @@ def render_answer(
 
     states = Counter(n.state for n in answer.nodes)
     summary = ", ".join(f"{states[k]} {k}" for k in ("degraded", "inconclusive", "healthy") if states[k])
-    put(f"verdict: {summary or 'no node analysed'}")
+    put(f"verdict: {answer.state.upper()} ({summary or 'no node had ok runs to judge'})")
     order = ("degraded", "inconclusive", "healthy")
     ranked = sorted(answer.nodes, key=lambda n: (order.index(n.state), n.node))
     named = [n for n in ranked if n.state != "healthy"][:MAX_NODE_LINES]
-    if len(ranked) <= MAX_NODE_LINES:
+    if len(ranked) <= MAX_NODE_LINES or verbose:
         named = ranked
     for n in named:
-        reasons = "" if n.state == "healthy" else ": " + "; ".join(n.reasons[:2])
-        more = f" (+{len(n.reasons) - 2} more)" if n.state != "healthy" and len(n.reasons) > 2 else ""
-        put(f"{n.node}: {n.state}{reasons}{more}", "  ", "      ")
+        causes = f": {', '.join(n.causes)}" if n.state == "degraded" and n.causes else ""
+        if verbose:  # every reason on its own lines
+            put(f"{n.node}: {n.state}{causes}", "  ", "      ")
+            for reason in n.reasons:
+                put(reason, "    - ", "      ")
+            continue
+        head = f"{n.node}: {n.state}{causes}"
+        more = (
+            f" (+{len(n.reasons) - 1} more: --verbose)" if len(n.reasons) > 1 and n.state != "healthy" else ""
+        )
+        room = max(40, 2 * (width - 6) - len(head) - len(more) - 12)  # about two lines
+        first = _clip(n.reasons[0], room) if n.reasons else ""
+        put(head + (f" - {first}{more}" if first else ""), "  ", "      ")
     if len(named) < len(ranked):
-        rest = Counter(n.state for n in ranked[len(named) :] if n not in named)
+        rest = Counter(n.state for n in ranked if n not in named)
         put("  " + ", ".join(f"{k} more {state}" for state, k in rest.items()) + " (--verbose lists them)")
+    limits = next((n.limits for n in analysis.nodes if n.limits), ())
+    failed = [c for c in analysis.verdict.checks if not c.passed]
+    checks = f"; {len(failed)} of {len(analysis.verdict.checks)} checks failed" if failed else ""
+    if verbose and limits:
+        put("limits: " + "; ".join(limits) + checks, "  ", "      ")
+    elif analysis.nodes:
+        put(f"limits: {_limits_short(analysis)}{checks} (--verbose for more)", "  ", "      ")
     put(f"probes (median [{pct(s.confidence)} CI], run-to-run CV, slow runs):")
     for line in _probe_lines(analysis):
         put(line, "  ", "      ")
-    findings = answer.causes[:MAX_FINDINGS]
-    if findings:
-        put("findings, by cause across probes:")
-        for i, c in enumerate(findings, start=1):
-            put(f"{i}. {c.title}: {c.evidence}", "  ", "     ")
-            put(f"next: {c.next_command}", "     ", "       ")
-        if len(answer.causes) > MAX_FINDINGS:
-            put(f"  ({len(answer.causes) - MAX_FINDINGS} more causes in the report)")
+    shown = answer.causes if verbose else answer.causes[:MAX_FINDINGS]
+    if shown:
+        of = (
+            f" ({len(shown)} of {len(answer.causes)}; --verbose for all)"
+            if len(shown) < len(answer.causes)
+            else ""
+        )
+        put(f"causes of the flagged runs, most important first{of}:")
+        for i, c in enumerate(shown, start=1):
+            head = f"{i}. {c.cause} [{c.confidence}]: "
+            room = max(40, 2 * (width - 5) - len(head) - 12)  # about two lines
+            put(head + (c.evidence if verbose else _clip(c.evidence, room)), "  ", "     ")
+            todo = c.mitigation if verbose else c.mitigation.split("; ")[0]
+            put(f"do: {todo}", "     ", "       ")
+            if c.next_command:
+                put(f"next: {c.next_command}", "     ", "       ")
     elif analysis.runs:
-        put("findings: no slow runs")
+        put("causes: no flagged runs")
     comparisons = _comparison_lines(analysis)
     for line in comparisons:
         put(line, "", "    ")
     put("terms: " + terms(analysis))
-    failed = [c for c in analysis.verdict.checks if not c.passed]
-    if failed:
-        put(f"limits you set: {len(failed)} of {len(analysis.verdict.checks)} checks failed (--verbose)")
     return out
+
+
+def _clip(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters: whole '; '-clauses while they fit, then the next one cut at
+    a word; '...' marks the cut (--verbose and the report have it all)."""
+    if len(text) <= limit:
+        return text
+    kept = ""
+    for clause in text.split("; "):
+        joined = f"{kept}; {clause}" if kept else clause
+        if len(joined) <= limit:
+            kept = joined
+            continue
+        if limit - len(kept) >= 40:  # room for a useful part of the next clause
+            kept = joined[:limit].rsplit(" ", 1)[0].rstrip(",;:(")
+        break
+    return kept + " ..."
+
+
+def _limits_short(analysis: CampaignAnalysis) -> str:
+    s = analysis.settings
+    parts = [
+        f"slow-run rate {pct(s.max_slow_rate)}" if s.max_slow_rate is not None else "",
+        f"q01 drop {pct(s.max_q01_drop)}" if s.max_q01_drop is not None else "",
+        f"CV {pct(s.max_cv)}" if s.max_cv is not None else "",
+        f"CV {s.max_cv_ratio:g}x robust" if s.max_cv_ratio is not None else "",
+        f"busy {pct(s.max_busy_share)}",
+    ]
+    return ", ".join(p for p in parts if p)
 
 
 def wrap_lines(lines: list[str] | tuple[str, ...], width: int) -> list[str]:
@@ -168,8 +223,9 @@ def _comparison_lines(analysis: CampaignAnalysis) -> list[str]:
     return out
 
 
-def render_summary(analysis: CampaignAnalysis) -> list[str]:
-    """The summary as lines without newlines: header, one row per group, the verdict, the top notes."""
+def render_summary(analysis: CampaignAnalysis, *, verdict: bool = True) -> list[str]:
+    """The summary as lines without newlines: header, one row per group, the verdict (unless `verdict`
+    is False: `--verbose` prints it after `render_answer`, which has it), the top notes."""
     s = analysis.settings
     n_failed = sum(g.n_failed for g in analysis.groups)
     nodes = len({g.node for g in analysis.groups})
@@ -199,7 +255,17 @@ def render_summary(analysis: CampaignAnalysis) -> list[str]:
     else:
         lines.append("no successful runs to analyse")
     lines += _cluster_lines(analysis)
-    lines += _verdict_lines(analysis)
+    if verdict:
+        lines += _verdict_lines(analysis)
+    elif analysis.verdict.checks:
+        lines.append("checks:")
+        for c in sorted(analysis.verdict.checks, key=lambda c: (c.passed, c.scope, c.name)):
+            lines += textwrap.wrap(
+                _printable(f"{'passed' if c.passed else 'FAILED'} {c.name} {c.scope}: {c.message}"),
+                WIDTH,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
     if analysis.notes:
         lines.append("notes:")
         for note in analysis.notes[:MAX_NOTES]:
@@ -273,21 +339,40 @@ def _columns(rows: list[list[str]]) -> list[str]:
 
 
 def _verdict_lines(analysis: CampaignAnalysis) -> list[str]:
-    verdict = analysis.verdict
-    word = "PASS" if verdict.passed else "FAIL"
-    if not verdict.checks:
-        return [
-            f"verdict: {word} (no limits set; --max-slow-rate, --max-q01-drop or --max-cv make it a test)"
-        ]
-    failed = [c for c in verdict.checks if not c.passed]
-    if not failed:
-        return [f"verdict: {word} (all {len(verdict.checks)} checks passed)"]
-    lines = [f"verdict: {word} ({len(failed)} of {len(verdict.checks)} checks failed)"]
-    for c in failed[:MAX_FAILED_CHECKS]:
-        text = _printable(f"{c.name}: {c.message}")
-        lines += textwrap.wrap(text, WIDTH, initial_indent="  FAIL ", subsequent_indent="    ")
-    if len(failed) > MAX_FAILED_CHECKS:
-        lines.append(f"  ({len(failed) - MAX_FAILED_CHECKS} more failed checks in the report)")
+    """The campaign state, one line per node that is not healthy (all nodes when few), and the limits.
+
+    The state is the node verdicts' worst (analysis/health.py): never PASS above a failing probe."""
+    nodes = analysis.nodes
+    if not nodes:
+        return ["verdict: INCONCLUSIVE (no node has ok runs to judge)"]
+    state = analysis.verdict.state
+    counts = Counter(n.verdict for n in nodes)
+    summary = ", ".join(
+        f"{counts[s]} of {_count(len(nodes), 'node')} {s}" for s in ("degraded", "inconclusive") if counts[s]
+    )
+    lines = [
+        f"verdict: {state.upper()}" + (f" ({summary})" if summary else f" ({_count(len(nodes), 'node')})")
+    ]
+    shown = [n for n in nodes if n.verdict != "healthy"] if len(nodes) > MAX_NODE_LINES else list(nodes)
+    shown.sort(key=lambda n: (-SEVERITY[n.verdict], n.node))
+    for n in shown[:MAX_NODE_LINES]:
+        head = f"  {_printable(n.node)}: {n.verdict}"
+        if n.verdict == "degraded" and n.causes:
+            head += ": " + ", ".join(dict.fromkeys(c.cause for c in n.causes))
+        lines.append(head)
+        for reason in n.reasons[:MAX_REASONS]:
+            lines += textwrap.wrap(
+                _printable(reason), WIDTH, initial_indent="    - ", subsequent_indent="      "
+            )
+        if len(n.reasons) > MAX_REASONS:
+            lines.append(f"    ({len(n.reasons) - MAX_REASONS} more reasons in the report and in --json)")
+    hidden = len(nodes) - min(len(shown), MAX_NODE_LINES)
+    if hidden > 0:
+        lines.append(f"  ({hidden} more nodes, healthy or beyond the first {MAX_NODE_LINES}, in --json)")
+    if nodes:
+        lines += textwrap.wrap(
+            "limits: " + "; ".join(nodes[0].limits), WIDTH, initial_indent="", subsequent_indent="  "
+        )
     return lines
 
 

@@ -243,11 +243,19 @@ class CampaignConnection:
             "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
         )
 
-    def counters(self, run_ids: Sequence[str]) -> pd.DataFrame:
+    def counters(self, run_ids: Sequence[str], *, source: str | None = None) -> pd.DataFrame:
+        """Counter rows of the given runs (of one source: perf, proc, os = per-trial evidence, monitor)."""
+        extra, params = ("AND source = ?", [source]) if source else ("", [])
         return self.df(
             "SELECT run_id, source, pmu, unit, event, value FROM counters "
-            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-            [list(run_ids)],
+            f"WHERE run_id IN (SELECT unnest(?::VARCHAR[])) {extra}",
+            [list(run_ids), *params],
+        )
+
+    def corunners(self, run_ids: Sequence[str]) -> pd.DataFrame:
+        """Other processes that ran on the probe CPUs during the given runs (per-trial evidence)."""
+        return self.df(
+            "SELECT * FROM corunners WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
         )
 
     def has_rows(self, table: str) -> bool:

@@ -6,6 +6,9 @@ analysis, report) takes column names and types from here; nothing else declares 
 # Schema version history (SCHEMA_VERSION)
 # 1 - 2026-11: runs, iterations, pages, nodes, counters, samples.
 # 2 - 2026-11: commit records (DIR/commits/): only shards a commit names are visible; page checksums.
+#     New optional tables in the same version (a campaign without their shards reads them as empty):
+#     corunners (per-trial evidence), regions, placement, traffic (tailscope trace).
+#     corunners added (optional table: a campaign without its shards reads it as empty).
 Older versions keep loading once a version 2 exists; an unknown version is refused by name
 (see `check_schema_version`).
 """
@@ -172,7 +175,7 @@ COUNTERS = Table(
     "counters",
     (
         Column("run_id", pa.string()),
-        Column("source", pa.string(), doc="perf | proc | imported:<format> | monitor"),
+        Column("source", pa.string(), doc="perf | proc | os (trial evidence) | imported:<format> | monitor"),
         Column("pmu", pa.string(), doc="cpu, uncore_cha, uncore_imc, software, proc, ..."),
         Column("unit", pa.int32(), nullable=True, doc="cpu / cha / imc / upi index"),
         Column("event", pa.string()),
@@ -202,7 +205,94 @@ SAMPLES = Table(
     doc="background monitor samples",
 )
 
-TABLES: dict[str, Table] = {t.name: t for t in (RUNS, ITERATIONS, PAGES, NODES, COUNTERS, SAMPLES)}
+# --- `tailscope trace` (OMPT tool, seed 004). One trace is one `runs` row (probe "trace:<program>", source
+# "ompt", metric "wall"); these child tables hang off its run_id. New tables in version 2's wave: a campaign
+# without them reads them as empty.
+REGIONS = Table(
+    "regions",
+    (
+        Column("run_id", pa.string()),
+        Column("thread", pa.int32(), doc="OpenMP thread, numbered by the tool in order of first event"),
+        Column("kind", pa.string(), doc="parallel | implicit_task | work | sync (the OMPT callback)"),
+        Column("construct", pa.string(), doc="parallel, implicit_task, loop, single, barrier_implicit, ..."),
+        Column("parallel", pa.int64(), doc="the tool's id of the enclosing parallel region instance, from 1"),
+        Column("depth", pa.int32(), doc="nesting depth on the thread, 0 outermost"),
+        Column("object", pa.string(), nullable=True, doc="loaded object holding codeptr_ra (dladdr)"),
+        Column("offset", pa.int64(), nullable=True, unit="B", doc="codeptr_ra - object base; null: none"),
+        Column("function", pa.string(), nullable=True, doc="addr2line of offset - 1"),
+        Column("file", pa.string(), nullable=True),
+        Column("line", pa.int32(), nullable=True),
+        Column("tsc_begin", pa.int64(), unit="cycles"),
+        Column("tsc_end", pa.int64(), unit="cycles"),
+        Column("mono_begin_ns", pa.int64(), unit="ns", doc="CLOCK_MONOTONIC from the tool's TSC anchors"),
+        Column("mono_end_ns", pa.int64(), unit="ns"),
+        Column("seconds", pa.float64(), unit="s"),
+        Column("cpu_begin", pa.int32(), doc="CPU at entry (RDTSCP TSC_AUX)"),
+        Column("cpu_end", pa.int32(), doc="CPU at exit"),
+        Column("socket", pa.int32(), doc="socket of cpu_begin (-1 unknown)"),
+        Column("numa_node", pa.int32(), doc="NUMA node of cpu_begin (-1 unknown)"),
+        Column("team_size", pa.int32(), nullable=True, doc="parallel: requested; implicit_task: actual"),
+        Column("thread_num", pa.int32(), nullable=True, doc="implicit_task: omp_get_thread_num()"),
+        Column("iterations", pa.int64(), nullable=True, doc="work: the count OMPT reports"),
+        Column("end_inferred", pa.bool_(), doc="no end from the runtime (gcc `single`): ends at its barrier"),
+        Column("counters", pa.string(), nullable=True, doc="counter deltas, JSON {event: delta}"),
+    ),
+    key=("run_id", "thread", "tsc_begin", "depth"),
+    doc="one row per OpenMP construct instance per thread (tailscope trace)",
+)
+
+PLACEMENT = Table(
+    "placement",
+    (
+        Column("run_id", pa.string()),
+        Column("snapshot", pa.int32(), doc="numa_maps copy number"),
+        Column("parallel", pa.int64(), doc="parallel region instance it was taken after (0: at exit)"),
+        Column("tsc", pa.int64(), unit="cycles"),
+        Column("numa_node", pa.int32()),
+        Column("socket", pa.int32(), doc="socket of the node's CPUs (-1: memory-only node)"),
+        Column("bytes", pa.int64(), unit="B", doc="the program's anonymous data on that node"),
+        Column("mappings", pa.int32(), doc="anonymous mappings with resident pages"),
+    ),
+    key=("run_id", "snapshot", "numa_node"),
+    doc="where the traced program's data lived (/proc/PID/numa_maps at region boundaries)",
+)
+
+TRAFFIC = Table(
+    "traffic",
+    (
+        Column("run_id", pa.string()),
+        Column("parallel", pa.int64(), doc="parallel region instance"),
+        Column("src_socket", pa.int32(), doc="socket the bytes came from (-1: link peer unknown)"),
+        Column("dst_socket", pa.int32(), doc="socket whose threads (or link receiver) took them"),
+        Column("bytes", pa.float64(), unit="B"),
+        Column("seconds", pa.float64(), unit="s", doc="the region's duration"),
+        Column("source", pa.string(), doc="placement-model | uncore"),
+        Column("event", pa.string(), nullable=True, doc="uncore event counted (null for placement-model)"),
+        Column("link", pa.string(), nullable=True, doc="uncore link unit, e.g. uncore_upi_0"),
+    ),
+    key=("run_id", "parallel", "source", "event", "link", "src_socket", "dst_socket"),
+    doc="bytes between sockets per parallel region instance; `source` says whether measured or modelled",
+)
+
+CORUNNERS = Table(
+    "corunners",
+    (
+        Column("run_id", pa.string()),
+        Column("pid", pa.int64(), doc="process id"),
+        Column("comm", pa.string(), doc="/proc/PID/comm (the process name)"),
+        Column("cmdline", pa.string(), nullable=True, doc="first 200 characters of the command line"),
+        Column("cpu_s", pa.float64(), unit="s", doc="CPU time it used on the probe's CPUs during the trial"),
+        Column("share", pa.float64(), doc="cpu_s / (trial wall_s x number of probe CPUs)"),
+    ),
+    key=("run_id", "pid"),
+    doc="processes other than the probe and the runner that ran on the probe's CPUs during a trial "
+    "(tailscope.evidence; at most 10 per trial, share >= 1%; optional: campaigns without it read as empty)",
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (RUNS, ITERATIONS, PAGES, NODES, COUNTERS, SAMPLES, CORUNNERS, REGIONS, PLACEMENT, TRAFFIC)
+}
 
 RUN_STATUSES = ("ok", "failed", "timeout", "invalid")
 

@@ -1,0 +1,56 @@
+"""frequency: the probe CPUs ran at a lower clock than the node's usual one.
+
+Reads the effective clock (median of short dependent-add chunks, `effective_mhz`; a PMU-free measure that
+the host's preemption does not bias), cpufreq's current frequency and thermal-throttle counts where /sys
+has them. Explained slowdown = 1 - clock / usual clock (a compute-bound probe slows in proportion).
+"""
+
+from __future__ import annotations
+
+from tailscope.analysis.causes.base import explained_score, finding, vs_usual
+from tailscope.analysis.causes.context import RunContext
+from tailscope.analysis.model import CauseFinding
+
+NAME = "frequency"
+READS = ("effective_mhz", "cpufreq_khz", "throttle_count")
+MIN_DROP = 0.01
+MITIGATION = (
+    "check the governor (performance), turbo and power-capping settings, cooling and thermal throttling "
+    "(thermal_throttle counts); fix the frequency for benchmarks"
+)
+
+
+def assess(ctx: RunContext) -> CauseFinding | None:
+    drops = {}
+    for name in ("effective_mhz", "cpufreq_khz"):
+        now, usual = ctx.value(name), ctx.typical(name)
+        if now is not None and usual is not None and usual > 0:
+            drops[name] = 1.0 - now / usual
+    throttles = ctx.excess("throttle_count") or 0.0
+    drop = max(drops.values(), default=0.0)
+    if drop < MIN_DROP and throttles <= 0:
+        return None
+    parts = []
+    if "effective_mhz" in drops:
+        parts.append(
+            f"effective clock {vs_usual(ctx.value('effective_mhz'), ctx.typical('effective_mhz'), 'mhz')}"
+        )
+    if "cpufreq_khz" in drops:
+        now_khz, usual_khz = ctx.value("cpufreq_khz"), ctx.typical("cpufreq_khz")
+        parts.append(
+            "cpufreq "
+            + vs_usual(now_khz / 1000 if now_khz else None, usual_khz / 1000 if usual_khz else None, "mhz")
+        )
+    if throttles > 0:
+        parts.append(f"{throttles:.0f} thermal throttle events")
+    sentence = f"{ctx.cpu_text()} ran slower than usual: " + "; ".join(parts)
+    score = explained_score(drop, ctx.slowdown) if drop >= MIN_DROP else 0.2
+    evidence = {
+        "clock_drop": drop,
+        "effective_mhz": ctx.value("effective_mhz"),
+        "usual_effective_mhz": ctx.typical("effective_mhz"),
+        "cpufreq_khz": ctx.value("cpufreq_khz"),
+        "usual_cpufreq_khz": ctx.typical("cpufreq_khz"),
+        "throttle_count": ctx.value("throttle_count"),
+    }
+    return finding(NAME, ctx, score, sentence, MITIGATION, evidence)

@@ -1,0 +1,363 @@
+"""The node verdict: healthy, degraded (with its causes) or inconclusive (too busy or too noisy to judge).
+
+One screen per node, used by the terminal, the report, `verdict --nhc`, `--drain` and Prometheus alike:
+
+1. inconclusive, busy: in the median trial, other processes (and the hypervisor's steal) took more than
+   `max_busy_share` of the probe CPUs (evidence rows, EVIDENCE.md). Says how busy, who ran, what to do.
+2. degraded: a (variant, node) group that is not too noisy fails a check (verdict.py: slow-run rate with
+   the binomial test, the SJTU quantile rule widened to the node's own noise, CV far above the noise floor),
+   or the fleet screen (cluster.py: Bonferroni) drains the node. The causes are the node's flagged runs'
+   top causes (analysis/causes), grouped, with their trials; hardware-config for a drained node.
+3. inconclusive, noisy: a group's noise floor (3 robust sds) is above the slow threshold, so slow runs
+   cannot be told from noise there; or the fleet screen selects the node for a re-test only (BH).
+4. healthy otherwise.
+The campaign's state is the worst node's: degraded > inconclusive > healthy.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tailscope.analysis.causes import hardware_config
+from tailscope.analysis.causes.context import corunner_lists, cpu_list_text, ranges_text, run_features
+from tailscope.analysis.model import (
+    CauseFinding,
+    Check,
+    GroupSummary,
+    NodeHealth,
+    NodeState,
+    RunVerdict,
+    Settings,
+)
+from tailscope.analysis.robust import noise_floor, robust_cv
+from tailscope.analysis.verdict import limits_text
+from tailscope.analysis.wording import pct, some
+
+METHOD = (
+    "node verdict: inconclusive when others took more than max_busy_share of the probe CPUs in the median "
+    "trial; degraded when a group within its noise floor fails a check or the fleet screen drains the node; "
+    "inconclusive when a group's noise floor (3 robust sds) exceeds the slow threshold or the node is only "
+    "selected for a re-test; healthy otherwise"
+)
+
+MIN_RUNS_FOR_FLOOR = 6  # a median interval needs 6 runs; below that the noise floor is not judged
+BUSY_ADVICE = (
+    "rerun when the node is idle, or reserve the probe CPUs (Slurm --exclusive, a cpuset, isolcpus) so "
+    "nothing else runs there"
+)
+NOISY_ADVICE = (
+    "quiet the probe (pinned threads, huge pages, fixed frequency, idle node) or judge with a larger "
+    "--threshold"
+)
+SEVERITY: dict[str, int] = {"healthy": 0, "inconclusive": 1, "degraded": 2}
+EXIT_CODES: dict[str, int] = {"healthy": 0, "degraded": 1, "inconclusive": 3}
+
+
+@dataclass(frozen=True)
+class Busy:
+    """How busy a node's probe CPUs were, from the evidence of all its trials."""
+
+    trials: int  # trials with evidence
+    median_share: float  # others + steal, share of the probe CPUs, median over trials
+    busy_trials: tuple[int, ...]  # trials above the limit
+    cpus: tuple[int, ...]
+    # (comm, its pids, median share over the trials it ran in, trials seen), biggest total first
+    corunners: tuple[tuple[str, tuple[int, ...], float, int], ...]
+    source: str = "os"  # os: evidence rows (EVIDENCE.md); fwq: the fwq probe's noise fraction (no evidence)
+
+
+def busy_by_node(
+    scored: pd.DataFrame,
+    counters: pd.DataFrame | None,
+    corunners: pd.DataFrame | None,
+    limit: float,
+    fwq: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Busy]:
+    """Per node with evidence: the Busy numbers (all its trials, every probe). A node without evidence
+    rows but with fwq runs is judged by fwq's noise fraction: the share of each quantum's time the probe
+    thread did not run its work (others, the host, interrupts), which is what "busy" means here."""
+    out = _fwq_busy(scored, fwq or {}, limit)
+    features, cpus = run_features(counters if counters is not None else pd.DataFrame())
+    if features.empty or not {"others_share", "steal_share"} & set(features.columns):
+        return out
+    share = features.reindex(columns=["others_share", "steal_share"]).sum(axis=1, min_count=1)
+    co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
+    for node, g in scored.groupby("node", sort=True):
+        ids = [r for r in g["run_id"].astype(str) if r in share.index and pd.notna(share.get(r))]
+        if not ids:
+            continue
+        trial_of = dict(zip(g["run_id"].astype(str), g["trial"].astype(int), strict=True))
+        shares = share.reindex(ids)
+        # By command name: a co-runner restarted between trials, or one with several worker processes
+        # (stress-ng-cpu), is one "who"; its share per trial is the sum over its processes.
+        per_trial: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        pids: dict[str, set[int]] = defaultdict(set)
+        for r in ids:
+            for c in co.get(r, ()):
+                per_trial[c.comm][r] += c.share
+                pids[c.comm].add(c.pid)
+        top = sorted(per_trial.items(), key=lambda kv: -sum(kv[1].values()))[:5]
+        node_cpus = sorted({c for r in ids for c in cpus.get(r, ())})
+        out[str(node)] = Busy(
+            trials=len(ids),
+            median_share=float(np.median(shares.to_numpy(dtype=float))),
+            busy_trials=tuple(sorted({trial_of[r] for r in ids if shares[r] > limit})),
+            cpus=tuple(node_cpus),
+            corunners=tuple(
+                (comm, tuple(sorted(pids[comm])), float(np.median(list(v.values()))), len(v))
+                for comm, v in top
+            ),
+        )
+    return out
+
+
+def _fwq_busy(scored: pd.DataFrame, fwq: Mapping[str, Mapping[str, Any]], limit: float) -> dict[str, Busy]:
+    out = {}
+    usable = [r for r, e in fwq.items() if e.get("noise_fraction") is not None]
+    runs = scored.loc[scored["run_id"].astype(str).isin(usable), ["node", "run_id", "trial"]]
+    for node, g in runs.groupby("node", sort=True):
+        shares = {
+            int(t): float(fwq[str(r)]["noise_fraction"]) for r, t in zip(g["run_id"], g["trial"], strict=True)
+        }
+        out[str(node)] = Busy(
+            trials=len(shares),
+            median_share=float(np.median(list(shares.values()))),
+            busy_trials=tuple(sorted(t for t, s in shares.items() if s > limit)),
+            cpus=(),
+            corunners=(),
+            source="fwq",
+        )
+    return out
+
+
+def node_health(
+    *,
+    groups: Sequence[GroupSummary],
+    runs: Sequence[RunVerdict],
+    checks: Sequence[Check],
+    cluster: Sequence[Any],
+    settings: Settings,
+    busy: Mapping[str, Busy],
+    facts: Mapping[str, Mapping[str, Any]],
+) -> tuple[NodeHealth, ...]:
+    """One NodeHealth per node of `groups`, sorted by node name."""
+    limits = limits_text(settings)
+    by_scope: dict[str, list[Check]] = defaultdict(list)
+    for c in checks:
+        by_scope[c.scope].append(c)
+    flagged: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)
+    for r in runs:
+        if r.flagged:
+            flagged[(r.variant, r.node)].append(r)
+    screen: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+    for summary in cluster:
+        for effect in summary.nodes:
+            screen[effect.node].append((summary, effect))
+    out = []
+    for node in sorted({g.node for g in groups}):
+        mine = [g for g in groups if g.node == node]
+        out.append(
+            _one_node(
+                node, mine, by_scope, flagged, screen.get(node, []), settings, busy.get(node), facts, limits
+            )
+        )
+    return tuple(out)
+
+
+def campaign_state(nodes: Sequence[NodeHealth]) -> NodeState:
+    """The worst node verdict; inconclusive when there is no node to judge."""
+    if not nodes:
+        return "inconclusive"
+    worst: NodeState = "healthy"
+    for n in nodes:
+        if SEVERITY[n.verdict] > SEVERITY[worst]:
+            worst = n.verdict
+    return worst
+
+
+def _one_node(
+    node: str,
+    groups: Sequence[GroupSummary],
+    checks: Mapping[str, list[Check]],
+    flagged: Mapping[tuple[str, str], list[RunVerdict]],
+    screen: Sequence[tuple[Any, Any]],
+    settings: Settings,
+    busy: Busy | None,
+    facts: Mapping[str, Mapping[str, Any]],
+    limits: tuple[str, ...],
+) -> NodeHealth:
+    degraded: list[str] = []
+    drains: list[str] = []
+    unsure: list[str] = []
+    causes: list[CauseFinding] = []
+    slow_runs: list[RunVerdict] = []
+    for g in groups:
+        floor = noise_floor(g.mad, g.median) if g.median > 0 else 0.0
+        if g.n >= MIN_RUNS_FOR_FLOOR and floor > settings.primary_threshold:
+            unsure.append(
+                f"{g.probe}: too noisy to judge: runs vary by {pct(robust_cv(g.mad, g.median))} (robust CV "
+                "over "
+                f"{g.n} runs), so only slowdowns above {pct(floor)} stand out, more than the "
+                f"{pct(settings.primary_threshold)} threshold; {NOISY_ADVICE}"
+            )
+            continue
+        failed = [c for c in checks.get(f"{g.variant}/{g.node}", []) if not c.passed]
+        if failed:
+            degraded += [f"{c.name}: {c.message}" for c in failed]
+            slow_runs += flagged.get((g.variant, g.node), [])
+    drained = any(e.drain for _, e in screen)
+    retest = any(e.retest and not e.drain for _, e in screen)
+    for summary, e in screen:
+        if e.drain:
+            drains.append(
+                f"{summary.probe} {pct(e.slowdown)} slower than the median node ({e.median:.4g} vs "
+                f"{summary.fleet_median:.4g} {summary.unit}, p = {e.p_value:.2g} < "
+                f"{summary.settings.alpha_drain:g}/{len(summary.nodes)}, Bonferroni)"
+            )
+        elif e.retest:
+            unsure.append(
+                f"{summary.probe}: {pct(e.slowdown)} slower than the median node, selected for a re-test "
+                f"(Benjamini-Hochberg at {summary.settings.alpha_retest:g}) but not significant after "
+                "Bonferroni: run a second batch of trials"
+            )
+    if drained:
+        worst = max((e.slowdown for _, e in screen if e.drain), default=None)
+        hw = hardware_config.assess_node(node, facts, worst)
+        if hw is not None:
+            causes.append(hw)
+    causes = _run_causes(slow_runs) + causes
+    if busy is not None and busy.median_share > settings.max_busy_share:
+        reasons = [_busy_text(busy, settings), *drains, *degraded, *unsure]
+        state: NodeState = "inconclusive"
+        causes = [_busy_cause(busy), *causes]
+    elif degraded or drains:
+        state = "degraded"
+        reasons = [*drains, *(_cause_line(c) for c in causes[:3]), *degraded, *unsure]
+    elif unsure:
+        state, reasons = "inconclusive", unsure
+    else:
+        state = "healthy"
+        reasons = [_healthy_text(groups, busy)]
+    return NodeHealth(
+        node=node,
+        verdict=state,
+        reasons=tuple(reasons),
+        causes=tuple(causes),
+        limits=limits,
+        busy_share=busy.median_share if busy is not None else None,
+        drain=drained,
+        retest=retest,
+    )
+
+
+def _run_causes(runs: Sequence[RunVerdict]) -> list[CauseFinding]:
+    """Node-level findings: the flagged runs grouped by their top cause, with trials and evidence."""
+    by_cause: dict[str, list[RunVerdict]] = defaultdict(list)
+    for r in runs:
+        if r.causes:
+            by_cause[r.causes[0].cause].append(r)
+    total = len(runs)
+    out = []
+    for cause, rs in sorted(by_cause.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        trials = ranges_text([r.trial for r in rs])
+        probes = sorted({r.probe for r in rs})
+        best = max(rs, key=lambda r: r.causes[0].score)
+        top = best.causes[0]
+        detail = top.sentence.split(": ", 1)[-1]
+        corunner = _common_corunner(rs)
+        if corunner:
+            detail = corunner
+        sentence = (
+            f"{cause} in trials {trials} ({len(rs)} of {total} flagged runs of {', '.join(probes)}): {detail}"
+        )
+        out.append(
+            CauseFinding(
+                cause=cause,
+                score=round(len(rs) / total, 4),
+                confidence=top.confidence,
+                evidence={"trials": [r.trial for r in rs], "runs": [r.run_id for r in rs], "probes": probes},
+                sentence=sentence,
+                mitigation=top.mitigation,
+            )
+        )
+    return out
+
+
+def _common_corunner(runs: Sequence[RunVerdict]) -> str | None:
+    """'stress-ng (pid 4242) took 41% of CPU 0' when one co-runner is named in these runs' top causes."""
+    seen: dict[tuple[str, int], list[float]] = defaultdict(list)
+    cpus: set[int] = set()
+    for r in runs:
+        ev = r.causes[0].evidence
+        cpus.update(ev.get("cpus", []))
+        for c in ev.get("corunners", [])[:1]:
+            seen[(c["comm"], c["pid"])].append(c["share"])
+    if not seen:
+        return None
+    (comm, pid), shares = max(seen.items(), key=lambda kv: len(kv[1]))
+    return f"{comm} (pid {pid}) took {pct(float(np.median(shares)))} of {cpu_list_text(sorted(cpus))}"
+
+
+def _busy_text(busy: Busy, settings: Settings) -> str:
+    if busy.source == "fwq":
+        return (
+            f"too busy to judge: the fwq probe lost {pct(busy.median_share)} of each quantum's time to other "
+            f"work in its median run (limit {pct(settings.max_busy_share)}), {len(busy.busy_trials)} of "
+            f"{busy.trials} fwq runs above the limit; who ran is not recorded (no evidence rows in this "
+            f"campaign: it was imported or run before evidence collection); {BUSY_ADVICE}"
+        )
+    who = some([f"{_who(comm, pids)} {pct(share)} in {n} trials" for comm, pids, share, n in busy.corunners])
+    return (
+        f"too busy to judge: other processes took {pct(busy.median_share)} of {cpu_list_text(busy.cpus)} in "
+        f"the median trial (limit {pct(settings.max_busy_share)}), {len(busy.busy_trials)} of {busy.trials} "
+        "trials "
+        f"above the limit" + (f"; who ran there: {who}" if who else "") + f"; {BUSY_ADVICE}"
+    )
+
+
+def _who(comm: str, pids: Sequence[int]) -> str:
+    """'stress-ng (pid 4242)', 'stream (pids 28980, 29025, 29049)', 'x (pids 1, 2, 3 and 4 more)'."""
+    if len(pids) == 1:
+        return f"{comm} (pid {pids[0]})"
+    shown = ", ".join(str(p) for p in pids[:3])
+    return f"{comm} (pids {shown}" + (f" and {len(pids) - 3} more)" if len(pids) > 3 else ")")
+
+
+def _busy_cause(busy: Busy) -> CauseFinding:
+    if busy.source == "fwq":
+        return CauseFinding(
+            cause="cpu-contention",
+            score=1.0,
+            confidence="medium",
+            evidence={"fwq_noise_fraction_median": round(busy.median_share, 4), "fwq_runs": busy.trials},
+            sentence=f"the probe CPUs were busy: fwq lost {pct(busy.median_share)} of each quantum",
+            mitigation=BUSY_ADVICE,
+        )
+    names = [{"comm": c, "pids": list(p), "share": round(s, 4), "trials": n} for c, p, s, n in busy.corunners]
+    head = f"{_who(*busy.corunners[0][:2])} " if busy.corunners else "other processes "
+    return CauseFinding(
+        cause="cpu-contention",
+        score=1.0,
+        confidence="high" if busy.corunners else "medium",
+        evidence={"median_share": round(busy.median_share, 4), "trials": busy.trials, "corunners": names},
+        sentence=f"{head}kept {cpu_list_text(busy.cpus)} busy: {pct(busy.median_share)} in the median trial",
+        mitigation=BUSY_ADVICE,
+    )
+
+
+def _cause_line(c: CauseFinding) -> str:
+    return f"{c.sentence}; {c.mitigation}"
+
+
+def _healthy_text(groups: Sequence[GroupSummary], busy: Busy | None) -> str:
+    probes = ", ".join(
+        f"{g.probe} ({g.n} runs, noise {pct(robust_cv(g.mad, g.median))})" for g in groups if g.median > 0
+    )
+    quiet = f"; others took {pct(busy.median_share)} of the probe CPUs in the median trial" if busy else ""
+    return f"every probe within the limits: {probes}{quiet}"

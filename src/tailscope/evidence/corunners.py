@@ -1,0 +1,204 @@
+"""The processes that ran on the probe's CPUs during a trial (the `corunners` table).
+
+Every process's CPU time (utime + stime of /proc/PID/stat, all its threads, in ticks) is read at the end of
+a trial when that trial shows that something else ran on the probe's CPUs (the collector decides, from the
+per-CPU busy time and the probe threads' run-queue wait, and within its budget); that reading is the baseline
+of the next one, so a quiet trial costs no scan of /proc. On a busy trial without a full scan, only the 16
+processes busiest at the last scan are re-read (a few files), so a busy spell names them on every trial.
+While a trial runs, those processes are also re-read every sample interval for the CPU they ran on
+(`processor`). A process's time is attributed to the probe's CPUs in the proportion of its readings that
+found it on one of them (exact for a pinned co-runner, a sample for a floating one), and scaled from the span
+since its previous reading to the trial's wall time (a rate). A process that started and ended between two
+readings is not seen here; the per-CPU `others_s` (busy time minus the probe's) still counts its time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tailscope.evidence.procstat import TICKS_PER_S
+
+PROC = Path("/proc")
+TOP = 10  # rows per trial
+MIN_SHARE = 0.01  # of wall_s x probe CPUs
+CMDLINE_CHARS = 200
+ACTIVE_MAX = 16  # processes re-read during a trial
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    comm: str
+    starttime: int  # ticks after boot: tells a reused pid apart
+    cpu_ticks: int  # utime + stime
+    processor: int
+
+
+@dataclass(frozen=True)
+class Corunner:
+    pid: int
+    comm: str
+    cmdline: str | None
+    cpu_s: float
+    share: float
+
+
+def parse_stat(text: str, pid: int) -> ProcInfo:
+    close = text.rindex(")")
+    rest = text[close + 2 :].split()
+    return ProcInfo(
+        pid=pid,
+        comm=text[text.index("(") + 1 : close],
+        starttime=int(rest[19]),
+        cpu_ticks=int(rest[11]) + int(rest[12]),
+        processor=int(rest[36]),
+    )
+
+
+def read_one(pid: int, proc: Path = PROC) -> ProcInfo | None:
+    try:
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 4096).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return parse_stat(text, pid)
+    except (ValueError, IndexError):
+        return None
+
+
+def pids(proc: Path = PROC) -> list[int]:
+    try:
+        return [int(n) for n in os.listdir(proc) if n.isdigit()]
+    except OSError:
+        return []
+
+
+def scan(proc: Path = PROC, which: Iterable[int] | None = None) -> dict[int, ProcInfo]:
+    out = {}
+    for pid in pids(proc) if which is None else which:
+        info = read_one(pid, proc)
+        if info is not None:
+            out[pid] = info
+    return out
+
+
+def cmdline(pid: int, proc: Path = PROC) -> str | None:
+    try:
+        raw = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+    return text[:CMDLINE_CHARS] or None
+
+
+@dataclass
+class CorunnerTracker:
+    """Baseline scan, light samples during a trial, end scan; `finish` attributes and ranks."""
+
+    proc: Path = PROC
+    ticks_per_s: float = TICKS_PER_S
+    baseline: dict[int, ProcInfo] | None = None
+    baseline_at: float = 0.0  # time.monotonic() of the baseline scan
+    active: set[int] = field(default_factory=set)
+    _seen: dict[int, list[int]] = field(default_factory=dict)
+    _latest: dict[int, ProcInfo] = field(default_factory=dict)
+    _read_at: dict[int, float] = field(default_factory=dict)  # re-read since the baseline scan: when
+    _cmdlines: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (pid, starttime) -> cmdline
+
+    def start(self) -> None:
+        if self.baseline is None:
+            self.baseline, self.baseline_at = scan(self.proc), time.monotonic()
+        self._seen, self._latest = {}, {}
+
+    def sample(self) -> None:
+        """Re-read the processes that were active at the last scan (cheap: a few files; a process that
+        started since is seen by the end scan, on the CPU it ran on last)."""
+        for pid in self.active:
+            info = read_one(pid, self.proc)
+            if info is not None:
+                self._note(info)
+
+    def _before_ticks(self, pid: int, info: ProcInfo) -> int:
+        base = self.baseline.get(pid) if self.baseline is not None else None
+        return base.cpu_ticks if base is not None and base.starttime == info.starttime else 0
+
+    def _note(self, info: ProcInfo) -> None:
+        self._latest[info.pid] = info
+        self._seen.setdefault(info.pid, []).append(info.processor)
+
+    def finish(
+        self,
+        *,
+        exclude: set[int],
+        cpus: Sequence[int],
+        wall_s: float,
+        scan_now: bool = True,
+        busy: bool = False,
+    ) -> list[Corunner]:
+        """The ranked co-runners of the trial. With `scan_now` every process is read and the reading becomes
+        the next baseline. Without it, a `busy` trial re-reads only the processes busiest at the last scan
+        (a few files: the same processes are named on every trial of a busy spell, between full scans);
+        a quiet one reads nothing."""
+        assert self.baseline is not None
+        now = time.monotonic()
+        if scan_now:
+            end = scan(self.proc)
+        elif busy and self.active:
+            end = {pid: info for pid in self.active if (info := read_one(pid, self.proc)) is not None}
+        else:
+            return []
+        for info in end.values():
+            self._note(info)
+        cpu_set = set(cpus)
+        capacity = wall_s * max(1, len(cpu_set))
+        found = []
+        active: dict[int, int] = {}
+        for pid, info in self._latest.items():
+            ticks = info.cpu_ticks - self._before_ticks(pid, info)
+            if ticks <= 0:
+                continue
+            if pid in end:
+                active[pid] = ticks
+            if pid in exclude:
+                continue
+            seen = self._seen.get(pid, [])
+            on_probe = sum(1 for c in seen if c in cpu_set)
+            if not on_probe:
+                continue
+            # the delta spans the process's last reading to now (the trial and the gap before it): a rate,
+            # scaled to the trial's wall time
+            window = now - self._read_at.get(pid, self.baseline_at)
+            scale = min(1.0, wall_s / window) if window > 0 else 1.0
+            cpu_s = ticks / self.ticks_per_s * on_probe / len(seen) * scale
+            found.append((cpu_s, info))
+        if scan_now:
+            self.baseline, self.baseline_at, self._read_at = end, now, {}
+            # the busiest processes of this trial are the ones re-read while the next ones run
+            self.active = set(sorted(active, key=lambda p: -active[p])[:ACTIVE_MAX])
+        else:
+            for pid, info in end.items():
+                self.baseline[pid] = info
+                self._read_at[pid] = now
+        found.sort(key=lambda x: (-x[0], x[1].pid))
+        rows = []
+        for cpu_s, info in found[:TOP]:
+            share = cpu_s / capacity if capacity > 0 else 0.0
+            if share < MIN_SHARE:
+                break
+            key = (info.pid, info.starttime)
+            if key not in self._cmdlines:  # read once per process, not on every trial it is named in
+                if len(self._cmdlines) > 4096:
+                    self._cmdlines.clear()
+                self._cmdlines[key] = cmdline(info.pid, self.proc)
+            rows.append(Corunner(info.pid, info.comm, self._cmdlines[key], cpu_s, share))
+        return rows

@@ -1,0 +1,170 @@
+"""The probe's threads as the scheduler saw them: /proc/PID/task/TID/{schedstat,stat,status,sched}.
+
+- schedstat: time on the CPU, time waiting on a run queue (ns), timeslices (Documentation/scheduler/
+  sched-stats.rst).
+- stat: minflt (field 10), majflt (12), utime/stime (14, 15, ticks), processor (39): the CPU it last ran on.
+- sched (CONFIG_SCHED_DEBUG): nr_voluntary_switches, nr_involuntary_switches, se.nr_migrations. Without it,
+  the switches come from status (voluntary_ctxt_switches, nonvoluntary_ctxt_switches) and the migrations are
+  the changes of `processor` between samples (a lower bound).
+Counters of a new thread start at zero, so a thread's value at its last sample is its value over the trial.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class TaskSample:
+    tid: int
+    run_ns: int
+    run_delay_ns: int
+    timeslices: int
+    minflt: int
+    majflt: int
+    processor: int
+    voluntary_switches: int | None
+    involuntary_switches: int | None
+    migrations: int | None  # se.nr_migrations, when /proc/.../sched exists
+
+
+def _read(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 65536).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def parse_schedstat(text: str) -> tuple[int, int, int]:
+    run, delay, slices = (int(x) for x in text.split()[:3])
+    return run, delay, slices
+
+
+def parse_stat(text: str) -> dict[str, int]:
+    """Fields of /proc/PID/stat after the command name (which may contain spaces and parentheses)."""
+    rest = text[text.rindex(")") + 2 :].split()
+    # rest[0] is field 3 (state): field k is rest[k - 3]
+    return {
+        "ppid": int(rest[1]),
+        "minflt": int(rest[7]),
+        "majflt": int(rest[9]),
+        "utime": int(rest[11]),
+        "stime": int(rest[12]),
+        "starttime": int(rest[19]),
+        "processor": int(rest[36]),
+    }
+
+
+def parse_comm(text: str) -> str:
+    return text[text.index("(") + 1 : text.rindex(")")]
+
+
+def _field(text: str, key: str) -> int | None:
+    """The integer after `key` and its separator (':' plus blanks) at the start of a line, or None."""
+    at = text.find("\n" + key)
+    if at < 0:
+        if not text.startswith(key):
+            return None
+        at = -1
+    start = at + 1 + len(key)
+    if not key.endswith(":"):
+        start = text.find(":", start) + 1
+    end = text.find("\n", start)
+    try:
+        return int(text[start : end if end >= 0 else len(text)])
+    except ValueError:
+        return None
+
+
+def parse_status_switches(text: str) -> tuple[int | None, int | None]:
+    return _field(text, "voluntary_ctxt_switches:"), _field(text, "nonvoluntary_ctxt_switches:")
+
+
+def parse_sched_switches(text: str) -> tuple[int | None, int | None]:
+    return _field(text, "nr_voluntary_switches "), _field(text, "nr_involuntary_switches ")
+
+
+def parse_sched_migrations(text: str) -> int | None:
+    return _field(text, "se.nr_migrations ")
+
+
+def read_task(pid: int, tid: int, proc: Path = PROC) -> TaskSample | None:
+    """One thread's sample, or None when it is gone (or its files are unreadable)."""
+    base = proc / str(pid) / "task" / str(tid)
+    schedstat, stat = _read(base / "schedstat"), _read(base / "stat")
+    if not schedstat or not stat:
+        return None
+    try:
+        run, delay, slices = parse_schedstat(schedstat)
+        fields = parse_stat(stat)
+    except (ValueError, IndexError):
+        return None
+    # `sched` (CONFIG_SCHED_DEBUG) has the switches and the migrations; `status` is the fallback for switches
+    sched = _read(base / "sched")
+    if sched:
+        vol, invol = parse_sched_switches(sched)
+    else:
+        status = _read(base / "status")
+        vol, invol = parse_status_switches(status) if status else (None, None)
+    return TaskSample(
+        tid=tid,
+        run_ns=run,
+        run_delay_ns=delay,
+        timeslices=slices,
+        minflt=fields["minflt"],
+        majflt=fields["majflt"],
+        processor=fields["processor"],
+        voluntary_switches=vol,
+        involuntary_switches=invol,
+        migrations=parse_sched_migrations(sched) if sched else None,
+    )
+
+
+def task_ids(pid: int, proc: Path = PROC) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(proc / str(pid) / "task"))
+    except OSError:
+        return []
+
+
+class TaskTracker:
+    """The latest sample of every thread of one process, and the CPUs each was seen on."""
+
+    def __init__(self, pid: int, proc: Path = PROC) -> None:
+        self.pid = pid
+        self.proc = proc
+        self.last: dict[int, TaskSample] = {}
+        self.cpus_seen: dict[int, list[int]] = {}
+        self.final: set[int] = set()  # threads read as the zombie was waited for: exact final values
+
+    def sample(self, *, final: bool = False) -> None:
+        for tid in task_ids(self.pid, self.proc):
+            s = read_task(self.pid, tid, self.proc)
+            if s is None:
+                continue
+            self.last[tid] = s
+            seen = self.cpus_seen.setdefault(tid, [])
+            if not seen or seen[-1] != s.processor:
+                seen.append(s.processor)
+            if final:
+                self.final.add(tid)
+
+    def threads(self) -> list[TaskSample]:
+        """Thread index order: the main thread (tid == pid) first, then by thread id (creation order)."""
+        return sorted(self.last.values(), key=lambda s: (s.tid != self.pid, s.tid))
+
+    def migrations(self, tid: int) -> int:
+        s = self.last[tid]
+        if s.migrations is not None:
+            return s.migrations
+        return max(0, len(self.cpus_seen.get(tid, [])) - 1)

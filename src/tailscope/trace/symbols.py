@@ -1,0 +1,82 @@
+"""Code addresses (object + offset, from the OMPT tool's dladdr) to function and file:line with addr2line.
+
+The tool records `codeptr_ra`, a return address: the call it returns from ends one byte earlier, so the
+address looked up is offset - 1 (for a position-independent object; for a non-PIE executable,
+base + offset - 1, its link-time address). With -i, inlined frames follow one another; the first is the
+innermost, the source line
+of the construct. Objects without debug information resolve to "??" and keep their object and offset.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ET_EXEC = 2
+
+
+@dataclass(frozen=True)
+class Location:
+    function: str | None
+    file: str | None
+    line: int | None
+
+
+def _elf_type(path: Path) -> int | None:
+    try:
+        with path.open("rb") as f:
+            head = f.read(18)
+    except OSError:
+        return None
+    if len(head) < 18 or head[:4] != b"\x7fELF":
+        return None
+    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
+
+
+def _parse(out: str) -> list[Location]:
+    """addr2line -a -f -i output: an address line, then (function, file:line) pairs, per address."""
+    groups: list[list[str]] = []
+    for line in out.splitlines():
+        if line.startswith("0x"):
+            groups.append([])
+        elif groups:
+            groups[-1].append(line)
+    result = []
+    for lines in groups:
+        function = lines[0] if lines else "??"
+        where = lines[1] if len(lines) > 1 else "??:0"
+        file, _, num = where.partition(":")
+        num = num.split(" ")[0]  # "12 (discriminator 3)"
+        result.append(
+            Location(
+                None if function == "??" else function,
+                None if file in ("??", "") else file,
+                int(num) if num.isdigit() and int(num) > 0 else None,
+            )
+        )
+    return result
+
+
+def resolve(obj: str, base: int, offsets: list[int]) -> dict[int, Location]:
+    """offset -> Location for one object; unresolvable ones are left out."""
+    path = Path(obj)
+    if not offsets or not path.is_file():
+        return {}
+    shift = base if _elf_type(path) == ET_EXEC else 0
+    addresses = [f"{off + shift - 1:#x}" for off in offsets]
+    try:
+        out = subprocess.run(
+            ["addr2line", "-a", "-f", "-i", "-C", "-e", str(path)],
+            input="\n".join(addresses) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    locations = _parse(out.stdout)
+    if len(locations) != len(offsets):
+        return {}
+    return dict(zip(offsets, locations, strict=True))

@@ -1,0 +1,301 @@
+"""The cause catalogue and the node verdicts on recorded-format evidence (evidence_fixtures.py).
+
+Issue 14's cases: a node kept busy by stress-ng for the whole run is inconclusive and names it; a
+co-runner during a window makes the node degraded: cpu-contention, naming the trials; a quiet node is
+healthy; the seed's DGEMM ensemble gets its transient and its systematic run. Then one fixture per cause.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from evidence_fixtures import AMD_ZEN4, INTEL_SKX, Trial, analyze_ensemble, ensemble
+
+from tailscope.analysis.causes import CATALOGUE
+
+STRESS = ((4242, "stress-ng", 0.41),)
+
+
+def _flagged(analysis):
+    return {r.trial: r for r in analysis.runs if r.flagged}
+
+
+def _node(analysis, node="n1"):
+    (n,) = [n for n in analysis.nodes if n.node == node]
+    return n
+
+
+def test_the_catalogue_has_the_issue_vocabulary():
+    assert set(CATALOGUE) == {
+        "cpu-contention", "os-noise", "memory-bandwidth-contention", "cache-contention", "frequency",
+        "memory-pressure", "thp-fallback", "page-placement", "numa-placement", "hardware-config", "unknown",
+    }  # fmt: skip
+    for name, module in CATALOGUE.items():
+        assert name == module.NAME and module.READS
+
+
+def test_busy_node_is_inconclusive_and_names_who_ran():
+    busy = {k: Trial(slowdown=0.45 + 0.02 * (k % 3), others=0.48, corunners=((4242, "stress-ng", 0.46),))
+            for k in range(1, 41)}  # fmt: skip
+    a = analyze_ensemble(ensemble(busy))
+    n1 = _node(a)
+    assert n1.verdict == "inconclusive" and a.verdict.state == "inconclusive"
+    assert n1.busy_share == pytest.approx(0.48)
+    first = n1.reasons[0]
+    assert "too busy to judge: other processes took 48% of CPU 0 in the median trial" in first
+    assert "40 of 40 trials above the limit" in first
+    assert "stress-ng (pid 4242) 46% in 40 trials" in first
+    assert "rerun when the node is idle, or reserve the probe CPUs" in first
+    assert n1.causes[0].cause == "cpu-contention" and n1.causes[0].evidence["corunners"][0]["pids"] == [4242]
+    # The same trials on a quiet node with a larger busy limit: no longer judged inconclusive for that.
+    lenient = analyze_ensemble(ensemble(busy), max_busy_share=0.6)
+    assert not _node(lenient).reasons[0].startswith("too busy")
+
+
+def test_window_corunner_is_degraded_cpu_contention_naming_the_trials():
+    window = {k: Trial(slowdown=0.41, others=0.43, corunners=STRESS) for k in range(13, 22)}
+    a = analyze_ensemble(ensemble(window))
+    n1 = _node(a)
+    assert n1.verdict == "degraded"
+    assert [c.cause for c in n1.causes] == ["cpu-contention"]
+    assert n1.causes[0].evidence["trials"] == list(range(13, 22))
+    assert n1.reasons[0].startswith(
+        "cpu-contention in trials 13-21 (9 of 9 flagged runs of l2sum): "
+        "stress-ng (pid 4242) took 41% of CPU 0"
+    )
+    flagged = _flagged(a)
+    assert set(flagged) == set(range(13, 22))
+    top = flagged[15].causes[0]
+    assert top.cause == "cpu-contention" and top.confidence == "high" and top.score == 1.0
+    assert (
+        top.sentence.startswith("trial 15 (40.9% slower): ")
+        and "stress-ng (pid 4242) took 41% of CPU 0" in top.sentence
+    )
+    assert top.evidence["others_share"] == pytest.approx(0.43)
+    # Quiet trials' 2 ms of others is below the 10 ms tick noise of /proc/stat (EVIDENCE.md): counted 0.
+    assert top.evidence["usual_others_share"] == 0.0
+    # Every flagged run has ranked causes with evidence values; unflagged runs have none.
+    assert all(r.causes for r in flagged.values())
+    assert not any(r.causes for r in a.runs if not r.flagged)
+
+
+def test_quiet_node_is_healthy():
+    a = analyze_ensemble(ensemble())
+    n1 = _node(a)
+    assert n1.verdict == "healthy" and a.verdict.passed
+    assert n1.reasons[0].startswith("every probe within the limits: l2sum (40 runs, noise")
+    assert n1.busy_share == 0.0  # 2 ms of others per 0.5 s trial: below the /proc/stat tick noise
+
+
+def test_dgemm_ensemble_of_the_seed_transient_and_systematic_with_default_settings():
+    """20 runs of 12 calls; one run with one call 10% slow, one run uniformly 1.1% low with 0.08% spread.
+    Both are far below the 5% threshold, but far outside a 0.08% noise: flagged as robust outliers."""
+    trials = {5: Trial(iteration_slow={7: 0.10}), 12: Trial(slowdown=0.011)}
+    a = analyze_ensemble(
+        ensemble(trials, n=20, iterations=12, probe="dgemm", noise=0.0008, with_evidence=False)
+    )
+    flagged = _flagged(a)
+    assert set(flagged) == {5, 12}
+    transient, systematic = flagged[5], flagged[12]
+    assert transient.kind == "transient" and transient.evidence.low == 1
+    assert systematic.kind == "systematic" and systematic.evidence.low == 12
+    assert systematic.evidence.spread < 0.002
+    # Imported runs without evidence: unknown, saying so, with the run's shape.
+    for r in (transient, systematic):
+        assert [c.cause for c in r.causes] == ["unknown"]
+        assert "no evidence recorded" in r.causes[0].sentence
+    assert "interference during part of the run" in transient.causes[0].sentence
+    assert "a level shift over the whole run" in systematic.causes[0].sentence
+
+
+def test_os_noise_from_interrupts_and_kernel_threads():
+    noisy = {k: Trial(slowdown=0.08, irq=0.05, interrupts_per_s=20000.0,
+                      corunners=((17, "ksoftirqd/0", 0.02),)) for k in (7, 19)}  # fmt: skip
+    a = analyze_ensemble(ensemble(noisy))
+    top = _flagged(a)[7].causes[0]
+    assert top.cause == "os-noise"
+    # usual 0.5 ms per 0.5 s trial: below /proc/stat's tick resolution, counted 0
+    assert "irq+softirq took 5% (usual 0%)" in top.sentence
+    assert "20,000/s (usual 250/s) interrupts per CPU" in top.sentence
+    assert "ksoftirqd/0 (pid 17)" in top.sentence
+    assert top.evidence["explained"] == pytest.approx(0.05 + 0.02 + 19750 * 2e-6, rel=0.01)
+    assert top.score == 1.0  # more than the 8% slowdown
+
+
+def test_memory_pressure_from_reclaim_and_major_faults():
+    pressed = {21: Trial(slowdown=0.2, vm={"pgscan_direct": 51200.0, "allocstall_normal": 40.0,
+                                           "compact_stall": 12.0, "pgmajfault": 300.0})}  # fmt: skip
+    a = analyze_ensemble(ensemble(pressed))
+    top = _flagged(a)[21].causes[0]
+    assert top.cause == "memory-pressure"
+    assert (
+        "51,200 pages scanned by direct reclaim, 40 allocation stalls, 12 compaction stalls" in top.sentence
+    )
+    assert "300 major faults" in top.sentence
+    # (40 + 12) stalls x 1 ms + 300 faults x 0.1 ms over 0.5 s = 16.4% of 20%
+    assert top.score == pytest.approx(0.164 / 0.2, rel=0.01)
+
+
+def test_thp_fallback_is_a_level_shift_with_small_pages():
+    fell = {9: Trial(slowdown=0.12, vm={"thp_fault_alloc": 2.0, "thp_fault_fallback": 30.0})}
+    a = analyze_ensemble(ensemble(fell, params='{"pages": "thp"}'))
+    r = _flagged(a)[9]
+    assert r.kind == "systematic"
+    top = r.causes[0]
+    assert top.cause == "thp-fallback"
+    assert "30 huge-page faults fell back to small pages" in top.sentence
+    assert "it got 2 huge pages where normal runs got 32" in top.sentence
+    assert top.evidence["fallback_fraction"] == pytest.approx(30 / 32)
+    assert "compact_memory" in top.mitigation
+
+
+def test_frequency_from_the_effective_clock():
+    slow_clock = {k: Trial(slowdown=0.10, mhz=3325.0) for k in (3, 4)}
+    a = analyze_ensemble(ensemble(slow_clock, probe="dgemm"))
+    top = _flagged(a)[3].causes[0]
+    assert top.cause == "frequency"
+    assert "effective clock 3,325 MHz (usual 3,694 MHz)" in top.sentence
+    assert top.evidence["clock_drop"] == pytest.approx(1 - 3325 / 3694, rel=1e-4)
+
+
+def test_memory_bandwidth_contention_by_elimination_on_a_bandwidth_probe():
+    window = {k: Trial(iteration_slow={i: 0.3 for i in range(5, 12)}) for k in (30, 31)}
+    a = analyze_ensemble(ensemble(window, probe="stream"))
+    r = _flagged(a)[30]
+    assert r.kind == "transient"
+    assert r.causes[0].cause == "memory-bandwidth-contention" and r.causes[0].confidence == "low"
+    # The same shape on a compute probe has no such explanation.
+    b = analyze_ensemble(ensemble(window, probe="dgemm"))
+    assert _flagged(b)[30].causes[0].cause == "unknown"
+
+
+def test_page_placement_only_by_elimination_and_vendor_aware():
+    shift = {11: Trial(slowdown=0.09)}
+    amd = _flagged(analyze_ensemble(ensemble(shift, facts=AMD_ZEN4)))[11]
+    assert amd.kind == "systematic"
+    causes = [c.cause for c in amd.causes]
+    assert causes[0] == "page-placement"
+    text = amd.causes[0].mitigation
+    assert "snoop" not in text.lower() and "slice" not in text.lower() and "1 GiB pages" in text
+    intel = _flagged(analyze_ensemble(ensemble(shift, facts=INTEL_SKX)))[11]
+    assert "Intel Skylake-SP / Cascade Lake" in intel.causes[0].mitigation
+    assert "snoop filter" in intel.causes[0].mitigation
+    # With a co-runner explaining the shift, pages are not blamed (issue 14: a busy node blamed on pages).
+    busy = {11: Trial(slowdown=0.09, others=0.1, corunners=((9, "backup", 0.09),))}
+    r = _flagged(analyze_ensemble(ensemble(busy, facts=AMD_ZEN4)))[11]
+    assert r.causes[0].cause == "cpu-contention"
+    assert "page-placement" not in [c.cause for c in r.causes]
+
+
+def test_numa_placement_only_on_numa_nodes():
+    remote = {6: Trial(slowdown=0.15, vm={"numa_hit": 10000.0, "numa_miss": 10000.0})}
+    two = {**AMD_ZEN4, "numa_nodes": 2}
+    top = _flagged(analyze_ensemble(ensemble(remote, facts=two)))[6].causes[0]
+    assert top.cause == "numa-placement" and top.evidence["numa_remote_fraction"] == pytest.approx(0.5)
+    one = {**AMD_ZEN4, "numa_nodes": 1}
+    causes = [c.cause for c in _flagged(analyze_ensemble(ensemble(remote, facts=one)))[6].causes]
+    assert "numa-placement" not in causes
+
+
+def test_hardware_config_names_the_fact_that_differs_on_a_slow_node():
+    parts = []
+    for i in range(4):
+        level = 90.0 if i == 3 else 100.0
+        facts = {**AMD_ZEN4, "microcode": "0xa101148" if i == 3 else "0xa10113e", "governor": "performance"}
+        parts.append(ensemble(n=12, node=f"n{i}", level=level, facts=facts, seed=i))
+    e = parts[0]
+    for p in parts[1:]:
+        for name in ("runs", "iterations", "counters", "corunners", "nodes"):
+            setattr(e, name, pd.concat([getattr(e, name), getattr(p, name)], ignore_index=True))
+    a = analyze_ensemble(e)
+    n3 = _node(a, "n3")
+    assert n3.verdict == "degraded" and n3.drain
+    hw = next(c for c in n3.causes if c.cause == "hardware-config")
+    assert hw.evidence["differs"] == {"microcode": {"node": "0xa101148", "peers": "0xa10113e"}}
+    assert "microcode 0xa101148 (peers: 0xa10113e)" in hw.sentence
+    assert [n.verdict for n in a.nodes if n.node != "n3"] == ["healthy"] * 3
+    # The fleet screen and the per-group outlier flag name the same node.
+    assert {g.node for g in a.groups if g.node_outlier} == {"n3"}
+
+
+def test_analyze_json_has_causes_per_run_and_verdict_per_node():
+    window = {k: Trial(slowdown=0.41, others=0.43, corunners=STRESS) for k in range(13, 22)}
+    doc = json.loads(json.dumps(analyze_ensemble(ensemble(window)).to_json(), allow_nan=False))
+    run = next(r for r in doc["runs"] if r["trial"] == 13)
+    assert run["flagged"] and run["causes"][0]["cause"] == "cpu-contention"
+    assert set(run["causes"][0]) == {"cause", "score", "confidence", "evidence", "sentence", "mitigation"}
+    assert run["causes"][0]["evidence"]["corunners"] == [{"pid": 4242, "comm": "stress-ng", "share": 0.41}]
+    quiet = next(r for r in doc["runs"] if r["trial"] == 1)
+    assert quiet["causes"] == [] and not quiet["flagged"]
+    (node,) = doc["nodes"]
+    assert node["node"] == "n1" and node["verdict"] == "degraded"
+    assert node["reasons"][0].startswith("cpu-contention in trials 13-21")
+    assert node["limits"] and doc["verdict"]["state"] == "degraded"
+
+
+def test_without_evidence_a_busy_fwq_makes_the_node_inconclusive(build):
+    """Imported or pre-evidence campaigns: fwq's noise fraction (time each quantum lost) says how busy."""
+    from tailscope.analysis.model import Settings
+    from tailscope.analysis.summary import analyze
+
+    rows, parts = [], []
+    for trial in range(8):
+        row = build.run_row(
+            "n1", trial, 300.0, variant="fwq-1", probe="fwq", unit="us", higher_is_better=False
+        )
+        rows.append(row)
+        samples = [100.0] + [300.0 + trial] * 99  # every quantum but the fastest lost ~2/3 of its time
+        parts.append(build.thread_iterations(row["run_id"], 0, samples))
+    a = analyze(build.runs_frame(rows), build.iterations_frame(parts), Settings(), "c")
+    (n1,) = a.nodes
+    assert n1.verdict == "inconclusive"
+    assert n1.reasons[0].startswith("too busy to judge: the fwq probe lost 66")
+    assert "who ran is not recorded (no evidence rows" in n1.reasons[0]
+
+
+def test_the_offset_sweep_advice_is_vendor_aware():
+    from tailscope.node.hugepages import sweep_advice
+
+    assert "snoop" not in sweep_advice(AMD_ZEN4).text and "AMD EPYC 9654" in sweep_advice(AMD_ZEN4).text
+    intel = sweep_advice(INTEL_SKX).text
+    assert "snoop filter (Intel Skylake-SP / Cascade Lake" in intel and "Xeon 8160" in intel
+
+
+def test_a_spec_can_turn_a_default_limit_off():
+    from tailscope.analysis.settings import settings_from_dict
+
+    s = settings_from_dict({"max_slow_rate": "off", "max_cv_ratio": 4, "max_busy_share": 0.2})
+    assert (s.max_slow_rate, s.max_cv_ratio, s.max_busy_share, s.max_q01_drop) == (None, 4.0, 0.2, 0.005)
+    with pytest.raises(ValueError, match="setting max_busy_share: expected a number in \\[0, 1\\], got 2"):
+        settings_from_dict({"max_busy_share": 2})
+
+
+def test_who_ran_is_grouped_by_command_name():
+    """A co-runner with several worker processes (stress-ng --cpu 2) is one "who": its share per trial is
+    the sum over its processes (seen live on this VM: stress-ng-cpu under two pids)."""
+    workers = ((5001, "stress-ng-cpu", 0.2), (5002, "stress-ng-cpu", 0.2), (77, "stream", 0.05))
+    busy = {k: Trial(slowdown=0.4, others=0.45, corunners=workers) for k in range(1, 41)}
+    (n1,) = analyze_ensemble(ensemble(busy)).nodes
+    assert (
+        "who ran there: stress-ng-cpu (pids 5001, 5002) 40% in 40 trials, stream (pid 77) 5%" in n1.reasons[0]
+    )
+    assert n1.causes[0].sentence.startswith("stress-ng-cpu (pids 5001, 5002) kept CPU 0 busy: 45%")
+
+
+def test_short_trials_use_the_process_scan_when_proc_stat_ticks_are_too_coarse():
+    """On 50 ms trials /proc/stat's 10 ms ticks say nothing below 20 ms (seen live: 'other processes used 0%'
+    beside a co-runner at 71%); the co-runners' scanned share still decides, and the zero is not printed."""
+    short = {k: Trial(slowdown=0.3, others=0.3, corunners=((2038, "tsinject", 0.31),)) for k in (5, 6)}
+    e = ensemble(short)
+    wall = e.counters["event"] == "wall_s"
+    e.counters.loc[wall, "value"] = 0.05
+    # A 10x shorter trial: 15 ms of others, below the 20 ms tick floor; the run-queue wait scales too.
+    for event in ("others_s", "irq_s", "softirq_s", "run_delay_s", "run_s"):
+        rows = e.counters["event"] == event
+        e.counters.loc[rows, "value"] = e.counters.loc[rows, "value"] * 0.1
+    top = _flagged(analyze_ensemble(e))[5].causes[0]
+    assert top.cause == "cpu-contention" and top.evidence["by"] == "corunner_share"
+    assert "tsinject (pid 2038) took 31% of CPU 0" in top.sentence
+    assert "other processes used" not in top.sentence

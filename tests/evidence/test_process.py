@@ -1,0 +1,67 @@
+"""The trial process is read before it is reaped: its threads while it runs, its main thread as a zombie."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from tailscope.evidence.process import run_watched
+from tailscope.evidence.sched import TaskTracker, read_task
+from tailscope.native import native_path
+
+
+def test_zombie_is_read_before_the_reap_and_workers_while_running():
+    trackers: dict[str, TaskTracker] = {}
+    at_exit: dict[str, object] = {}
+
+    def sample(pid: int) -> None:
+        trackers.setdefault("t", TaskTracker(pid)).sample()
+
+    def exited(pid: int) -> None:
+        # the process has exited but is not reaped: /proc/PID is a zombie with only its main thread
+        with open(f"/proc/{pid}/stat") as fh:
+            at_exit["state"] = fh.read().rsplit(")", 1)[1].split()[0]
+        at_exit["tasks"] = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+        at_exit["main"] = read_task(pid, pid)
+        trackers.setdefault("t", TaskTracker(pid)).sample(final=True)
+
+    argv = [str(native_path("l2sum")), "--cpus", "0,1", "--sums", "2000", "--no-pages"]
+    done = run_watched(argv, 60, on_sample=sample, on_exit=exited)
+    assert done.returncode == 0 and not done.timed_out
+    tracker = trackers["t"]
+    pid = tracker.pid
+    assert at_exit["state"] == "Z"
+    assert at_exit["tasks"] == [pid]
+    main = at_exit["main"]
+    assert main is not None and main.run_ns > 0
+    assert tracker.final == {pid}
+    # the worker thread was seen while it ran (the probe printed after its timed region, workers alive)
+    assert len(tracker.last) == 2
+    # after the reap the process is gone and the whole process's rusage came back: at least what the threads
+    # had used when last read (rusage counts every thread, the dead worker too)
+    assert not os.path.exists(f"/proc/{pid}/stat")
+    assert done.rusage is not None
+    total = done.rusage.ru_utime + done.rusage.ru_stime
+    sampled = sum(s.run_ns for s in tracker.last.values()) / 1e9
+    assert total >= sampled - 0.002  # rusage has microseconds
+    assert '"record":"result"' in done.stdout
+
+
+def test_timeout_kills_and_reaps():
+    done = run_watched([sys.executable, "-c", "import time; time.sleep(30)"], 0.3, on_sample=lambda pid: None)
+    assert done.timed_out
+    assert done.returncode == -9
+    assert done.wall_s < 10
+    with pytest.raises(ChildProcessError):
+        os.waitpid(done.pid, os.WNOHANG)  # reaped: neither alive nor a zombie
+    assert not os.path.exists(f"/proc/{done.pid}")
+
+
+def test_output_of_both_streams_and_the_exit_code():
+    code = "import sys; print('x' * 100000); print('err', file=sys.stderr); sys.exit(3)"
+    done = run_watched([sys.executable, "-c", code], 30)
+    assert done.returncode == 3 and not done.timed_out
+    assert done.stdout.strip() == "x" * 100000
+    assert done.stderr.strip() == "err"
