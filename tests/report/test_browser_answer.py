@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 import uuid
 from pathlib import Path
@@ -71,8 +72,10 @@ def _assert_answer_first_and_clean(chromium) -> None:
     )
     verdict_top, toc_top, figure_top, verdict_text = order
     assert verdict_top < toc_top < figure_top
-    assert "Verdict:" in verdict_text
-    assert "Causes of the slow runs" in verdict_text or "No slow runs" in verdict_text
+    # The analysis' own verdict (analysis/health.py), then one line per node, then the catalogue's causes.
+    assert re.match(r"Verdict: (HEALTHY|DEGRADED|INCONCLUSIVE) \(", verdict_text)
+    assert re.search(r"\n\S+: (healthy|degraded|inconclusive)", verdict_text)
+    assert "Causes of the flagged runs" in verdict_text or "No flagged runs" in verdict_text
     links = chromium.execute_script(
         "return Array.from(document.querySelectorAll('#toc a')).map(a => a.getAttribute('href'))"
     )
