@@ -323,13 +323,14 @@ def _answer_section(
     items = []
     for n in listed:
         causes = f": {', '.join(n.causes)}" if n.state == "degraded" and n.causes else ""
-        reasons = n.reasons[:3] if n.state != "healthy" else n.reasons[:1]
-        items.append(
-            f'<li><b>{esc(n.node)}</b>: <span class="{STATE_CSS[n.state]}">{n.state}{esc(causes)}</span>'
-            + (f" &mdash; {esc('; '.join(reasons))}" if reasons else "")
-            + (f" (+{len(n.reasons) - 3} more in the node verdict table)" if len(n.reasons) > 3 else "")
-            + "</li>"
-        )
+        head = f'<li><b>{esc(n.node)}</b>: <span class="{STATE_CSS[n.state]}">{n.state}{esc(causes)}</span>'
+        if n.state == "healthy":  # one line: what was judged
+            items.append(head + (f" &mdash; {esc(n.reasons[0])}" if n.reasons else "") + "</li>")
+            continue
+        reasons = "".join(f"<li>{esc(r)}</li>" for r in n.reasons[:3])
+        if len(n.reasons) > 3:
+            reasons += f"<li>{len(n.reasons) - 3} more in the node verdict table below</li>"
+        items.append(f'{head}<ul class="reasons">{reasons}</ul></li>')
     unlisted = len(shown) - len(listed)
     if unlisted:
         rest = Counter(n.state for n in shown if n not in listed)
