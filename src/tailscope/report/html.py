@@ -263,15 +263,18 @@ def _meta_table(analysis: CampaignAnalysis, manifest: Manifest, generated_at: st
         (
             "limits",
             ", ".join(
-                f"{label} {pct(v)}"
-                for label, v in (
-                    ("max slow rate", s.max_slow_rate),
-                    ("max q01 drop", s.max_q01_drop),
-                    ("max CV", s.max_cv),
-                )
-                if v is not None
-            )
-            or "none set",
+                [
+                    f"{label} {pct(v)}"
+                    for label, v in (
+                        ("max slow rate", s.max_slow_rate),
+                        ("max q01 drop", s.max_q01_drop),
+                        ("max CV", s.max_cv),
+                    )
+                    if v is not None
+                ]
+                + ([f"max CV ratio {s.max_cv_ratio:g}x the robust CV"] if s.max_cv_ratio is not None else [])
+                + [f"max busy share {pct(s.max_busy_share)}"]
+            ),
         ),
     ]
     return _table(None, ([_td(k), _td(v)] for k, v in rows), css="meta")
