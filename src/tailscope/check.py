@@ -80,7 +80,8 @@ def run_check(
         if deep_result.steps:
             analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
-    advice = list(advice_lines(collect(), brief=True))
+    sweep_dir = f"{Path(outcome.campaign).resolve()}-sweep-1g"
+    advice = list(advice_lines(collect(), brief=True, sweep_dir=sweep_dir))
     if os.geteuid() != 0:
         advice.append(
             "pages: no physical pages were recorded: /proc/self/pagemap gives frame numbers only to root "

@@ -9,6 +9,7 @@ node failed a limit or is slower than its peers; `run`: trials failed), 2 usage 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -51,14 +52,25 @@ class UsageError(InputError):
 
 
 # --- shared option groups -------------------------------------------------------------------------
-def _add_probe_options(parser: argparse.ArgumentParser, spec: ProbeSpec | None) -> None:
-    """Options forwarded to the probe: the common ones always, the probe's own when it is known."""
+def _add_probe_options(
+    parser: argparse.ArgumentParser, spec: ProbeSpec | None, *, list_values: bool = False
+) -> None:
+    """Options forwarded to the probe: the common ones always, the probe's own when it is known.
+    With `list_values` the values stay text for `_probe_variants` (comma lists become variants)."""
     options = spec.all_options if spec else COMMON_OPTIONS
     group = parser.add_argument_group(f"{spec.name} options" if spec else "probe options")
     for option in options:
         if option.type is bool:
             group.add_argument(
                 option.flag, dest=f"probe_{option.dest}", action="store_true", help=option.help
+            )
+        elif list_values:  # `run`: any option may be a comma list of values, one variant each
+            metavar = option.metavar or ("{" + ",".join(option.choices) + "}" if option.choices else None)
+            group.add_argument(
+                option.flag,
+                dest=f"probe_{option.dest}",
+                metavar=metavar or option.dest.upper(),
+                help=option.help,
             )
         else:
             group.add_argument(
@@ -77,6 +89,42 @@ def _probe_params(args: argparse.Namespace) -> dict[str, Any]:
         if key.startswith("probe_") and value not in (None, False):
             params[key.removeprefix("probe_")] = value
     return params
+
+
+# Options whose own syntax has commas: never split into variants.
+_COMMA_SYNTAX = {"cpus", "events"}
+
+
+def _probe_variants(probe: str, args: argparse.Namespace) -> list[ProbeVariant]:
+    """The variants a `run` command line asks for: one per combination of comma-listed option values
+    (`--page 2m,1g --offset 0,64m` is four), in the order given."""
+    spec = probe_spec(probe)
+    by_dest = {o.dest: o for o in spec.all_options}
+    choices: list[list[tuple[str, Any]]] = []
+    for key, raw in _probe_params(args).items():
+        option = by_dest[key]
+        if option.type is bool:
+            choices.append([(key, True)])
+            continue
+        pieces = [raw] if key in _COMMA_SYNTAX else [p.strip() for p in str(raw).split(",")]
+        values = []
+        for piece in pieces:
+            if not piece:
+                raise UsageError(f"{option.flag} {raw}: empty value in the comma list")
+            try:
+                value = option.type(piece)
+            except ValueError:
+                raise UsageError(f"{option.flag} {piece}: expected a {option.type.__name__}") from None
+            if option.choices and value not in option.choices:
+                raise UsageError(f"{option.flag} {piece}: expected one of {', '.join(option.choices)}")
+            values.append((key, value))
+        choices.append(values)
+    variants: list[ProbeVariant] = []
+    for combo in itertools.product(*choices):
+        variant = ProbeVariant(probe, dict(combo))
+        if variant.variant_id not in {v.variant_id for v in variants}:
+            variants.append(variant)
+    return variants
 
 
 def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
@@ -231,11 +279,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError("run: --trials N is required")
         if args.trials is not None and args.trials < 1:
             raise UsageError(f"--trials {args.trials}: expected at least 1")
-        variants = ((ProbeVariant(args.probe, _probe_params(args)), args.trials or 0),)
+        variants = tuple((v, args.trials or 0) for v in _probe_variants(args.probe, args))
         if args.scaling:
             from tailscope.probes.scaling import scaling_variants
 
-            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, _probe_params(args)))
+            if len(variants) > 1:
+                raise UsageError("--scaling: give each option one value (no comma lists) with --scaling")
+            base = dict(variants[0][0].params)
+            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, base))
     outcome = run_campaign(
         RunRequest(
             variants=variants,
@@ -274,9 +325,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
     else:
-        from tailscope.report.terminal import render_summary
+        from tailscope.report.terminal import render_answer, render_summary
 
-        print("\n".join(render_summary(analysis)))
+        campaign = str(args.campaign.resolve())
+        print("\n".join(render_answer(analysis, campaign_dir=campaign, verbose=args.verbose)))
+        if args.verbose:
+            print("\n".join(render_summary(analysis, verdict=False)))
     return STATE_EXIT[analysis.verdict.state]
 
 
@@ -288,9 +342,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from tailscope.compare import compare, render_comparison
+    from tailscope.workflow import analyze_campaign
+
+    analysis = analyze_campaign(args.campaign, _settings(args))
+    comparisons = compare(analysis, args.by)
+    if not comparisons:
+        names = ", ".join(sorted({v.variant for v in analysis.variants}))
+        what = f"in {args.by}" if args.by else "in exactly one option"
+        raise UsageError(
+            f"{args.campaign}: no probe has two or more variants differing {what} (variants: {names}); "
+            "run them with a comma list, e.g. `tailscope run l2sum --page 2m,1g --trials 100 --campaign DIR`"
+        )
+    if args.json:
+        from tailscope.jsonout import write_json
+
+        write_json([c.to_json() for c in comparisons])
+        return EXIT_OK
+    for c in comparisons:
+        print("\n".join(render_comparison(c)))
+    return EXIT_OK
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from tailscope.check import run_check
-    from tailscope.report.terminal import render_summary
+    from tailscope.report.terminal import render_answer, render_summary, terminal_width, wrap_lines
 
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials {args.trials}: expected at least 1")
@@ -305,13 +382,29 @@ def cmd_check(args: argparse.Namespace) -> int:
         evidence=not args.no_evidence,
         deep=args.deep,
     )
-    _print_outcome(result.outcome)
     if result.analysis is None or result.report is None:
+        _print_outcome(result.outcome)
         return _outcome_code(result.outcome)
-    print("\n".join(render_summary(result.analysis)))
-    print("\n".join(result.pages_advice))
+    width = terminal_width()
+    outcome = result.outcome
+    print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")
+    campaign = str(outcome.campaign.resolve())
+    answer = render_answer(result.analysis, width=width, campaign_dir=campaign, verbose=args.verbose)
+    print("\n".join(answer))
+    if args.verbose:
+        print("\n".join(render_summary(result.analysis, verdict=False)))
+    advice = list(result.pages_advice)
+    if not args.verbose:  # the VM statement in one line; --verbose and the report have all of it
+        advice = [
+            "pages: virtual machine: guest-physical addresses say nothing about host cache sets; slow runs "
+            "may come from other guests (--verbose for more)"
+            if line.startswith("pages: virtual machine:")
+            else line
+            for line in advice
+        ]
+    print("\n".join(wrap_lines(advice, width)))
     if result.deep is not None:
-        print("\n".join(result.deep.lines()))
+        print("\n".join(wrap_lines(result.deep.lines(), width)))
     print(f"report: {result.report.resolve()}")
     return STATE_EXIT[result.analysis.verdict.state]
 
@@ -411,7 +504,11 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("probes", help="list the probes")
     p.set_defaults(func=cmd_probes)
 
-    p = sub.add_parser("run", help="run N trials of a probe, each a fresh process, into a campaign")
+    p = sub.add_parser(
+        "run",
+        help="run N trials of a probe, each a fresh process, into a campaign; an option given a comma list "
+        "(--page 2m,1g) runs one variant per value, interleaved trial by trial",
+    )
     p.add_argument("probe", nargs="?", metavar="PROBE", help=f"one of: {', '.join(PROBES)}")
     p.add_argument("--trials", type=TRIALS, metavar="N", help="trials to run (with --resume: to complete)")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
@@ -428,7 +525,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
     )
-    _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None)
+    _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None, list_values=True)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("import", help="import results of other tools into a campaign")
@@ -463,6 +560,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="statistics, slow runs and verdicts of a campaign")
     p.add_argument("campaign", type=Path, metavar="DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output (every run)")
+    p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     p.add_argument("--probe", help="only this probe")
     p.add_argument("--node", help="only this node")
     _add_analysis_options(p)
@@ -473,6 +571,19 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
     _add_analysis_options(p)
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "compare", help="variants of a probe differing in one option (page policy, offset) as an experiment"
+    )
+    p.add_argument("campaign", type=Path, metavar="DIR")
+    p.add_argument(
+        "--by",
+        metavar="OPTION",
+        help="the option compared: page_policy, offset, ... (default: the one option the variants differ in)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_analysis_options(p)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
     p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
@@ -485,6 +596,7 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
     p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)

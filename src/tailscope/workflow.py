@@ -53,7 +53,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     or held by another writer); with it, the planned trials this node misses. Trial numbers are claimed under
     the campaign lock, so two `run`s into one campaign never run one trial twice.
     """
-    from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, preflight
+    from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, interleave, preflight
 
     node = request.node or node_name()
     for variant, _ in request.variants:
@@ -92,7 +92,8 @@ def run_campaign(request: RunRequest) -> RunOutcome:
         raise
     try:
         by_id = {v.variant_id: v for v in variants}
-        trials = [Trial(by_id[vid], t) for vid, ts in claim.trials.items() for t in ts]
+        # interleaved: compared variants alternate trial by trial, and the ETA sees every variant early
+        trials = interleave([Trial(by_id[vid], t) for vid, ts in claim.trials.items() for t in ts])
         plans = [
             by_id[vid].to_plan(max(planned.get(vid, 0), max(ts) + 1 if ts else 0))
             for vid, ts in claim.trials.items()
@@ -266,7 +267,9 @@ def with_attribution(
 def write_report(
     campaign_dir: Path, analysis: CampaignAnalysis, output: Path, *, con: CampaignConnection | None = None
 ) -> Path:
-    """The HTML report of `analysis` (reading nodes, timelines and samples on `con` when given)."""
+    """The HTML report at `output`, and beside it `<stem>-runs.csv` and `<stem>-nodes.csv` (every row of
+    the tables the report shortens to the slowest 20); nodes, timelines and samples read on `con` when
+    given."""
     from tailscope.report.html import render_html, select_timeline_runs
 
     if not output.parent.is_dir():
@@ -280,9 +283,17 @@ def write_report(
         nodes = con.nodes()
         iterations = con.iterations(wanted)
         samples = con.timeline_samples(MAX_TIMELINE_ROWS)
+        injections = _optional_table(con, "injections")
+        hardware = con.hardware_counter_values()
     finally:
         if own:
             con.close()
+    csv_files = {
+        "runs": output.with_name(f"{output.stem}-runs.csv"),
+        "nodes": output.with_name(f"{output.stem}-nodes.csv"),
+    }
+    write_atomic_bytes(csv_files["runs"], runs_csv(analysis).encode())
+    write_atomic_bytes(csv_files["nodes"], nodes_csv(analysis).encode())
     html = render_html(
         analysis,
         manifest=campaign.manifest,
@@ -290,9 +301,82 @@ def write_report(
         iterations=iterations,
         generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         samples=samples,
+        injections=injections,
+        csv_files={k: p.name for k, p in csv_files.items()},
+        campaign_dir=str(Path(campaign_dir).resolve()),
+        hardware_counters=hardware > 0,
     )
     write_atomic_bytes(output, html.encode())
     return output
+
+
+def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
+    """A table some campaigns have (the injections of `validate`); None when it holds nothing."""
+    frame = con.table(name)
+    return None if frame.empty else frame
+
+
+def runs_csv(analysis: CampaignAnalysis) -> str:
+    """Every analysed run, one row each (the report lists only the slowest)."""
+    from tailscope.probes.catalogue import variant_name
+    from tailscope.report.answer import run_cause
+
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
+    frame = pd.DataFrame(
+        [
+            {
+                "run_id": r.run_id,
+                "node": r.node,
+                "probe": r.probe,
+                "variant": names.get(r.variant, r.variant),
+                "variant_id": r.variant,
+                "trial": r.trial,
+                "started_at": r.started_at,
+                "value": r.value,
+                "unit": r.unit,
+                "perf_ratio": r.perf_ratio,
+                "scaled_value": r.scaled_value,
+                "slow": r.slow,
+                "flagged": r.flagged,
+                "kind": r.kind,
+                "cause": run_cause(r),
+                "cause_confidence": r.causes[0].confidence if r.causes else "",
+            }
+            for r in sorted(analysis.runs, key=lambda r: (r.perf_ratio, r.node, r.trial))
+        ]
+    )
+    return frame.to_csv(index=False)
+
+
+def nodes_csv(analysis: CampaignAnalysis) -> str:
+    """Every (variant, node) ensemble: runs, median with its interval, CV, slow counts, vs fleet."""
+    from tailscope.probes.catalogue import variant_name
+
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
+    rows = []
+    for g in sorted(analysis.groups, key=lambda g: (g.variant, g.node_ratio)):
+        row = {
+            "variant": names.get(g.variant, g.variant),
+            "variant_id": g.variant,
+            "node": g.node,
+            "runs": g.n,
+            "failed": g.n_failed,
+            "median": g.median,
+            "median_low": g.median_ci.lower,
+            "median_high": g.median_ci.upper,
+            "cv": g.cv,
+            "min": g.minimum,
+            "max": g.maximum,
+            "systematic": g.n_systematic,
+            "transient": g.n_transient,
+            "node_ratio": g.node_ratio,
+            "node_outlier": g.node_outlier,
+        }
+        for t in g.tails:
+            row[f"slow_{t.threshold:g}"] = t.k
+            row[f"slow_{t.threshold:g}_p"] = t.p_value
+        rows.append(row)
+    return pd.DataFrame(rows).to_csv(index=False)
 
 
 MAX_TIMELINE_ROWS = 2_000_000  # monitor samples summed over units; more than this and no timelines are drawn

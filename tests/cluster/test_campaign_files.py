@@ -226,8 +226,12 @@ def test_report_has_a_cluster_section_naming_the_drained_node(tmp_path):
     analysis = analyze_campaign(campaign.root, Settings())
     html = write_report(campaign.root, analysis, tmp_path / "r.html").read_text()
     section = html[html.index('<h2 id="cluster">') :]
-    assert "Drain: <b>c0002</b>" in section and 'data-figure="cluster-nodes"' in section
-    assert section.count("<svg") >= 1 and "Speed bins" in section and "1-(1-p)^N" in section
+    assert "Drain: <b>c0002</b>" in section and "Speed bins" in section and "1-(1-p)^N" in section
+    # One Fig. 9, in the variant's section, coloured by the screen's verdict.
+    assert html.count('data-figure="nodes"') == 1 and 'data-figure="cluster-nodes"' not in html
+    spec = html[html.index('data-figure="nodes"') :]
+    spec = spec[spec.index('type="application/json"') : spec.index("</script>")]
+    assert '"name":"drain (1): median, bar min to max"' in spec and '"c0002"' in spec
     two = analysis.__class__(**{**analysis.__dict__, "cluster": ()})
     from tailscope.report.cluster_section import render_cluster_section
 

@@ -134,8 +134,10 @@ def test_advice_follows_the_facts():
     old = by_topic(facts_of(glibc="2.31"))["unmodified binaries"]
     assert "does nothing here" not in old.text and "glibc >= 2.34" in old.text
     sweep = plain["1 GiB offset sweep"]
-    assert "tailscope run l2sum --page 1g --offset $off" in sweep.commands[0]
-    assert "0m 16m 32m" in sweep.commands[0] and "240m;" in sweep.commands[0]
+    # one command: every offset is a variant, run interleaved, then judged by `compare`
+    assert "tailscope run l2sum --page 1g --offset 0m,16m,32m," in sweep.commands[0]
+    assert ",240m --trials" in sweep.commands[0]
+    assert sweep.commands[1] == "tailscope compare sweep-1g --by offset"
     # state-dependent words
     ready = facts_of(
         hugepage_pools=[{"page_bytes": GIB, "numa_node": None, "total": 4, "free": 3, "surplus": 0}],
@@ -192,7 +194,7 @@ def test_report_section_tables_advice_and_vm_statement():
     assert "guest&lt;1&gt;" in vm and "metal" not in vm
     assert "guest-physical addresses do not determine host slices" in vm and "only a model check" in vm
     assert html.count("<td>node0</td>") == 2  # the NUMA pool of each node
-    assert "tailscope run l2sum --page 1g --offset $off" in html
+    assert "tailscope run l2sum --page 1g --offset 0m,16m" in html
     # advice that differs between the nodes is shown per node, the rest once
     assert "Unmodified binaries (node metal)" in html and "Unmodified binaries (node guest&lt;1&gt;)" in html
     assert html.count("<h3>Reserve 2 MiB pages</h3>") == 1
@@ -267,8 +269,9 @@ def test_the_check_prints_the_pages_status_and_the_sweep(tmp_path, capsys):
     out = capsys.readouterr().out
     pages = [line for line in out.splitlines() if line.startswith("pages: ")]
     assert pages[0].startswith("pages: status: transparent huge pages: ")
-    assert "tailscope run l2sum --page 1g --offset $off" in out
-    assert ("guest-physical addresses do not determine host slices" in out) == (
+    words = " ".join(out.split())  # lines are wrapped at the terminal width
+    assert "tailscope run l2sum --page 1g --offset 0m,16m" in words
+    assert ("guest-physical addresses say nothing about host cache sets" in words) == (
         node_facts.virtualization() != "none"
     )
     assert "<h2>Pages and mitigation</h2>" in (tmp_path / "r.html").read_text()

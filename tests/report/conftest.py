@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,3 +55,31 @@ def chromium() -> Iterator[object]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def check_run(tmp_path_factory):
+    """`tailscope check --trials 6` on this node: its terminal output (100 columns) and its report."""
+    root = tmp_path_factory.mktemp("check")
+    env = {**os.environ, "COLUMNS": "100"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tailscope",
+            "check",
+            "--trials",
+            "6",
+            "--no-progress",
+            "--campaign",
+            str(root / "c"),
+            "-o",
+            str(root / "report.html"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode in (0, 1, 3), proc.stderr  # healthy, degraded, inconclusive (a busy VM)
+    return proc.stdout, root / "report.html"

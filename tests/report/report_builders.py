@@ -16,6 +16,7 @@ import pandas as pd
 
 from tailscope.analysis.model import (
     CampaignAnalysis,
+    CauseFinding,
     Check,
     GroupSummary,
     KindEvidence,
@@ -51,6 +52,7 @@ def run_verdict(
     evidence: KindEvidence | None = None,
     threshold: float = 0.05,
     extras: dict | None = None,
+    causes: Sequence[CauseFinding] = (),
 ) -> RunVerdict:
     """One run whose performance ratio vs its node median is `ratio` (< 1 = slower)."""
     value = median * ratio if higher_is_better else median / ratio
@@ -74,6 +76,8 @@ def run_verdict(
         kind=(kind or ("unclassified" if slow else "none")),
         evidence=evidence,
         extras=extras or {},
+        flagged=slow,
+        causes=tuple(causes),
     )
 
 
@@ -179,6 +183,31 @@ SYSTEMATIC = KindEvidence(
 TRANSIENT = KindEvidence(iterations=20, low=2, fraction_low=0.1, median_ratio=1.0, min_ratio=0.5, spread=0.02)
 
 
+def cause(name: str, trial: int, slowdown: float, score: float, confidence: str, text: str) -> CauseFinding:
+    """A catalogue finding as analysis/causes writes it (sentence 'trial N (x% slower): ...')."""
+    return CauseFinding(
+        cause=name,
+        score=score,
+        confidence=confidence,  # type: ignore[arg-type]
+        evidence={"probe": "made by hand"},
+        sentence=f"trial {trial} ({slowdown:.0%} slower): {text}",
+        mitigation=f"what to do about {name}",
+    )
+
+
+# The causes of the demo's flagged runs: l2sum trial 3 (systematic), trial 7 (transient), fwq trial 2.
+DEMO_CAUSES = {
+    ("l2sum-1a2b", 3): (
+        cause("page-placement", 3, 0.12, 0.45, "low", "slow in every iteration; nothing else changed"),
+    ),
+    ("l2sum-1a2b", 7): (
+        cause("cpu-contention", 7, 0.07, 0.9, "high", "stress-ng (pid 4242) took 41% of CPU 0"),
+        cause("os-noise", 7, 0.07, 0.1, "low", "irq 1.2% (usual 0.4%)"),
+    ),
+    ("fwq-9f9f", 2): (cause("cpu-contention", 2, 0.2, 0.6, "medium", "others took 30% of CPU 1"),),
+}
+
+
 def demo_analysis(*, checks: Sequence[Check] = (), notes: Sequence[str] = ()) -> CampaignAnalysis:
     """Two variants: l2sum (GB/s) on n1 and a hostile-named node, fwq (us, lower is better) on n1.
 
@@ -190,7 +219,17 @@ def demo_analysis(*, checks: Sequence[Check] = (), notes: Sequence[str] = ()) ->
     for t, r in enumerate(ratios):
         kind: RunKind | None = {3: "systematic", 7: "transient"}.get(t)
         ev = {3: SYSTEMATIC, 7: TRANSIENT}.get(t)
-        runs.append(run_verdict("l2sum-1a2b", "n1", t, r, kind=kind, evidence=ev))
+        runs.append(
+            run_verdict(
+                "l2sum-1a2b",
+                "n1",
+                t,
+                r,
+                kind=kind,
+                evidence=ev,
+                causes=DEMO_CAUSES.get(("l2sum-1a2b", t), ()),
+            )
+        )
     for t in range(10):
         runs.append(
             run_verdict("l2sum-1a2b", HOSTILE, t, 1.0 + 0.001 * (t - 5), median=98.0, global_median=99.0)
@@ -198,7 +237,18 @@ def demo_analysis(*, checks: Sequence[Check] = (), notes: Sequence[str] = ()) ->
     for t in range(10):
         r = 0.8 if t == 2 else 1.0 + 0.002 * (t % 3)
         extras = {"noise_fraction": 0.011, "noise_events": 3, "noise_period_s": 0.004} if t == 2 else None
-        runs.append(run_verdict("fwq-9f9f", "n1", t, r, unit="us", higher_is_better=False, extras=extras))
+        runs.append(
+            run_verdict(
+                "fwq-9f9f",
+                "n1",
+                t,
+                r,
+                unit="us",
+                higher_is_better=False,
+                extras=extras,
+                causes=DEMO_CAUSES.get(("fwq-9f9f", t), ()),
+            )
+        )
     groups = (
         group(
             "fwq-9f9f",
@@ -256,11 +306,33 @@ def demo_analysis(*, checks: Sequence[Check] = (), notes: Sequence[str] = ()) ->
                 else "degraded",
                 reasons=tuple(c.message for c in checks if c.scope.endswith(f"/{node}") and not c.passed)
                 or ("every probe within the limits",),
-                causes=(),
+                causes=_node_causes(node, runs, checks),
                 limits=("slow-run rate at most 1%",),
             )
             for node in sorted({g.node for g in groups})
         ),
+    )
+
+
+def _node_causes(node: str, runs: Sequence[RunVerdict], checks: Sequence[Check]) -> tuple[CauseFinding, ...]:
+    """As analysis/health.py: a degraded node's flagged runs grouped by their top cause ('runs' in the
+    evidence marks a group made from runs)."""
+    if all(c.passed for c in checks if c.scope.endswith(f"/{node}")):
+        return ()
+    by: dict[str, list[RunVerdict]] = {}
+    for r in runs:
+        if r.node == node and r.causes:
+            by.setdefault(r.causes[0].cause, []).append(r)
+    return tuple(
+        CauseFinding(
+            cause=name,
+            score=len(rs) / 3,
+            confidence=rs[0].causes[0].confidence,
+            evidence={"runs": [r.run_id for r in rs], "trials": [r.trial for r in rs]},
+            sentence=f"{name} in trials {', '.join(str(r.trial) for r in rs)}",
+            mitigation=rs[0].causes[0].mitigation,
+        )
+        for name, rs in sorted(by.items(), key=lambda kv: -len(kv[1]))
     )
 
 

@@ -1,4 +1,4 @@
-"""The report opened in real headless Chromium: every figure renders, no console error, no request."""
+"""The report opened in real headless Chromium: every figure draws, no console error, no request."""
 
 from __future__ import annotations
 
@@ -8,21 +8,23 @@ from report_builders import HOSTILE, render
 pytestmark = pytest.mark.browser
 
 EXPECTED_FIGURES = {  # (figure, variant) -> count, from demo_analysis: see test_html
+    ("time", "l2sum-1a2b"): 1,
     ("sorted", "l2sum-1a2b"): 1,
     ("ecdf", "l2sum-1a2b"): 1,
-    ("histogram", "l2sum-1a2b"): 1,
     ("nodes", "l2sum-1a2b"): 1,
     ("timeline", "l2sum-1a2b"): 2,
+    ("time", "fwq-9f9f"): 1,
     ("sorted", "fwq-9f9f"): 1,
     ("ecdf", "fwq-9f9f"): 1,
-    ("histogram", "fwq-9f9f"): 1,
     ("timeline", "fwq-9f9f"): 1,
 }
 
 BOXES = """
-return Array.from(document.querySelectorAll('svg.chart')).map(function (s) {
-  var r = s.getBoundingClientRect();
-  return [s.getAttribute('data-figure'), s.getAttribute('data-variant'), r.width, r.height];
+document.querySelectorAll('details').forEach(function (d) { d.open = true; });
+window.tailscopeDraw();
+return Array.from(document.querySelectorAll('div.plot')).map(function (s) {
+  var r = s.getBoundingClientRect(), svg = s.querySelector('svg.main-svg');
+  return [s.getAttribute('data-figure'), s.getAttribute('data-variant'), r.width, r.height, !!svg];
 });
 """
 
@@ -38,14 +40,16 @@ def test_report_renders_offline_in_chromium(chromium, tmp_path):
 
     boxes = chromium.execute_script(BOXES)
     counts: dict[tuple[str, str], int] = {}
-    for figure, variant, width, height in boxes:
+    for figure, variant, width, height, drawn in boxes:
         counts[(figure, variant)] = counts.get((figure, variant), 0) + 1
-        assert width > 100 and height > 100, f"{figure} of {variant} rendered {width} x {height}"
+        assert drawn and width > 100 and height > 100, f"{figure} of {variant} drew {width} x {height}"
     assert counts == EXPECTED_FIGURES
 
     # The hostile node name is text on the page, and no element was injected by it.
     assert HOSTILE in chromium.execute_script("return document.body.innerText")
-    assert chromium.execute_script("return document.scripts.length") == 0
+    # Scripts: the library and the drawer inline, the figures' JSON; none loaded from anywhere.
+    assert chromium.execute_script("return Array.from(document.scripts).filter(s => s.src).length") == 0
+    assert chromium.execute_script("return typeof Plotly") == "object"
 
     # Nothing was fetched (no resource entry), and the console is clean.
     assert chromium.execute_script("return performance.getEntriesByType('resource').length") == 0

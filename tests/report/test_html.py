@@ -1,9 +1,10 @@
-"""html.py: the report's content from hand-made analysis results (no statistics code involved)."""
+"""html.py: the report's content from hand-made analysis results (no statistics code involved); figures are
+checked through their Plotly specs (JSON), drawing in a browser by test_browser*.py."""
 
 from __future__ import annotations
 
+import json
 import re
-import xml.etree.ElementTree as ET
 
 import pandas as pd
 import pytest
@@ -22,15 +23,23 @@ from report_builders import (
 
 from tailscope.analysis.model import CampaignAnalysis, Settings, Verdict
 from tailscope.report.html import select_timeline_runs
-from tailscope.report.svg import esc
+from tailscope.report.markup import esc
+from tailscope.report.plotly_figures import plotly_js
 
 
-def svgs(html: str) -> list[ET.Element]:
-    return [ET.fromstring(s) for s in re.findall(r"<svg\b.*?</svg>", html, flags=re.DOTALL)]
+def specs(html: str) -> list[tuple[str, str, dict]]:
+    """(figure, variant, Plotly spec) of every figure, in page order."""
+    out = []
+    for fid, figure, variant in re.findall(
+        r'<div class="plot" id="(plot\d+)" data-figure="([^"]+)" data-variant="([^"]*)"', html
+    ):
+        text = re.search(rf'<script type="application/json" id="{fid}-spec">(.*?)</script>', html).group(1)
+        out.append((figure, variant, json.loads(text)))
+    return out
 
 
 def figures_of(html: str) -> list[tuple[str, str]]:
-    return [(s.get("data-figure"), s.get("data-variant")) for s in svgs(html)]
+    return [(f, v) for f, v, _ in specs(html)]
 
 
 @pytest.fixture(scope="module")
@@ -38,118 +47,145 @@ def html() -> str:
     return render()
 
 
-def test_title_verdict_and_notes(html):
+def test_the_answer_comes_first(html):
     assert "<title>tailscope report: demo</title>" in html
-    # The box says the worst node verdict and is red, never green above a failing check (issue 14).
-    assert "Verdict: DEGRADED</span> (1 degraded, 1 healthy)" in html
-    assert '<section id="verdict" class="verdict fail">' in html
-    # Failed check first, with its message; the passed one after it.
+    verdict = html.index('<section id="verdict"')
+    assert verdict < html.index('<nav id="toc">') < html.index('<div class="plot"')
+    # The box says the worst node verdict (analysis.nodes) and is red, never green above a failing check
+    # (issue 14): n1 failed its limit, the hostile node is healthy.
+    assert "Verdict: DEGRADED (1 degraded, 1 healthy)" in html
+    assert '<section id="verdict" class="verdict v-degraded">' in html
+    answer = html[verdict : html.index('<nav id="toc">')]
+    # n1's line names its causes, as the analysis ranked them.
+    assert 'n1</b>: <span class="bad">degraded: cpu-contention, page-placement</span>' in answer
+    # The causes of the flagged runs, grouped across probes, with the evidence of the best-explained run.
+    assert "Causes of the flagged runs" in answer
+    causes = re.findall(r'<li data-cause="([^"]+)">', answer)
+    assert causes == ["cpu-contention", "page-placement"]
+    assert "stress-ng (pid 4242) took 41% of CPU 0" in answer
+    assert "What to do:</i> what to do about cpu-contention" in answer
+    # The checks: the failed one first, with its message; the passed one after it.
+    assert "Checks: 1 of 2 failed" in html
     assert html.index("2 of 10 runs were slow") < html.index("CV 0.5%; limit 2%: passed")
+    # Every term used is explained once, beside the verdict.
+    for term in ("slow =", "systematic =", "transient =", "! ="):
+        assert answer.count(term) == 1
     notes = re.search(r'<ol class="notes">(.*?)</ol>', html, flags=re.DOTALL).group(1)
-    items = re.findall(r"<li>(.*?)</li>", notes)
-    assert items == [esc(n) for n in NOTES]  # every note, in the analysis' order, escaped
+    assert re.findall(r"<li>(.*?)</li>", notes) == [esc(n) for n in NOTES]  # all findings, escaped
+
+
+def test_table_of_contents_links_every_section(html):
+    toc = re.search(r'<nav id="toc">(.*?)</nav>', html, flags=re.DOTALL).group(1)
+    anchors = re.findall(r'href="#([^"]+)"', toc)
+    assert anchors[:2] == ["v1", "v2"]  # the probes first (fwq, l2sum by name)
+    for anchor in anchors:
+        assert f'id="{anchor}"' in html
+    assert ">fwq note=" in toc and ">l2sum note=" in toc  # human names (page thp is the default), no hash
 
 
 def test_figures_per_variant(html):
     figs = figures_of(html)
     assert sorted(f for f, v in figs if v == "l2sum-1a2b" and f != "timeline") == [
         "ecdf",
-        "histogram",
-        "nodes",  # two nodes: the per-node min/median/max chart
+        "nodes",  # two nodes: the per-node min/median/max (the seed's Fig. 9)
         "sorted",
+        "time",
     ]
-    assert sorted(f for f, v in figs if v == "fwq-9f9f" and f != "timeline") == [
-        "ecdf",
-        "histogram",
-        "sorted",
-    ]
-    # Every figure has a plain-words caption next to it.
-    assert html.count("<figcaption>") == len(figs)
+    assert sorted(f for f, v in figs if v == "fwq-9f9f" and f != "timeline") == ["ecdf", "sorted", "time"]
+    # The library once, the drawing script once.
+    assert html.count("<script>") == 2
 
 
 def test_sorted_figure_has_every_run_and_the_thresholds(html):
-    (sorted_l2sum,) = [
-        s for s in svgs(html) if s.get("data-figure") == "sorted" and s.get("data-variant") == "l2sum-1a2b"
-    ]
-    ns = "{http://www.w3.org/2000/svg}"
-    tips = [t.text for t in sorted_l2sum.iter(f"{ns}title")]
-    point_tips = [t for t in tips if t.startswith("run ")]
-    assert len(point_tips) == 20
-    assert any(
-        t.startswith("run l2sum-1a2b:n1:3\nnode n1, trial 3") and "slow (systematic)" in t for t in point_tips
+    ((spec),) = [s for f, v, s in specs(html) if f == "sorted" and v == "l2sum-1a2b"]
+    points = [(c, y) for t in spec["data"] for c, y in zip(t["customdata"], t["y"], strict=True)]
+    assert len(points) == 20
+    slow = next(t for t in spec["data"] if t["name"].startswith("slow"))
+    assert slow["name"] == "slow (2)"
+    assert slow["customdata"][0][:3] == ["n1", 3, "page-placement"]  # slowest first (0.88), its top cause
+    assert (
+        "node %{customdata[0]}" in slow["hovertemplate"] and "trial %{customdata[1]}" in slow["hovertemplate"]
     )
-    assert "5% slower" in tips and "10% slower" in tips  # the two threshold lines
-    # The slowest run is the first point: systematic trial 3 at ratio 0.88, drawn in the systematic colour.
-    layers = {g.get("data-layer"): g for g in sorted_l2sum.iter(f"{ns}g") if g.get("data-layer")}
-    assert layers["slow, systematic (1)"].get("fill") == "#D55E00"
-    assert layers["normal (18)"] is not None and layers["slow, transient (1)"] is not None
+    labels = [a["text"] for a in spec["layout"]["annotations"]]
+    assert labels == ["median", "5% slower", "10% slower"]
+    assert spec["layout"]["yaxis"]["type"] == "linear"  # 88 to 100: no log axis
+
+
+def test_time_figure_marks_slow_runs_per_node(html):
+    ((spec),) = [s for f, v, s in specs(html) if f == "time" and v == "l2sum-1a2b"]
+    names = [t["name"] for t in spec["data"]]
+    assert names[-1] == "slow (2)" and len(names) == 3  # one trace per node, then the slow runs
+    assert spec["layout"]["xaxis"]["type"] == "date"
+    assert all(isinstance(x, int) for t in spec["data"] for x in t["x"])  # epoch milliseconds
 
 
 def test_timelines_of_the_selected_slow_runs(html):
-    drawn = sorted(s.get("data-run") for s in svgs(html) if s.get("data-figure") == "timeline")
-    assert drawn == ["fwq-9f9f:n1:2", "l2sum-1a2b:n1:3", "l2sum-1a2b:n1:7"]
-    assert "vs typical run l2sum-1a2b:n1:0" in html
-    ns = "{http://www.w3.org/2000/svg}"
-    (fwq,) = [s for s in svgs(html) if s.get("data-run") == "fwq-9f9f:n1:2"]
-    labels = [t.text for t in fwq.iter(f"{ns}text")]
+    drawn = [s for f, _, s in specs(html) if f == "timeline"]
+    titles = sorted(s["layout"]["title"]["text"] for s in drawn)
+    assert titles == ["n1 trial 2: iterations", "n1 trial 3: iterations", "n1 trial 7: iterations"]
+    (fwq,) = [s for f, v, s in specs(html) if f == "timeline" and v == "fwq-9f9f"]
     # fwq has no team record: the slowest of its 2 threads (the highest time) is drawn.
-    assert "slow trial 2 (slowest of 2 threads)" in labels
-    assert "typical trial 0 (slowest of 2 threads)" in labels
-    tips = [t.text for t in fwq.iter(f"{ns}title") if t.text.startswith("run ")]
-    assert tips[0] == "run fwq-9f9f:n1:2, iteration 0: 125 us"
-    # A run whose evidence carries the classifier's reference: the lines are the label's own (issue 14).
-    l2 = [
-        [t.text for t in s.iter(f"{ns}text")] for s in svgs(html) if s.get("data-run", "").startswith("l2sum")
+    assert [t["name"] for t in fwq["data"]] == [
+        "typical trial 0 (slowest of 2 threads)",
+        "slow trial 2 (slowest of 2 threads)",
     ]
-    assert any(
-        "typical iteration (the label's reference)" in labels
-        and "low iteration: more than 6% below it" in labels
-        for labels in l2
-    )
+    assert fwq["data"][1]["y"][0] == 125
+    # No classifier reference on the fwq run: the slow threshold above the typical run's median (times).
+    assert [a["text"] for a in fwq["layout"]["annotations"]] == ["5% slower than the typical median"]
+    # A run whose evidence carries the classifier's reference: the lines are the label's own (issue 14).
+    (l2,) = [
+        s
+        for f, v, s in specs(html)
+        if f == "timeline" and s["layout"]["title"]["text"] == "n1 trial 3: iterations"
+    ]
+    assert [a["text"] for a in l2["layout"]["annotations"]] == [
+        "typical iteration (the label's reference)",
+        "low iteration: more than 6% below it",
+    ]
+    assert [sh["y0"] for sh in l2["layout"]["shapes"]] == [100.0, 94.0]
 
 
 def test_numbers_are_formatted(html):
-    # Median with its interval at the median's decimals, CV, the tail counts, p-value, kinds.
     assert "95.12 [94.98, 95.20] GB/s" in html
     assert ">4.1%<" in html  # CV 0.0412
-    assert ">2/10<" in html and ">1/10<" in html
-    assert ">0.0043<" in html
+    assert ">2/10!<" in html and ">1/10<" in html  # the tail-count test rejects at 5%
+    assert "p = 0.0043" in html
     assert "1 systematic, 1 transient" in html
-    assert "29 / 44 at observed rate 20%; 598 / 919 at given rate 0.5%" in html
-    assert ">1 (1)<" not in html and ">10 (1)<" in html  # n (failed)
-    assert "-1% (score -4.00)" in html  # the hostile node's median vs all nodes
+    assert ">1 (1)<" not in html and ">10 (1)<" in html  # runs (failed)
 
 
-def test_slow_run_ids_and_evidence_appear(html):
+def test_slow_runs_table_lists_the_slowest_first(html):
     section = html[html.index('data-variant="l2sum-1a2b"') :]
-    table = re.search(r"Slow runs \(more than 5%.*?</table>", section, flags=re.DOTALL).group(0)
-    assert table.index("l2sum-1a2b:n1:3") < table.index("l2sum-1a2b:n1:7")  # slowest first
-    assert "20 of 20 iterations low; median iteration ratio 0.880, min 0.860, IQR 0.010" in table
+    table = re.search(r"Slow runs of l2sum[^(]*\(2\)</summary>.*?</table>", section, flags=re.DOTALL).group(0)
+    rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.DOTALL)[1:]
+    assert [re.findall(r"<td[^>]*>(.*?)</td>", r)[1] for r in rows] == ["3", "7"]
+    # Each slow run's top cause with its confidence and shape, and that cause's evidence in its own words.
+    assert "page-placement (low); systematic, 20 of 20 iterations low" in table
+    assert "cpu-contention (high); transient, 2 of 20 iterations low" in table
+    assert ">stress-ng (pid 4242) took 41% of CPU 0<" in table
     assert ">12%<" in table and ">7%<" in table
-    assert "fwq-9f9f:n1:2" in html
 
 
-def test_no_external_urls_and_no_script(html):
-    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html, flags=re.IGNORECASE)
-    # The only http URL is the SVG namespace name (an identifier, never fetched).
-    assert set(re.findall(r"https?://[^\s\"'<>]+", html)) == {"http://www.w3.org/2000/svg"}
-    assert "<script" not in html.lower()
+def test_nothing_is_fetched(html):
+    markup = re.sub(r"<script\b.*?</script>", "", html, flags=re.DOTALL)
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", markup, flags=re.IGNORECASE)
     assert "default-src 'none'" in html  # the page may not fetch anything even if a URL slipped in
+    assert "script-src 'unsafe-inline'" in html
 
 
 def test_hostile_node_name_is_escaped(html):
     assert HOSTILE not in html
-    assert "alert(" not in html.replace(esc("alert('x')"), "")
+    markup = re.sub(r"<script>.*?</script>", "", html, flags=re.DOTALL)  # the library's own code
+    assert "<script>alert" not in markup
     assert esc(HOSTILE) in html
-    # In the SVG it round-trips as text, not markup.
-    (nodes_chart,) = [s for s in svgs(html) if s.get("data-figure") == "nodes"]
-    texts = [t.text for t in nodes_chart.iter("{http://www.w3.org/2000/svg}text")]
-    assert HOSTILE in texts
+    # In the figures it round-trips as data, and no "<" is left inside a JSON script element.
+    ((nodes),) = [s for f, _, s in specs(html) if f == "nodes"]
+    assert HOSTILE in [c[0] for trace in nodes["data"] for c in trace["customdata"]]
+    for body in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, flags=re.DOTALL):
+        assert "<" not in body
 
 
 def test_probe_specific_numbers(html):
-    # fwq noise: per run in the slow-run table, per node in its own table; text values as explanations.
-    assert "noise_events 3, noise_fraction 1.1%, noise_period_s 4 ms" in html
     section = html[html.index('data-variant="fwq-9f9f"') :]
     table = re.search(r"Probe-specific numbers</h3>(.*?)</table>", section, flags=re.DOTALL).group(1)
     assert (
@@ -182,7 +218,7 @@ def test_missing_fact_values_show_a_dash():
         ]
     )
     nodes["cores"] = nodes["cores"].astype("Int32")  # as DuckDB returns a nullable integer column
-    section = render(nodes=nodes).split('<section id="nodes">')[1]
+    section = render(nodes=nodes).split('<section id="nodes">')[1].split("</section>")[0]
     assert '<td>cores</td><td class="differ">4</td><td class="differ">-</td>' in section
     assert "&lt;NA&gt;" not in section and "nan" not in section
 
@@ -196,15 +232,16 @@ def test_invalid_facts_json_is_shown_not_fatal():
 def test_missing_tables_are_said_plainly():
     page = render(nodes=pd.DataFrame(), iterations=pd.DataFrame())
     assert "No node facts were recorded in this campaign." in page
-    assert "no iterations stored for the slow run" in page
+    assert "No iterations stored for the slow run or its typical run" in page
+    assert 'data-figure="timeline"' not in page
 
 
 def test_rendering_is_deterministic():
     assert render() == render()
 
 
-def test_every_svg_is_well_formed(html):
-    assert len(svgs(html)) == 10  # 4 + 3 figures, 3 timelines; ET.fromstring parsed each
+def test_every_figure_spec_is_json(html):
+    assert len(specs(html)) == 10  # 4 + 3 figures, 3 timelines; json.loads parsed each
 
 
 def test_one_run_and_equal_values_render():
@@ -221,9 +258,10 @@ def test_one_run_and_equal_values_render():
     )
     page = render(analysis, iterations=pd.DataFrame())
     assert "100.0 [no CI, n=1] GFLOPS" in page
-    assert "Verdict: INCONCLUSIVE</span> (no nodes)" in page
-    assert "None of 1 runs." in page
-    assert len(svgs(page)) == 3
+    assert "Verdict: INCONCLUSIVE (no node had ok runs to judge)" in page
+    assert '<section id="verdict" class="verdict v-inconclusive">' in page
+    assert "No slow runs among 1." in page
+    assert len(specs(page)) == 3
 
 
 def test_empty_analysis_renders():
@@ -231,7 +269,9 @@ def test_empty_analysis_renders():
         "c1", Settings(), (), (), (), Verdict(True, ()), ("campaign c1: no runs to analyse",)
     )
     page = render(analysis, nodes=pd.DataFrame(), iterations=pd.DataFrame())
-    assert "No successful runs to analyse." in page and "no runs to analyse" in page
+    assert "Verdict: INCONCLUSIVE (no node had ok runs to judge)" in page
+    assert "campaign c1: no runs to analyse" in page
+    assert "<script>" not in page  # no figure: no library
 
 
 def test_select_timeline_runs_caps_and_order():
@@ -259,9 +299,9 @@ def test_select_timeline_runs_caps_and_order():
 def test_report_size_for_4_variants_200_runs():
     """4 variants x 1 node x 200 runs, 10 slow runs each, every drawn run's iterations: well under 3 MB."""
     variants, groups, runs = [], [], []
-    specs = {"l2sum-0001": (100, None, True), "stream-0002": (10, "stream", True),
+    plan = {"l2sum-0001": (100, None, True), "stream-0002": (10, "stream", True),
              "dgemm-0003": (10, None, True), "fwq-0004": (5000, "fwq", False)}  # fmt: skip
-    for name, (_, _, hib) in specs.items():
+    for name, (_, _, hib) in plan.items():
         variants.append(variant_summary(name, nodes=1, n=200, higher_is_better=hib))
         groups.append(group(name, "n1", n=200, k5=10, higher_is_better=hib))
         for t in range(200):
@@ -276,7 +316,7 @@ def test_report_size_for_4_variants_200_runs():
     assert len(wanted) == 4 * 7  # 6 slow + 1 typical per variant
     rows = []  # what the CLI loads from the store: the iterations of the wanted runs only
     for run in (r for r in runs if r.run_id in wanted):
-        n_it, kind, _ = specs[run.variant]
+        n_it, kind, _ = plan[run.variant]
         if kind == "stream":
             for k in ("copy", "scale", "add", "triad"):
                 rows += team_iterations(run.run_id, [run.value] * n_it, warmup=1.0, kernel=k)
@@ -285,9 +325,10 @@ def test_report_size_for_4_variants_200_runs():
         else:
             rows += team_iterations(run.run_id, [run.value] * n_it, warmup=1.0)
     page = render(analysis, iterations=iterations_frame(rows))
-    assert len(page.encode()) < 3_000_000
-    timelines = [s for s in svgs(page) if s.get("data-figure") == "timeline"]
+    library = len(plotly_js().encode())
+    assert len(page.encode()) - library < 3_000_000
+    timelines = [s for f, _, s in specs(page) if f == "timeline"]
     assert len(timelines) == 24
-    for svg in timelines:
-        for path in svg.iter("{http://www.w3.org/2000/svg}path"):
-            assert path.get("d").count("L") < 400  # decimated: 5000 fwq samples become <= 400 points
+    for spec in timelines:
+        for trace in spec["data"]:
+            assert len(trace["y"]) <= 2000  # thinned: 5000 fwq samples become <= 2000 points

@@ -19,7 +19,7 @@ def test_whole_summary():
         f"l2sum  n1    {pad}10  95.12 [94.98, 95.20] GB/s  4.1%  2/10!     1/10       "
         "1 systematic, 1 transient",
         "verdict: DEGRADED (1 of 2 nodes degraded)",
-        "  n1: degraded",
+        "  n1: degraded: cpu-contention, page-placement",
         "    - node n1, l2sum-1a2b: 2 of 10 runs were slow",
         f"  {HOSTILE}: healthy",
         "    - every probe within the limits",
@@ -36,7 +36,8 @@ def test_never_pass_above_a_failing_probe():
     PASS any more: each node's verdict is printed, with the limits it was judged by."""
     lines = render_summary(demo_analysis(checks=CHECKS))
     assert not any("PASS" in line for line in lines)
-    assert lines.index("verdict: DEGRADED (1 of 2 nodes degraded)") < lines.index("  n1: degraded")
+    n1 = lines.index("  n1: degraded: cpu-contention, page-placement")
+    assert lines.index("verdict: DEGRADED (1 of 2 nodes degraded)") < n1
     assert "limits: slow-run rate at most 1%" in lines
 
 

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -293,6 +294,22 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def interleave(trials: Sequence[Trial]) -> list[Trial]:
+    """Trials of all variants mixed in proportion: the j-th of a variant's m trials in this run goes at the
+    fraction (j + 0.5) / m of the run. Variants compared with each other (`run --page 2m,1g`) then alternate
+    trial by trial, so drift on the node hits them alike; and every variant has measured trials early, which
+    is what the per-variant ETA (progress.py) needs. Ties keep the order the variants were given.
+    """
+    by_variant: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_variant.setdefault(t.variant.variant_id, []).append(t)
+    keyed = []
+    for k, mine in enumerate(by_variant.values()):
+        mine = sorted(mine, key=lambda t: t.index)
+        keyed += [((j + 0.5) / len(mine), k, t.index, t) for j, t in enumerate(mine)]
+    return [t for *_, t in sorted(keyed, key=lambda x: x[:3])]
+
+
 @dataclass
 class LocalRunner:
     campaign: Campaign
@@ -334,18 +351,15 @@ class LocalRunner:
 
     def run(self, trials: Sequence[Trial]) -> RunOutcome:
         outcome = RunOutcome(self.campaign.root)
-        progress = Progress(total=len(trials), enabled=self.show_progress)
+        plan = Counter(t.variant.variant_id for t in trials)
+        progress = Progress(total=len(trials), plan=plan, enabled=self.show_progress)
         buffer, last_flush = TrialRows(), time.monotonic()
-        current_variant: str | None = None
         recent_errors: list[str] = []
         collector = EvidenceCollector() if self.evidence else None
         try:
             with _sigterm_as_interrupt():
                 self._facts = self._node_facts()
                 for trial in trials:
-                    if trial.variant.variant_id != current_variant:
-                        current_variant = trial.variant.variant_id
-                        progress.set_label(trial.variant.probe, trial.variant.spec.unit)
                     if self.before_trial is not None:
                         self.before_trial(trial)
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
@@ -362,7 +376,13 @@ class LocalRunner:
                     ok = run["status"] == "ok"
                     outcome.stored += 1
                     outcome.failed += 0 if ok else 1
-                    progress.update(run["value"] if ok else None)
+                    progress.update(
+                        run["value"] if ok else None,
+                        variant=trial.variant.variant_id,
+                        seconds=run["wall_s"],
+                        label=trial.variant.name,
+                        unit=trial.variant.spec.unit,
+                    )
                     recent_errors = [] if ok else [*recent_errors, str(run["error"])]
                     if len(recent_errors) >= MAX_CONSECUTIVE_FAILURES and len(set(recent_errors)) == 1:
                         outcome.stopped_reason = (

@@ -135,7 +135,7 @@ def _free(pools: list[HugePagePool], size: int) -> int:
     return int(whole[0].free or 0) if whole else 0
 
 
-def mitigation(facts: Mapping[str, Any]) -> list[Advice]:
+def mitigation(facts: Mapping[str, Any], *, sweep_dir: str = "sweep-1g") -> list[Advice]:
     """The pages status of a node and what to do, from its facts (as `node.facts.collect` records them)."""
     pools = pools_from_facts(facts)
     thp = facts.get("thp_enabled")
@@ -223,7 +223,7 @@ def mitigation(facts: Mapping[str, Any]) -> list[Advice]:
             ),
         )
     )
-    out.append(sweep_advice(facts))
+    out.append(sweep_advice(facts, sweep_dir))
     return out
 
 
@@ -249,12 +249,12 @@ def vm_advice(virtualization: str, node: str = "this node") -> Advice:
     )
 
 
-def sweep_advice(facts: Mapping[str, Any] | None = None) -> Advice:
+def sweep_advice(facts: Mapping[str, Any] | None = None, sweep_dir: str = "sweep-1g") -> Advice:
     """The 1 GiB offset sweep; the snoop-filter reading only on CPU families where seed 000 established it
     (analysis/causes/vendor.py), never on others (an AMD node got Xeon 8160 advice: issue 14)."""
     from tailscope.analysis.causes.vendor import cpu_name, snoop_filter_family
 
-    offsets = " ".join(SWEEP_OFFSETS)
+    offsets = ",".join(SWEEP_OFFSETS)
     family = snoop_filter_family(facts or {})
     if family:
         reading = (
@@ -271,12 +271,11 @@ def sweep_advice(facts: Mapping[str, Any] | None = None) -> Advice:
         "The seed's test: put l2sum's L2-sized array on a 1 GiB page (contiguous physical addresses) and "
         f"shift its start in the page; {reading}. {len(SWEEP_OFFSETS)} "
         f"offsets {SWEEP_STEP} apart cover one period; each needs offset + array bytes within the page. "
-        "Needs free 1 GiB pages (see above); every offset is one variant of the campaign, compared in its "
-        "report.",
+        "Needs free 1 GiB pages (see above); every offset is one variant, run interleaved trial by trial, "
+        "and `compare` judges each against offset 0 (slow-run rates, Fisher's exact test, median shift).",
         (
-            f"for off in {offsets}; do tailscope run l2sum --page 1g --offset $off --trials 10 "
-            "--campaign sweep-1g; done",
-            "tailscope report sweep-1g -o sweep-1g.html",
+            f"tailscope run l2sum --page 1g --offset {offsets} --trials 10 --campaign {sweep_dir}",
+            f"tailscope compare {sweep_dir} --by offset",
         ),
     )
 
@@ -289,11 +288,11 @@ def _version(text: str) -> tuple[int, ...]:
 BRIEF_TOPICS = ("status", "virtual machine", "1 GiB offset sweep")
 
 
-def advice_lines(facts: Mapping[str, Any], *, brief: bool = False) -> list[str]:
+def advice_lines(facts: Mapping[str, Any], *, brief: bool = False, sweep_dir: str = "sweep-1g") -> list[str]:
     """The advice as terminal lines: `pages: TOPIC: text` then the commands, indented. `brief` (the check's
     summary): the status, the VM statement and the sweep's commands, pointing to the report for the rest."""
     lines = []
-    for a in mitigation(facts):
+    for a in mitigation(facts, sweep_dir=sweep_dir):
         if brief and a.topic not in BRIEF_TOPICS:
             continue
         if brief and a.topic == "1 GiB offset sweep":

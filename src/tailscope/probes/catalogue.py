@@ -30,6 +30,29 @@ class ProbeOption:
     help: str = ""
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
+    default: ParamValue | None = None  # what the probe uses when the option is not given
+
+    def canonical(self, value: ParamValue) -> ParamValue:
+        """The value as the probe reads it: `64M` and `67108864` are one size, `THP` is `thp`."""
+        if self.type is bool:
+            return bool(value)
+        if self.type is int:
+            return int(value)
+        if self.type is float:
+            return float(value)
+        if self.metavar == "BYTES":
+            return parse_bytes(str(value))
+        return str(value).strip().lower() if self.choices else str(value).strip()
+
+    def is_default(self, value: ParamValue) -> bool:
+        if self.type is bool:
+            return value is False
+        if self.default is None:
+            return False
+        try:
+            return self.canonical(value) == self.canonical(self.default)
+        except ValueError:
+            return False
 
     @property
     def dest(self) -> str:
@@ -38,10 +61,22 @@ class ProbeOption:
 
 COMMON_OPTIONS: tuple[ProbeOption, ...] = (
     ProbeOption(
-        "--cpus", str, "CPUs, one pinned thread each: 0-3,8 | S0:0-3 | cores (default) | all", None, "LIST"
+        "--cpus",
+        str,
+        "CPUs, one pinned thread each: 0-3,8 | S0:0-3 | cores (default) | all",
+        None,
+        "LIST",
+        default="cores",
     ),
-    ProbeOption("--page", str, "page policy (default thp)", ("4k", "thp", "2m", "1g")),
-    ProbeOption("--offset", str, "start the data BYTES into the allocation (k/m/g suffixes)", None, "BYTES"),
+    ProbeOption("--page", str, "page policy (default thp)", ("4k", "thp", "2m", "1g"), default="thp"),
+    ProbeOption(
+        "--offset",
+        str,
+        "start the data BYTES into the allocation (k/m/g suffixes)",
+        None,
+        "BYTES",
+        default="0",
+    ),
     ProbeOption("--no-pages", bool, "do not record physical pages"),
     ProbeOption("--seed", int, "seed for pseudo-random initialisation"),
     ProbeOption(
@@ -82,12 +117,14 @@ PROBES: dict[str, ProbeSpec] = {
             "GB/s",
             True,
             (
-                ProbeOption("--l2-fraction", float, "chunk size as a fraction of the private L2 (0.95)"),
+                ProbeOption(
+                    "--l2-fraction", float, "chunk size as a fraction of the private L2 (0.95)", default=0.95
+                ),
                 ProbeOption(
                     "--chunk-bytes", str, "chunk size per thread (overrides --l2-fraction)", None, "BYTES"
                 ),
-                ProbeOption("--sums", int, "passes over each chunk (1000)"),
-                ProbeOption("--sums-per-iteration", int, "passes per timed iteration (10)"),
+                ProbeOption("--sums", int, "passes over each chunk (1000)", default=1000),
+                ProbeOption("--sums-per-iteration", int, "passes per timed iteration (10)", default=10),
             ),
             timeout_s=300.0,
         ),
@@ -99,13 +136,16 @@ PROBES: dict[str, ProbeSpec] = {
             True,
             (
                 ProbeOption("--elements", int, "doubles per array (default: 4x LLC, capped)"),
-                ProbeOption("--max-bytes", str, "cap per array (1g)", None, "BYTES"),
-                ProbeOption("--reps", int, "repetitions, the first is the warm-up (10; 2 to 250)"),
+                ProbeOption("--max-bytes", str, "cap per array (1g)", None, "BYTES", default="1g"),
+                ProbeOption(
+                    "--reps", int, "repetitions, the first is the warm-up (10; 2 to 250)", default=10
+                ),
                 ProbeOption(
                     "--stores",
                     str,
                     "non-temporal (nt, default) or ordinary write-allocate stores",
                     ("nt", "cached"),
+                    default="nt",
                 ),
             ),
         ),
@@ -116,9 +156,14 @@ PROBES: dict[str, ProbeSpec] = {
             "GFLOPS",
             True,
             (
-                ProbeOption("--n", int, "matrix order (2000)"),
-                ProbeOption("--calls", int, "DGEMM calls, the first is the warm-up (10)"),
-                ProbeOption("--blas-coretype", str, "auto | library | an OPENBLAS_CORETYPE name (auto)"),
+                ProbeOption("--n", int, "matrix order (2000)", default=2000),
+                ProbeOption("--calls", int, "DGEMM calls, the first is the warm-up (10)", default=10),
+                ProbeOption(
+                    "--blas-coretype",
+                    str,
+                    "auto | library | an OPENBLAS_CORETYPE name (auto)",
+                    default="auto",
+                ),
             ),
         ),
         ProbeSpec(
@@ -128,8 +173,10 @@ PROBES: dict[str, ProbeSpec] = {
             "us",
             False,
             (
-                ProbeOption("--samples", int, "quanta per thread (5000)"),
-                ProbeOption("--quantum-us", float, "target quantum length in microseconds (100)"),
+                ProbeOption("--samples", int, "quanta per thread (5000)", default=5000),
+                ProbeOption(
+                    "--quantum-us", float, "target quantum length in microseconds (100)", default=100.0
+                ),
                 ProbeOption("--work", int, "loop count per quantum (overrides --quantum-us)"),
             ),
             timeout_s=300.0,
@@ -195,6 +242,50 @@ PROBES: dict[str, ProbeSpec] = {
 }
 
 
+_BYTE_SUFFIX = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """`64m` -> 67108864 (binary suffixes k, m, g, t; a trailing b or ib is allowed)."""
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    number, suffix = (t[:-1], t[-1]) if t and t[-1] in _BYTE_SUFFIX else (t, "")
+    try:
+        return int(float(number) * _BYTE_SUFFIX[suffix])
+    except ValueError:
+        raise ValueError(f"{text!r}: expected a size in bytes like 4096, 64k, 2m or 1g") from None
+
+
+def bytes_label(n: int) -> str:
+    """67108864 -> `64m`: the largest binary suffix that divides the size."""
+    for suffix in ("t", "g", "m", "k"):
+        if n and n % _BYTE_SUFFIX[suffix] == 0:
+            return f"{n // _BYTE_SUFFIX[suffix]}{suffix}"
+    return str(n)
+
+
+def variant_name(probe: str, params: dict[str, Any]) -> str:
+    """The human name of a variant: `l2sum`, `l2sum 2m`, `l2sum 1g +64m`, `dgemm n=4000`.
+
+    The page policy comes first as a bare word, the offset as +SIZE, other options as key=value; options at
+    their default are not named (they are not part of the variant either).
+    """
+    parts = [probe]
+    options = {o.dest: o for o in PROBES[probe].all_options} if probe in PROBES else {}
+    rest = {k: v for k, v in params.items() if not (k in options and options[k].is_default(v))}
+    if "page" in rest:
+        parts.append(str(rest.pop("page")))
+    if "offset" in rest:
+        raw = rest.pop("offset")
+        try:
+            parts.append(f"+{bytes_label(parse_bytes(str(raw)))}")
+        except ValueError:
+            parts.append(f"+{raw}")
+    for key in sorted(rest):
+        value = rest[key]
+        parts.append(key.replace("_", "-") if value is True else f"{key.replace('_', '-')}={value}")
+    return " ".join(parts)
+
+
 class UnknownProbeError(InputError, KeyError):
     def __str__(self) -> str:
         return f"unknown probe {self.args[0]!r} (known: {', '.join(sorted(PROBES))})"
@@ -209,10 +300,28 @@ def probe_spec(name: str) -> ProbeSpec:
 
 @dataclass(frozen=True)
 class ProbeVariant:
-    """A probe with the options the user set; identity = name + hash of the sorted options."""
+    """A probe with the options that change what it runs; identity = name + hash of the sorted options.
+
+    Options given at their default value are dropped, so `run l2sum` and `run l2sum --page thp` are one
+    variant (the probe ran with the same configuration). `name` is the human name (`l2sum 1g +64m`);
+    `variant_id` (`l2sum-059c3207`) stays the stored key.
+    """
 
     probe: str
     params: dict[str, ParamValue] = field(default_factory=dict)
+    # False keeps the params as given: a plan stored before defaults were dropped keeps its variant id.
+    normalize: bool = field(default=True, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.normalize:
+            return
+        by_dest = {o.dest: o for o in probe_spec(self.probe).all_options} if self.probe in PROBES else {}
+        kept = {k: v for k, v in self.params.items() if not (k in by_dest and by_dest[k].is_default(v))}
+        object.__setattr__(self, "params", kept)
+
+    @property
+    def name(self) -> str:
+        return variant_name(self.probe, self.params)
 
     @property
     def spec(self) -> ProbeSpec:
@@ -258,4 +367,6 @@ class ProbeVariant:
 
     @classmethod
     def from_plan(cls, probe: str, params: dict[str, Any]) -> ProbeVariant:
-        return cls(str(probe), dict(params or {}))
+        """The variant of a stored plan, its params as stored: a plan made before options at their default
+        were dropped (`--page thp` hashed into the id) keeps its variant id and still resumes."""
+        return cls(str(probe), dict(params or {}), normalize=False)

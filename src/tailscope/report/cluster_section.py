@@ -11,13 +11,12 @@ from __future__ import annotations
 from tailscope.analysis.cluster import ClusterSummary, NodeEffect
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.analysis.wording import pct
+from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
-from tailscope.report.svg import GREY, PALETTE, Chart, axis_label, esc
 
 MAX_NODE_ROWS = 40  # ranked nodes listed per variant (flagged nodes always are)
-_VERDICT_COLOR = {"drain": PALETTE[1], "retest": PALETTE[3], "ok": PALETTE[0]}
 
 
 def render_cluster_section(analysis: CampaignAnalysis) -> str:
@@ -130,7 +129,10 @@ def _variant(s: ClusterSummary) -> str:
     return "\n".join(
         [
             head,
-            f"<figure>{_nodes_chart(s)}<figcaption>{esc(_CHART_TEXT)}</figcaption></figure>",
+            _explain(
+                "The per-node min / median / max (the seed's Fig. 9) is the figure in this variant's own "
+                "section, its nodes coloured by this screen's verdict (drain, re-test, ok)."
+            ),
             components,
             _explain(
                 "The random-effects model splits the variation of log performance into a node part and a run "
@@ -159,42 +161,6 @@ def _variant(s: ClusterSummary) -> str:
             ),
         ]
     )
-
-
-_CHART_TEXT = (
-    "Minimum, median and maximum of each node's runs, slowest median first (seed 000 Fig. 9). Colour: "
-    "the node's verdict. The line is the median node."
-)
-
-
-def _nodes_chart(s: ClusterSummary) -> str:
-    ordered = sorted(s.nodes, key=lambda n: (n.effect, n.node))
-    chart = Chart(
-        title=f"{s.variant}: min / median / max per node ({len(ordered)} nodes)",
-        x_label="node (slowest median first)",
-        y_label=axis_label(s.metric, s.unit),
-        x_categories=[n.node for n in ordered],
-        width=max(640, min(1800, 14 * len(ordered))),
-    )
-    chart.hline(s.fleet_median, label="median node", color=GREY, dash="")
-    for verdict in ("ok", "retest", "drain"):
-        idx = [i for i, n in enumerate(ordered) if n.verdict == verdict]
-        if not idx:
-            continue
-        chart.error_bars(
-            idx,
-            [ordered[i].minimum for i in idx],
-            [ordered[i].median for i in idx],
-            [ordered[i].maximum for i in idx],
-            label=f"{verdict} ({len(idx)})",
-            color=_VERDICT_COLOR[verdict],
-            tooltips=[
-                f"node {n.node}: {n.n} runs, median {n.median:.4g} {s.unit}, {pct(n.slowdown)} slower "
-                f"(shrunk), p={n.p_value:.2g}, bin {n.speed_bin}"
-                for n in (ordered[i] for i in idx)
-            ],
-        )
-    return chart.render(data={"figure": "cluster-nodes", "variant": s.variant})
 
 
 def _node_row(s: ClusterSummary, n: NodeEffect) -> list[str]:

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from tailscope.analysis.model import CampaignAnalysis
-from tailscope.report.svg import GREY, PALETTE, Chart, esc, minmax_decimate
+from tailscope.report import plotly_figures as plots
+from tailscope.report.markup import esc
 
 __all__ = ["counters_section", "monitor_timelines"]
 
@@ -35,18 +36,24 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
-def _figure(svg: str, text: str) -> str:
-    return f"<figure>{svg}<figcaption>{esc(text)}</figcaption></figure>"
+def _figure(plot: str, text: str) -> str:
+    return f'<figure class="plotbox">{plot}<figcaption>{esc(text)}</figcaption></figure>'
 
 
-def counters_section(analysis: CampaignAnalysis, samples: pd.DataFrame | None = None) -> str:
-    """HTML of the section ('' when there is nothing to show)."""
+def counters_section(
+    analysis: CampaignAnalysis, samples: pd.DataFrame | None = None, figs: plots.Figures | None = None
+) -> str:
+    """HTML of the section ('' when there is nothing to show). `figs` numbers the report's figures."""
+    figs = figs or plots.Figures()
     section = getattr(analysis, "attribution", None)
     parts: list[str] = []
     if section:
+        from tailscope.probes.catalogue import variant_name
+
+        names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
         for variant in section.get("variants", []):
-            parts.append(_variant_part(variant))
-    timelines = monitor_timelines(samples) if samples is not None and not samples.empty else []
+            parts.append(_variant_part(variant, figs, names.get(str(variant["variant"]))))
+    timelines = monitor_timelines(samples, figs) if samples is not None and not samples.empty else []
     if timelines:
         parts.append("<h3>Monitor timelines</h3>")
         parts.append('<div class="figs">' + "".join(timelines) + "</div>")
@@ -67,9 +74,11 @@ def counters_section(analysis: CampaignAnalysis, samples: pd.DataFrame | None = 
     )
 
 
-def _variant_part(variant: dict[str, Any]) -> str:
+def _variant_part(variant: dict[str, Any], figs: plots.Figures, human: str | None = None) -> str:
     name = str(variant["variant"])
-    out = [f"<h3>{esc(name)}: {variant['runs']} runs with counters, {variant['slow_runs']} slow</h3>"]
+    out = [
+        f"<h3>{esc(human or name)}: {variant['runs']} runs with counters, {variant['slow_runs']} slow</h3>"
+    ]
     rows = []
     for c in variant["counters"][:TABLE_ROWS]:
         rows.append(
@@ -115,78 +124,90 @@ def _variant_part(variant: dict[str, Any]) -> str:
             f"{interference['flagged']} runs "
             f"flagged, {interference['slow_flagged']} of the {interference['slow']} slow runs.</p>"
         )
-    figs = [_scatter(name, counter, points) for counter, points in variant.get("points", {}).items()]
+    drawn = [_scatter(figs, name, counter, points) for counter, points in variant.get("points", {}).items()]
     for pair in variant.get("pairs", [])[:2]:
         for counter, per_unit in list(pair["counters"].items())[:2]:
-            figs.append(_pair_bars(name, pair, counter, per_unit))
-    if figs:
-        out.append('<div class="figs">' + "".join(figs) + "</div>")
+            drawn.append(_pair_bars(figs, name, pair, counter, per_unit))
+    if drawn:
+        out.append('<div class="figs">' + "".join(drawn) + "</div>")
     return "\n".join(out)
 
 
-def _scatter(variant: str, counter: str, points: dict[str, list[Any]]) -> str:
-    chart = Chart(
-        title=f"{variant}: run time vs {counter}",
-        x_label=counter,
-        y_label="relative run time (node median = 1)",
-        height=260,
-    )
+def _scatter(figs: plots.Figures, variant: str, counter: str, points: dict[str, list[Any]]) -> str:
     xs, ts, slow = points["x"], points["t"], points["slow"]
-    for flag, label, color in ((False, "normal runs", PALETTE[0]), (True, "slow runs", PALETTE[1])):
+    data = []
+    for flag, label, color in (
+        (False, "normal runs", plots.COLORS[0]),
+        (True, "slow runs", plots.SLOW_COLOR),
+    ):
         idx = [i for i, s in enumerate(slow) if s == flag and xs[i] is not None and ts[i] is not None]
         if idx:
-            chart.scatter(
-                [xs[i] for i in idx], [ts[i] for i in idx], label=f"{label} ({len(idx)})", color=color
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f"{label} ({len(idx)})",
+                    "x": [float(xs[i]) for i in idx],
+                    "y": [round(float(ts[i]), 5) for i in idx],
+                    "marker": {
+                        "color": color,
+                        "size": 5 if not flag else 7,
+                        "symbol": "x" if flag else "circle",
+                    },
+                    "hovertemplate": f"{esc(counter)} %{{x:.4g}}<br>relative time %{{y:.4f}}"
+                    f"<extra>{label}</extra>",
+                }
             )
-    chart.hline(1.0, label="node median", color=GREY)
-    svg = chart.render(data={"figure": "counter-scatter", "variant": variant, "counter": counter})
-    return _figure(svg, f"Each point is one run: {counter} (summed over units) against its node-scaled time.")
+    values = [float(x) for x in xs if x is not None]
+    layout = {
+        "title": {"text": f"run time vs {esc(counter)}", "x": 0},
+        "xaxis": plots.axis(counter, plots.log_axis(values)),
+        "yaxis": plots.axis("relative run time (node median = 1)"),
+        "shapes": [plots.hline(1.0, "#555")],
+    }
+    plot = figs.html("counter-scatter", variant, data, layout, 280, extra={"counter": counter})
+    return _figure(
+        plot, f"Each point is one run: {counter} (summed over units) against its node-scaled time."
+    )
 
 
-def _pair_bars(variant: str, pair: dict[str, Any], counter: str, per_unit: dict[str, list[Any]]) -> str:
+def _pair_bars(
+    figs: plots.Figures, variant: str, pair: dict[str, Any], counter: str, per_unit: dict[str, list[Any]]
+) -> str:
     units = [str(u) for u in per_unit["units"]]
-    chart = Chart(
-        title=f"{counter} per unit: trial {pair['slow_trial']} (slow) vs {pair['good_trial']} (good), "
-        f"{pair['node']}",
-        x_label="unit (CPU, CHA, channel)",
-        y_label=counter,
-        x_categories=units,
-        y_from_zero=True,
-        height=260,
-    )
-    n = len(units)
-    good = [float(v) if v is not None else float("nan") for v in per_unit["good"]]
-    slow = [float(v) if v is not None else float("nan") for v in per_unit["slow"]]
-    chart.bars(
-        [i - 0.4 for i in range(n)],
-        [i for i in range(n)],
-        good,
-        label=f"good trial {pair['good_trial']}",
-        color=PALETTE[0],
-    )
-    chart.bars(
-        [i for i in range(n)],
-        [i + 0.4 for i in range(n)],
-        slow,
-        label=f"slow trial {pair['slow_trial']}",
-        color=PALETTE[1],
-    )
-    svg = chart.render(
-        data={"figure": "counter-pair", "variant": variant, "counter": counter, "run": pair["slow_run"]}
+
+    def values(key: str) -> list[float | None]:
+        return [float(v) if v is not None and np.isfinite(float(v)) else None for v in per_unit[key]]
+
+    data = [
+        {"type": "bar", "name": f"good trial {pair['good_trial']}", "x": units, "y": values("good"),
+         "marker": {"color": plots.COLORS[0]}},
+        {"type": "bar", "name": f"slow trial {pair['slow_trial']}", "x": units, "y": values("slow"),
+         "marker": {"color": plots.SLOW_COLOR}},
+    ]  # fmt: skip
+    layout = {
+        "title": {"text": f"{esc(counter)} per unit, {esc(str(pair['node']))}", "x": 0},
+        "barmode": "group",
+        "xaxis": plots.axis("unit (CPU, CHA, channel)", type="category"),
+        "yaxis": plots.axis(counter, rangemode="tozero"),
+    }
+    plot = figs.html(
+        "counter-pair", variant, data, layout, 280, extra={"counter": counter, "run": str(pair["slow_run"])}
     )
     return _figure(
-        svg,
-        f"Seed Figs. 5-6: the slow trial (perf ratio {pair['slow_perf_ratio']:.3f}) against the "
-        "preceding good trial "
-        f"(perf ratio {pair['good_perf_ratio']:.3f}) of the same node, unit by unit.",
+        plot,
+        f"Seed Figs. 5-6: the slow trial {pair['slow_trial']} (perf ratio {pair['slow_perf_ratio']:.3f}) "
+        f"against the preceding good trial {pair['good_trial']} (perf ratio {pair['good_perf_ratio']:.3f}) "
+        f"of node {pair['node']}, unit by unit.",
     )
 
 
-def monitor_timelines(samples: pd.DataFrame) -> list[str]:
+def monitor_timelines(samples: pd.DataFrame, figs: plots.Figures | None = None) -> list[str]:
     """Per node and source: rates of the series that vary most, per second between consecutive samples.
 
     `samples`: node, source, sample, t_ns, pmu, event, value (summed over units by the caller or not).
     """
+    figs = figs or plots.Figures()
     out: list[str] = []
     frame = samples.groupby(["node", "source", "pmu", "event", "sample"], sort=True).agg(
         t_ns=("t_ns", "first"), value=("value", "sum")
@@ -208,14 +229,23 @@ def monitor_timelines(samples: pd.DataFrame) -> list[str]:
             series.append((spread, f"{pmu}/{event}", t[1:][ok] - t[0], rate))
         series.sort(key=lambda s: (-s[0], s[1]))
         for spread, name, xs, ys in series[:TIMELINE_SERIES]:
-            chart = Chart(
-                title=f"{node}: {name} ({source})",
-                x_label="seconds",
-                y_label=f"{name} per second",
-                height=220,
-            )
-            dx, dy = minmax_decimate(xs.tolist(), ys.tolist(), TIMELINE_POINTS)
-            chart.line(dx, dy, label=name, color=PALETTE[0])
-            svg = chart.render(data={"figure": "monitor", "node": str(node), "series": name})
-            out.append(_figure(svg, f"Rate between consecutive samples; variation (sd/mean) {spread:.3g}."))
+            dx, dy = plots.minmax_thin(xs, ys, TIMELINE_POINTS)
+            data = [
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": name,
+                    "x": [round(float(x), 6) for x in dx],
+                    "y": [float(f"{y:.5g}") for y in dy],
+                    "line": {"color": plots.COLORS[0], "width": 1},
+                    "hovertemplate": "%{x:.3f} s: %{y:.4g}/s<extra></extra>",
+                }
+            ]
+            layout = {
+                "title": {"text": f"{esc(str(node))}: {esc(name)} ({esc(str(source))})", "x": 0},
+                "xaxis": plots.axis("seconds"),
+                "yaxis": plots.axis(f"{name} per second", plots.log_axis(dy)),
+            }
+            plot = figs.html("monitor", "", data, layout, 240, extra={"node": str(node), "series": name})
+            out.append(_figure(plot, f"Rate between consecutive samples; variation (sd/mean) {spread:.3g}."))
     return out

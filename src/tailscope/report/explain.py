@@ -9,64 +9,11 @@ from __future__ import annotations
 from tailscope.analysis.model import Settings
 from tailscope.analysis.wording import pct
 
-__all__ = [
-    "CAUSES",
-    "ecdf_text",
-    "histogram_text",
-    "nodes_text",
-    "sorted_text",
-    "table_text",
-    "timeline_text",
-    "verdict_text",
-]
+__all__ = ["CAUSES", "table_text", "timeline_text", "verdict_text"]
 
 
 def _thresholds(settings: Settings) -> str:
     return " and ".join(pct(d) for d in settings.thresholds)
-
-
-def sorted_text(settings: Settings, higher_is_better: bool) -> str:
-    order = "lowest value" if higher_is_better else "longest time"
-    return (
-        f"Every run of this variant, sorted from the slowest (left, {order}) to the fastest (right). "
-        "Each value is node-median scaled, as in McCalpin's SC18 Fig. 1: value x (median of all runs of "
-        "the variant / median of the run's own node). Scaling removes the steady difference between "
-        "nodes (one node that is always 3% slower) so what remains is run-to-run variation. The healthy "
-        "shape is a flat line; a drop at the left end is the slow tail. The dashed lines are the slow "
-        f"thresholds ({_thresholds(settings)}): a point beyond a line is that much slower than its own "
-        "node's median. The solid line is the median of all runs. Colours say what the run's iterations "
-        "show about why it was slow (see the timelines below). Hover a point for its run id, trial and value."
-    )
-
-
-def ecdf_text(settings: Settings) -> str:
-    return (
-        "The fraction of runs (y) whose performance ratio is at or below x. The performance ratio is the "
-        "run divided by its node's median (the node median divided by the run for times), so 1 is a "
-        f"typical run and {1 - settings.primary_threshold:g} is {pct(settings.primary_threshold)} slower. "
-        "A steep rise at 1 means runs are tight. A foot to the left of the dashed lines is the slow tail: "
-        "the curve's height where it crosses a line is the fraction of runs slower than that threshold."
-    )
-
-
-def histogram_text() -> str:
-    return (
-        "How many runs fall into each bin of performance ratio. A separate small hump left of the main "
-        "peak is a slow mode: a second population of runs with a cause of its own, not the edge of normal "
-        "spread. A rare mode (1 run in 100) is a bar of height 1 or 2 here; the table counts it exactly."
-    )
-
-
-def nodes_text(settings: Settings) -> str:
-    return (
-        "Per node: the slowest, median and fastest run (the seed paper's Fig. 9), nodes sorted by median, "
-        "slowest first. Short bars at different heights mean node-to-node differences dominate (hardware, "
-        "firmware, memory population, CPU frequency settings: compare the node facts at the end). Long "
-        "bars mean run-to-run variation dominates. A node drawn in red is slower than its peers: the "
-        "modified z-score of its median (log scale, against the other nodes) is below "
-        f"-{settings.robust_cut:g}. Such a node is slow in every run, so node-median scaling hides it "
-        "from the slow-run counts."
-    )
 
 
 def table_text(settings: Settings) -> str:
@@ -108,8 +55,12 @@ def timeline_text() -> str:
         "Each iteration of a slow run (colour) against a typical run of the same node (grey: the run "
         "closest to the node median). Warm-up iterations are left out. Drawn are the barrier-to-barrier "
         "team times where the probe records them, else the slowest thread of each iteration; stream is "
-        "drawn by its triad kernel. The dashed line is the slow threshold measured from the typical run's "
-        "median iteration (below it for rates, above it for times). Long runs are drawn as the lowest "
+        "drawn by its triad kernel. Where the slow run has one record per iteration, the grey dotted line "
+        "is the typical iteration its label was measured against and the dashed line the low cut: an "
+        "iteration beyond it counts as low, and a run low in every iteration is systematic, in a few "
+        "transient (the classifier's own reference and cut). Otherwise the dashed line is the slow "
+        "threshold measured from the typical run's median iteration (below it for rates, above it for "
+        "times). Long runs are drawn as the lowest "
         "and highest value of each bucket of iterations, so single-iteration spikes stay visible. "
         f"{CAUSES}"
     )
@@ -124,8 +75,3 @@ def verdict_text(has_checks: bool) -> str:
     if has_checks:
         return text + " Each check applies one limit to one node and variant."
     return text + " All limits are off, so only the fleet screen and the busy/noise screens judged."
-    return (
-        "No limits were set, so nothing could fail and the verdict passes by default. To make it a test, "
-        "set --max-slow-rate (tail-count test), --max-q01-drop (quantile rule) or --max-cv; a failed "
-        "limit gives exit code 1."
-    )

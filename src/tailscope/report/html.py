@@ -1,15 +1,17 @@
-"""The offline HTML report: one self-contained file (inline CSS and SVG, no script, nothing fetched).
+"""The offline HTML report, built around the answer: one self-contained file that fetches nothing.
 
-`render_html` lays out, in order: the verdict and its checks, the findings (`analysis.notes`), an overview
-of every (variant, node), then per probe variant its figures (sorted node-scaled runs, ECDF and histogram
-of the performance ratio, per-node min/median/max when there are several nodes), its group table, its slow
-runs and their iteration timelines; then the node facts, the methods and the settings. Each figure and
-table has a "what the numbers mean" paragraph (explain.py).
+`render_html` lays out, in order: the verdict per node and the causes of the slow runs (report/answer.py,
+the one place they come from), with the VM / no-counters caveat beside them; a table of contents; the
+variants compared when a probe has variants differing in one option (compare.py); per probe variant its
+interactive figures (value against time, sorted node-scaled values, ECDF, per-node min/median/max: see
+plotly_figures.py) and then, collapsed, its node table and slow runs (the slowest 20; all rows in the CSV
+files written beside the report) and iteration timelines; then all findings, counters, the node screen,
+node facts, pages, settings and methods.
 
-The caller (workflow.write_report) passes the store's `nodes` table and the `iterations` rows of the runs
-that `select_timeline_runs` names; every other number comes from the CampaignAnalysis.
-A Content-Security-Policy meta tag forbids the page any network access, so even a stray URL in a node
-fact cannot make the browser fetch anything.
+The caller (workflow.write_report) passes the store's `nodes` table, the `iterations` rows of the runs that
+`select_timeline_runs` names, the monitor samples and, when the store has one, the `injections` table.
+A Content-Security-Policy meta tag forbids any network access (scripts run inline only: the Plotly library,
+embedded once, and the figure drawer), so even a stray URL in a node fact cannot make the browser fetch.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -31,9 +34,13 @@ from tailscope.analysis.model import (
     VariantSummary,
 )
 from tailscope.analysis.wording import p_value, pct, period
-from tailscope.report import explain, figures
+from tailscope.probes.catalogue import variant_name
+from tailscope.report import explain
+from tailscope.report import plotly_figures as plots
+from tailscope.report.answer import Answer, answer_of, terms
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
+from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
@@ -46,43 +53,50 @@ from tailscope.report.numbers import (
     tail_text,
     value_text,
 )
-from tailscope.report.pages_section import pages_section
-from tailscope.report.svg import esc
+from tailscope.report.pages_section import pages_section, virtual_nodes
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
 
 __all__ = ["render_html", "select_timeline_runs"]
 
-MAX_SLOW_ROWS = 100  # slow runs listed per variant; the rest are counted
 MAX_FACT_NODES = 32  # nodes whose full facts are listed; the table of differing facts covers all
 MAX_FACT_TEXT = 300  # characters of one fact value shown (long lists: cpu flags)
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#222;
-margin:0 auto;max-width:1400px;padding:0 16px 40px}
+margin:0 auto;max-width:1200px;padding:0 16px 40px;overflow-wrap:anywhere}
 h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:26px 0 8px;border-bottom:1px solid #ddd}
-h3{font-size:15px;margin:18px 0 6px}
-table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}
-th,td{border:1px solid #d4d4d4;padding:3px 7px;text-align:left;vertical-align:top}
-th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.meta td:first-child{color:#555}
-.verdict{padding:10px 14px;border-radius:4px;margin:14px 0}
-.verdict.pass{background:#e8f5e9;border:1px solid #66bb6a}
-.verdict.fail{background:#fdecea;border:1px solid #e57373}
-.verdict.unsure{background:#fff8e1;border:1px solid #f0c36d}
+h3{font-size:15px;margin:14px 0 6px}h2 .id{font-size:12px;color:#888;font-weight:normal}
+.headline{color:#555;margin:0 0 8px}
+.answer{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
+.verdict{flex:1 1 560px;min-width:0;padding:10px 14px;border-radius:4px;margin:6px 0}
+.verdict.v-healthy{background:#e8f5e9;border:1px solid #66bb6a}
+.verdict.v-degraded{background:#fdecea;border:1px solid #e57373}
+.verdict.v-inconclusive{background:#fff8e1;border:1px solid #f0c36d}
 .verdict .word{font-size:20px;font-weight:bold}
+.verdict ul,.verdict ol{margin:6px 0;padding-left:22px}.verdict li{margin:3px 0}
+.caveat{flex:0 1 300px;min-width:0;background:#f5f5f5;border:1px solid #ccc;border-radius:4px;
+padding:8px 12px;font-size:13px;margin:6px 0}.caveat p{margin:6px 0}
+#toc ol{columns:2;margin:4px 0;padding-left:22px}#toc h2{font-size:15px}
+table{border-collapse:collapse;margin:6px 0 10px;font-size:13px;max-width:100%}
+th,td{border:1px solid #d4d4d4;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.meta td:first-child{color:#555}
 .notes{background:#fff8e1;border:1px solid #f0c36d;padding:8px 14px 8px 34px;border-radius:4px}
 .notes li{margin:4px 0}
 .explain{color:#444;max-width:980px;font-size:13px;margin:4px 0 10px}
-.figs{display:flex;flex-wrap:wrap;gap:12px}
+.figs{display:flex;flex-wrap:wrap;gap:8px}
+.plot{flex:0 1 calc(50% - 4px);box-sizing:border-box;min-width:320px;max-width:100%;border:1px solid #eee}
+figure.plotbox{flex:0 1 calc(50% - 4px);box-sizing:border-box;min-width:320px}figure.plotbox .plot{width:100%}
 .scroll{max-width:100%;overflow-x:auto}
 figure{margin:0;max-width:100%}svg.chart{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:12px;color:#555;max-width:640px}
-.bad{color:#b71c1c;font-weight:bold}.good{color:#1b5e20}
+.bad{color:#b71c1c;font-weight:bold}.good{color:#1b5e20}.warn{color:#8d6e00;font-weight:bold}
 .differ{background:#fff3e0}
 details>summary{cursor:pointer;font-weight:bold;margin:6px 0}
-code{font-size:12px}
+code{font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 
@@ -104,8 +118,19 @@ def render_html(
     iterations: pd.DataFrame,
     generated_at: str,
     samples: pd.DataFrame | None = None,
+    injections: pd.DataFrame | None = None,
+    csv_files: Mapping[str, str] | None = None,
+    campaign_dir: str = "DIR",
+    hardware_counters: bool | None = None,
 ) -> str:
-    """The whole report as one HTML document (str)."""
+    """The whole report as one HTML document (str).
+
+    `csv_files` names the CSV files written beside the report (keys `runs`, `nodes`), linked from the long
+    tables; `injections` (node, start, end) shades injected windows; `hardware_counters` says whether any
+    perf counter was recorded (None: unknown), for the caveat beside the verdict.
+    """
+    from tailscope.compare import compare
+
     name = str(manifest.name or analysis.campaign)
     title = f"tailscope report: {name}"
     variants = {v.variant: v for v in analysis.variants}
@@ -117,44 +142,71 @@ def render_html(
         runs_of[r.variant].append(r)
     picks = pick_timelines(analysis)
     anchors = {v: f"v{i + 1}" for i, v in enumerate(variants)}
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in variants.values()}
+    figs = plots.Figures()
+    windows = plots.windows_of(injections)
+    comparisons = compare(analysis)
+    csv_files = csv_files or {}
+    screens = {c.variant: {n.node: n.verdict for n in c.nodes} for c in analysis.cluster}
 
-    body: list[str] = [
-        f"<h1>{esc(title)}</h1>",
-        _meta_table(analysis, manifest, generated_at),
-        _verdict_section(analysis),
-        _notes_section(analysis.notes),
-        _overview_section(analysis, anchors),
-    ]
-    for variant in variants.values():
-        body.append(
-            _variant_section(
-                variant,
-                groups_of[variant.variant],
-                runs_of[variant.variant],
-                [p for k, p in picks.items() if k[0] == variant.variant],
-                iterations,
-                analysis.settings,
+    sections: list[tuple[str, str, str]] = []  # (anchor, heading, html)
+    if comparisons:
+        sections.append(("compare", "Variants compared", _comparisons_section(comparisons, figs)))
+    for variant in sorted(variants.values(), key=lambda v: (v.probe, names[v.variant])):
+        sections.append(
+            (
                 anchors[variant.variant],
+                names[variant.variant],
+                _variant_section(
+                    variant,
+                    names[variant.variant],
+                    groups_of[variant.variant],
+                    runs_of[variant.variant],
+                    [p for k, p in picks.items() if k[0] == variant.variant],
+                    iterations,
+                    analysis.settings,
+                    anchors[variant.variant],
+                    figs,
+                    [w for w in windows if not w[0] or w[0] in {g.node for g in groups_of[variant.variant]}],
+                    csv_files,
+                    screens.get(variant.variant),
+                ),
             )
         )
-    body += [
-        counters_section(analysis, samples),
-        render_cluster_section(analysis),
-        _nodes_section(nodes),
-        pages_section(nodes),
-        _methods_section(analysis),
+    extra = [
+        ("findings", "All findings", _notes_section(analysis.notes)),
+        ("counters", "Counters", counters_section(analysis, samples, figs)),
+        ("cluster", "Nodes against the fleet", render_cluster_section(analysis)),
+        ("nodes", "Node facts", _nodes_section(nodes)),
+        ("pages", "Pages and mitigation", pages_section(nodes)),
+        ("settings", "Settings", _settings_section(analysis, manifest, generated_at)),
+        ("methods", "Methods", _methods_section(analysis)),
+    ]
+    for _, heading, html in extra:  # the anchor is the section's own id
+        found = re.search(r'id="([^"]+)"', html) if html else None
+        if found:
+            sections.append((found.group(1), heading, html))
+    answer = answer_of(analysis, campaign_dir)
+    body: list[str] = [
+        f"<h1>{esc(title)}</h1>",
+        _headline(analysis, manifest, generated_at),
+        _answer_section(analysis, answer, nodes, hardware_counters),
+        _toc(sections),
+        *(html for _, _, html in sections),
         f'<footer class="explain">Generated {esc(generated_at)} by tailscope '
         f"{esc(manifest.tool_version)}. This file is self-contained: it loads nothing from the "
-        "network and runs no script.</footer>",
+        "network; its figures are drawn by the Plotly library embedded in it.</footer>",
     ]
     head = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta http-equiv="Content-Security-Policy" '
-        "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
+        "content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+        'img-src data: blob:; font-src data:">\n'
         f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
     )
-    return head + "\n".join(body) + "\n</body>\n</html>\n"
+    tail = "\n" + plots.scripts() + "\n</body>\n</html>\n" if figs.count else "\n</body>\n</html>\n"
+    return head + "\n".join(body) + tail
 
 
 # --- small HTML helpers ----------------------------------------------------------------------------------
@@ -169,6 +221,14 @@ def _fraction(x: float | None) -> str:
 
 
 # --- sections --------------------------------------------------------------------------------------------
+
+
+def _settings_section(analysis: CampaignAnalysis, manifest: Manifest, generated_at: str) -> str:
+    return (
+        '<section id="settings"><h2>Settings</h2>'
+        + _meta_table(analysis, manifest, generated_at)
+        + "</section>"
+    )
 
 
 def _meta_table(analysis: CampaignAnalysis, manifest: Manifest, generated_at: str) -> str:
@@ -203,63 +263,21 @@ def _meta_table(analysis: CampaignAnalysis, manifest: Manifest, generated_at: st
         (
             "limits",
             ", ".join(
-                f"{label} {pct(v)}"
-                for label, v in (
-                    ("max slow rate", s.max_slow_rate),
-                    ("max q01 drop", s.max_q01_drop),
-                    ("max CV", s.max_cv),
-                )
-                if v is not None
-            )
-            or "none set",
+                [
+                    f"{label} {pct(v)}"
+                    for label, v in (
+                        ("max slow rate", s.max_slow_rate),
+                        ("max q01 drop", s.max_q01_drop),
+                        ("max CV", s.max_cv),
+                    )
+                    if v is not None
+                ]
+                + ([f"max CV ratio {s.max_cv_ratio:g}x the robust CV"] if s.max_cv_ratio is not None else [])
+                + [f"max busy share {pct(s.max_busy_share)}"]
+            ),
         ),
     ]
     return _table(None, ([_td(k), _td(v)] for k, v in rows), css="meta")
-
-
-def _verdict_section(analysis: CampaignAnalysis) -> str:
-    """The campaign state (the worst node verdict), one row per node, then the checks. The box is green
-    only when every node is healthy, so it never sits above a failing cell."""
-    verdict = analysis.verdict
-    state = verdict.state if analysis.nodes else "inconclusive"  # nothing judged is not healthy
-    css = {"healthy": "pass", "degraded": "fail", "inconclusive": "unsure"}[state]
-    counts = ", ".join(
-        f"{sum(n.verdict == s for n in analysis.nodes)} {s}"
-        for s in ("degraded", "inconclusive", "healthy")
-        if any(n.verdict == s for n in analysis.nodes)
-    )
-    out = [
-        f'<section id="verdict" class="verdict {css}">',
-        f'<span class="word">Verdict: {esc(state.upper())}</span> ({esc(counts or "no nodes")})',
-        _explain(explain.verdict_text(bool(verdict.checks))),
-    ]
-    if analysis.nodes:
-        node_rows = [
-            [
-                _td(n.node),
-                _td(n.verdict, css={"healthy": "good", "degraded": "bad"}.get(n.verdict, "")),
-                _td(", ".join(dict.fromkeys(c.cause for c in n.causes)) or "-"),
-                _td("; ".join(n.reasons)),
-            ]
-            for n in sorted(analysis.nodes, key=lambda n: (-SEVERITY[n.verdict], n.node))
-        ]
-        out.append(_table(["node", "verdict", "causes", "reasons"], node_rows))
-        out.append(f'<p class="explain">Limits: {esc("; ".join(analysis.nodes[0].limits))}.</p>')
-    if verdict.checks:
-        rows = [
-            [
-                _td(c.name),
-                _td(c.scope),
-                _td(_fraction(c.observed), num=True),
-                _td(_fraction(c.limit), num=True),
-                _td("passed" if c.passed else "FAILED", css="good" if c.passed else "bad"),
-                _td(c.message),
-            ]
-            for c in sorted(verdict.checks, key=lambda c: (c.passed, c.scope, c.name))
-        ]
-        out.append(_table(["check", "variant/node", "observed", "limit", "result", "what was seen"], rows))
-    out.append("</section>")
-    return "\n".join(out)
 
 
 def _notes_section(notes: Sequence[str]) -> str:
@@ -272,164 +290,295 @@ def _notes_section(notes: Sequence[str]) -> str:
     )
 
 
-def _overview_section(analysis: CampaignAnalysis, anchors: Mapping[str, str]) -> str:
-    if not analysis.groups:
-        return '<section id="overview"><h2>Overview</h2><p>No successful runs to analyse.</p></section>'
-    s = analysis.settings
-    headers = [
-        "variant",
-        "node",
-        "n",
-        "failed",
-        f"median [{pct(s.confidence)} CI]",
-        "CV",
-        *(f"slow >{pct(d)}" for d in s.thresholds),
-        "kinds",
-        "node vs all",
-    ]
-    rows = []
-    for g in analysis.groups:
-        link = f'<td><a href="#{anchors[g.variant]}">{esc(g.variant)}</a></td>'
-        rows.append(
-            [
-                link,
-                _td(g.node),
-                _td(g.n, num=True),
-                _td(g.n_failed, num=True, css="bad" if g.n_failed else ""),
-                _td(median_ci_text(g), num=True),
-                _td(_fraction(g.cv), num=True),
-                *(_td(tail_text(t), num=True, css="bad" if t.rejects else "") for t in g.tails),
-                _td(kinds_text(g)),
-                _td(
-                    f"{pct(g.node_ratio - 1.0)}" + (" (slower than peers)" if g.node_outlier else ""),
-                    num=True,
-                    css="bad" if g.node_outlier else "",
-                ),
-            ]
+def _headline(analysis: CampaignAnalysis, manifest: Manifest, generated_at: str) -> str:
+    n_nodes = len({g.node for g in analysis.groups})
+    n_failed = sum(g.n_failed for g in analysis.groups)
+    probes = sorted({v.probe for v in analysis.variants})
+    return (
+        f'<p class="headline">{_count(len(analysis.runs), "ok run")}'
+        + (f", {n_failed} failed" if n_failed else "")
+        + f" of {', '.join(esc(p) for p in probes)} on {_count(n_nodes, 'node')}; "
+        f"campaign {esc(str(manifest.name or ''))} <code>{esc(analysis.campaign)}</code>; "
+        f"generated {esc(generated_at)}</p>"
+    )
+
+
+STATE_CSS = {"healthy": "good", "degraded": "bad", "inconclusive": "warn"}
+MAX_ANSWER_NODES = 20  # nodes listed by name in the verdict; the rest are counted (all are in the CSV)
+
+
+def _answer_section(
+    analysis: CampaignAnalysis, answer: Answer, nodes: pd.DataFrame, hardware_counters: bool | None
+) -> str:
+    """The campaign state and one line per node (analysis/health.py), the causes grouped across probes
+    (analysis/causes), the limits and checks. The box's colour is the worst node's verdict, inconclusive
+    when no node was judged: it is green only when every node is healthy, so never above a failing cell."""
+    states = Counter(n.state for n in answer.nodes)
+    state = answer.state
+    summary = ", ".join(f"{states[k]} {k}" for k in ("degraded", "inconclusive", "healthy") if states[k])
+    shown = sorted(
+        answer.nodes, key=lambda n: (("degraded", "inconclusive", "healthy").index(n.state), n.node)
+    )
+    listed = [n for n in shown if n.state != "healthy"][:MAX_ANSWER_NODES]
+    healthy = [n for n in shown if n.state == "healthy"]
+    if len(healthy) <= 3:
+        listed += healthy
+    items = []
+    for n in listed:
+        causes = f": {', '.join(n.causes)}" if n.state == "degraded" and n.causes else ""
+        head = f'<li><b>{esc(n.node)}</b>: <span class="{STATE_CSS[n.state]}">{n.state}{esc(causes)}</span>'
+        if n.state == "healthy":  # one line: what was judged
+            items.append(head + (f" &mdash; {esc(n.reasons[0])}" if n.reasons else "") + "</li>")
+            continue
+        reasons = "".join(f"<li>{esc(r)}</li>" for r in n.reasons[:3])
+        if len(n.reasons) > 3:
+            reasons += f"<li>{len(n.reasons) - 3} more in the node verdict table below</li>"
+        items.append(f'{head}<ul class="reasons">{reasons}</ul></li>')
+    unlisted = len(shown) - len(listed)
+    if unlisted:
+        rest = Counter(n.state for n in shown if n not in listed)
+        items.append(
+            "<li>"
+            + ", ".join(f"{k} more {s}" for s, k in rest.items())
+            + " (every node in the node verdict table and the CSV)</li>"
         )
-    return '<section id="overview"><h2>Overview</h2>' + _table(headers, rows) + "</section>"
+    causes = [
+        f'<li data-cause="{esc(c.cause)}"><b>{esc(c.title)}</b> ({esc(c.confidence)} confidence): '
+        f"{esc(c.evidence)}. <i>What to do:</i> {esc(c.mitigation)}."
+        + (f" Test it: <code>{esc(c.next_command)}</code>" if c.next_command else "")
+        + "</li>"
+        for c in answer.causes[:5]
+    ]
+    verdict = [
+        f'<section id="verdict" class="verdict v-{state}">',
+        f'<div class="word">Verdict: {esc(state.upper())} ({esc(summary or "no node had ok runs to judge")})'
+        "</div>",
+        f'<ul class="nodes">{"".join(items)}</ul>',
+    ]
+    if causes:
+        more = f" (the first 5 of {len(answer.causes)})" if len(answer.causes) > 5 else ""
+        verdict.append(f'<h3>Causes of the flagged runs{more}</h3><ol class="causes">{"".join(causes)}</ol>')
+    elif analysis.runs:
+        verdict.append("<p>No flagged runs: nothing to explain.</p>")
+    verdict.append(_explain(explain.verdict_text(bool(analysis.verdict.checks))))
+    limits = next((n.limits for n in analysis.nodes if n.limits), ())
+    if limits:
+        verdict.append(_explain("Limits: " + "; ".join(limits) + "."))
+    verdict.append(_explain(terms(analysis)))
+    if len(analysis.nodes) > len(listed) or any(len(n.reasons) > 3 for n in analysis.nodes):
+        verdict.append(_node_verdicts_table(analysis))
+    if analysis.verdict.checks:
+        verdict.append(_checks_table(analysis))
+    verdict.append("</section>")
+    caveats = []
+    virtual = virtual_nodes(nodes)
+    if virtual:
+        caveats.append(
+            f"Ran in a virtual machine ({esc(', '.join(sorted(set(virtual.values()))))}): other guests share "
+            "the host, so slow runs may come from outside this node; guest-physical pages say nothing about "
+            "host cache sets."
+        )
+    if hardware_counters is False:
+        caveats.append(
+            "No hardware counters were recorded (no PMU here, or no --events set): causes are judged from "
+            "timing and the OS evidence of each trial (/proc, /sys, co-runners), not from cache or memory "
+            "counters."
+        )
+    aside = (
+        '<aside class="caveat"><b>Caveat</b>' + "".join(f"<p>{c}</p>" for c in caveats) + "</aside>"
+        if caveats
+        else ""
+    )
+    return f'<div class="answer">{"".join(verdict)}{aside}</div>'
+
+
+def _node_verdicts_table(analysis: CampaignAnalysis) -> str:
+    """Every node's verdict with all its reasons (collapsed)."""
+    rows = [
+        [
+            _td(n.node),
+            _td(n.verdict, css=STATE_CSS[n.verdict]),
+            _td(", ".join(dict.fromkeys(c.cause for c in n.causes)) or "-"),
+            _td("; ".join(n.reasons)),
+        ]
+        for n in sorted(analysis.nodes, key=lambda n: (-SEVERITY[n.verdict], n.node))
+    ]
+    return (
+        f"<details><summary>Node verdicts ({len(rows)} nodes, every reason)</summary>"
+        + _table(["node", "verdict", "causes", "reasons"], rows)
+        + "</details>"
+    )
+
+
+def _checks_table(analysis: CampaignAnalysis) -> str:
+    rows = [
+        [
+            _td(c.name),
+            _td(c.scope),
+            _td(_fraction(c.observed), num=True),
+            _td(_fraction(c.limit), num=True),
+            _td("passed" if c.passed else "FAILED", css="good" if c.passed else "bad"),
+            _td(c.message),
+        ]
+        for c in sorted(analysis.verdict.checks, key=lambda c: (c.passed, c.scope, c.name))
+    ]
+    failed = sum(1 for c in analysis.verdict.checks if not c.passed)
+    return (
+        f"<details><summary>Checks: {failed} of {len(analysis.verdict.checks)} "
+        "failed</summary>"
+        + _table(["check", "variant/node", "observed", "limit", "result", "what was seen"], rows)
+        + "</details>"
+    )
+
+
+def _toc(sections: Sequence[tuple[str, str, str]]) -> str:
+    items = "".join(f'<li><a href="#{esc(a)}">{esc(h)}</a></li>' for a, h, _ in sections)
+    return f'<nav id="toc"><h2>Contents</h2><ol>{items}</ol></nav>'
+
+
+def _comparisons_section(comparisons: Sequence[Any], figs: plots.Figures) -> str:
+    out = [
+        '<section id="compare"><h2>Variants compared</h2>',
+        _explain(
+            "Variants of one probe that differ in one option, run on the same nodes. For each: the "
+            "slow-run rate with its Clopper-Pearson interval, Fisher's exact test against the reference "
+            "(the first row), and the shift of the median with its bootstrap interval."
+        ),
+    ]
+    for c in comparisons:
+        rows = [
+            [
+                _td(a.label + (" (reference)" if i == 0 else "")),
+                _td(a.n, num=True),
+                _td(f"{a.slow} ({pct(a.rate)})", num=True),
+                _td(f"{pct(a.rate_low)} - {pct(a.rate_high)}", num=True),
+                _td(f"{a.median:.4g} {a.unit}", num=True),
+            ]
+            for i, a in enumerate(c.arms)
+        ]
+        out.append(f"<h3>{esc(c.probe)} by {esc(c.option)}</h3>")
+        out.append(
+            '<ul class="findings">' + "".join(f"<li>{esc(k.sentence)}</li>" for k in c.contrasts) + "</ul>"
+        )
+        out.append(plots.compare_figure(figs, c))
+        out.append(_table(["variant", "runs", "slow", f"{pct(c.confidence)} interval", "median"], rows))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+MAX_TABLE_ROWS = 20  # rows of a long table shown in the report; the CSV beside it has all
+
+
+def figures_text(settings: Settings, higher_is_better: bool, nodes: int) -> str:
+    d = pct(settings.primary_threshold)
+    side = "below" if higher_is_better else "above"
+    text = (
+        f"Red crosses are slow runs: more than {d} slower than their node's median. Value against time: "
+        "every run at its start time, so a collapse or drift during the campaign shows at once (shaded: "
+        "windows where interference was injected). Sorted: every run node-median scaled (value x median of "
+        "all runs / median of its node, the seed's Fig. 1), slowest first; the healthy shape is flat, the "
+        f"slow tail is the drop at the left, {side} the dashed threshold lines. Cumulative distribution: the "
+        "fraction of runs at or below each node-scaled value."
+    )
+    if nodes > 1:
+        text += " Per node: the median with a bar from the slowest to the fastest run (the seed's Fig. 9)."
+    return (
+        text + " Axes are logarithmic where the values span more than 10x. Hover a point for its node, "
+        "trial, start time, value and cause; drag to zoom, double-click to reset."
+    )
 
 
 def _variant_section(
     variant: VariantSummary,
+    name: str,
     groups: Sequence[GroupSummary],
     runs: Sequence[RunVerdict],
     picks: Sequence[TimelinePick],
     iterations: pd.DataFrame,
     settings: Settings,
     anchor: str,
+    figs: plots.Figures,
+    windows: Sequence[tuple[str, str, str]],
+    csv_files: Mapping[str, str],
+    screen: Mapping[str, str] | None = None,
 ) -> str:
     direction = "higher is better" if variant.higher_is_better else "lower is better"
-    params = json.dumps(variant.params, sort_keys=True, default=str)
+    n_slow = sum(1 for r in runs if r.slow)
     out = [
         f'<section class="variant" id="{anchor}" data-variant="{esc(variant.variant)}">',
-        f"<h2>{esc(variant.probe)}: {esc(variant.variant)}</h2>",
-        f"<p>{esc(variant.metric)} in {esc(variant.unit)} ({direction}); {variant.n} ok runs on "
-        f"{_count(variant.nodes, 'node')}; median of all runs "
-        f"{esc(value_text(variant.global_median, decimals_for(variant.global_median)))} {esc(variant.unit)}. "
-        f"Parameters: <code>{esc(params)}</code></p>",
+        f'<h2>{esc(name)} <span class="id">{esc(variant.variant)}</span></h2>',
+        f"<p>{esc(variant.metric)} in {esc(variant.unit)} ({direction}); {_count(variant.n, 'ok run')} on "
+        f"{_count(variant.nodes, 'node')}; median "
+        f"{esc(value_text(variant.global_median, decimals_for(variant.global_median)))} {esc(variant.unit)}; "
+        f"{n_slow} slow (more than {pct(settings.primary_threshold)} below the node median).</p>",
         '<div class="figs">',
-        _figure(
-            figures.sorted_chart(variant, runs, settings),
-            explain.sorted_text(settings, variant.higher_is_better),
-        ),
-        "</div>",
-        '<div class="figs">',
-        _figure(figures.ecdf_chart(variant, runs, settings), explain.ecdf_text(settings)),
-        _figure(figures.histogram_chart(variant, runs, settings), explain.histogram_text()),
-        "</div>",
+        plots.time_figure(figs, variant, name, runs, windows),
+        plots.sorted_figure(figs, variant, name, runs, settings),
+        plots.ecdf_figure(figs, variant, name, runs),
     ]
     if len(groups) > 1:
-        out.append(_figure(figures.nodes_chart(variant, groups), explain.nodes_text(settings)))
-    out.append(f"<h3>Nodes of {esc(variant.variant)}</h3>")
-    out.append(_groups_table(groups, settings))
-    out.append(_explain(explain.table_text(settings)))
-    extras = _extras_table(groups)
+        out.append(plots.nodes_figure(figs, variant, name, groups, screen))
+    out.append("</div>")
+    out.append(_explain(figures_text(settings, variant.higher_is_better, len(groups))))
+    shown = sorted(groups, key=lambda g: g.node_ratio)[:MAX_TABLE_ROWS]
+    more = f"slowest {len(shown)} of {len(groups)}" if len(groups) > len(shown) else f"{len(groups)}"
+    link = _csv_link(csv_files, "nodes")
+    out.append(
+        f"<details><summary>Nodes ({more})</summary>"
+        + _groups_table(shown, settings)
+        + _explain(explain.table_text(settings))
+        + link
+        + "</details>"
+    )
+    extras = _extras_table(groups[:MAX_TABLE_ROWS])
     if extras:
-        out.append(extras)
-    out.append(_slow_runs_table(runs, settings))
-    out.append(_timelines(variant, picks, iterations, settings))
+        out.append(f"<details><summary>Probe-specific numbers</summary>{extras}</details>")
+    out.append(_slow_runs_table(runs, settings, name, csv_files))
+    out.append(_timelines(variant, picks, iterations, settings, figs))
     out.append("</section>")
     return "\n".join(out)
 
 
-def _figure(svg: str, text: str) -> str:
-    return f"<figure>{svg}<figcaption>{esc(text)}</figcaption></figure>"
+def _csv_link(csv_files: Mapping[str, str], key: str) -> str:
+    target = csv_files.get(key)
+    if not target:
+        return ""
+    link = f'<a href="{esc(target)}">{esc(target)}</a>'
+    return f'<p class="explain">All rows: {link} (CSV beside this report).</p>'
 
 
 def _groups_table(groups: Sequence[GroupSummary], settings: Settings) -> str:
     headers = [
         "node",
-        "n (failed)",
+        "runs (failed)",
         f"median [{pct(settings.confidence)} CI]",
-        "min - max",
         "CV",
-        "MAD",
-        "slow-side quantile [CI]",
-        "quantile rule",
+        *(f"slow >{pct(d)}" for d in settings.thresholds),
+        "kinds",
+        "vs fleet",
     ]
-    for d in settings.thresholds:
-        headers += [f"slow >{pct(d)} k/n", "rate [CI]", "p"]
-    headers += ["kinds", "trials needed (95% / 99%)", "node vs all"]
     rows = []
     for g in groups:
-        d = decimals_for(g.median)
-        lq = g.low_quantile
-        lq_text = value_text(lq.estimate, d) + (
-            f" [{value_text(lq.lower, d)}, {value_text(lq.upper, d)}]"
-            if lq.lower is not None and lq.upper is not None
-            else " [no CI]"
-        )
-        rule = g.quantile_rule
-        cells = [
-            _td(g.node),
-            _td(f"{g.n} ({g.n_failed})", num=True, css="bad" if g.n_failed else ""),
-            _td(
-                median_ci_text(g),
-                num=True,
-                title=f"coverage {g.median_ci.coverage:.3f}" if g.median_ci.coverage is not None else "",
-            ),
-            _td(f"{value_text(g.minimum, d)} - {value_text(g.maximum, d)}", num=True),
-            _td(_fraction(g.cv), num=True),
-            _td(value_text(g.mad, d), num=True),
-            _td(lq_text, num=True, title=f"q = {lq.q:g}"),
-            _td(
-                f"{pct(rule.drop)} vs {pct(rule.limit)}: {'pass' if rule.passed else 'FAIL'}",
-                num=True,
-                css="" if rule.passed else "bad",
-            ),
-        ]
-        for t in g.tails:
-            css = "bad" if t.rejects else ""
-            cells += [
-                _td(tail_text(t), num=True, css=css),
-                _td(tail_rate_text(t), num=True),
-                _td(p_value(t.p_value), num=True, css=css),
+        rows.append(
+            [
+                _td(g.node),
+                _td(f"{g.n} ({g.n_failed})", num=True, css="bad" if g.n_failed else ""),
+                _td(median_ci_text(g), num=True),
+                _td(_fraction(g.cv), num=True),
+                *(
+                    _td(
+                        tail_text(t) + ("!" if t.rejects else ""),
+                        num=True,
+                        css="bad" if t.rejects else "",
+                        title=f"rate {tail_rate_text(t)}, p = {p_value(t.p_value)}",
+                    )
+                    for t in g.tails
+                ),
+                _td(kinds_text(g)),
+                _td(pct(g.node_ratio - 1.0), num=True, css="bad" if g.node_outlier else ""),
             ]
-        cells += [
-            _td(kinds_text(g)),
-            _td(_trials_needed_text(g)),
-            _td(
-                f"{pct(g.node_ratio - 1.0)} (score {g.node_score:.2f})",
-                num=True,
-                css="bad" if g.node_outlier else "",
-            ),
-        ]
-        rows.append(cells)
-    return _table(headers, rows)
-
-
-def _trials_needed_text(g: GroupSummary) -> str:
-    parts = []
-    for source in ("observed", "given"):
-        chosen = sorted((t for t in g.trials_needed if t.rate_source == source), key=lambda t: t.confidence)
-        if not chosen or chosen[0].trials is None:
-            continue
-        counts = " / ".join(str(t.trials) for t in chosen if t.trials is not None)
-        parts.append(
-            f"{counts} at {'observed' if source == 'observed' else 'given'} rate {pct(chosen[0].rate)}"
         )
-    return "; ".join(parts) or "-"
+    return _table(headers, rows)
 
 
 def _extras_table(groups: Sequence[GroupSummary]) -> str:
@@ -464,96 +613,85 @@ def _extra_value(key: str, value: object) -> str:
     return f"{value:.4g}"
 
 
-def _slow_runs_table(runs: Sequence[RunVerdict], settings: Settings) -> str:
+def _slow_runs_table(
+    runs: Sequence[RunVerdict], settings: Settings, name: str, csv_files: Mapping[str, str]
+) -> str:
     slow = sorted((r for r in runs if r.slow), key=lambda r: (r.perf_ratio, r.node, r.trial))
-    head = f"<h3>Slow runs (more than {pct(settings.primary_threshold)} slower than their node's median)</h3>"
     if not slow:
-        outliers = sum(1 for r in runs if r.robust_outlier)
-        extra = (
-            f" {outliers} run{'s are' if outliers != 1 else ' is'} a robust outlier on the slow side "
-            "but within the threshold."
-            if outliers
-            else ""
-        )
-        return head + f"<p>None of {len(runs)} runs.{esc(extra)}</p>"
+        return f"<p>No slow runs among {len(runs)}.</p>"
+    shown = slow[:MAX_TABLE_ROWS]
     rows = []
-    with_extras = any(r.extras for r in slow[:MAX_SLOW_ROWS])
-    for r in slow[:MAX_SLOW_ROWS]:
+    for r in shown:
         d = decimals_for(r.value)
+        top = r.causes[0] if r.causes else None
+        cause = f"{top.cause} ({top.confidence})" if top is not None else "-"
         ev = r.evidence
-        evidence = (
-            f"{ev.low} of {ev.iterations} iterations low; median iteration ratio {ev.median_ratio:.3f}, "
-            f"min {ev.min_ratio:.3f}, IQR {ev.spread:.3f}"
-            if ev is not None
-            else "no iterations to judge"
-        )
+        shape = r.kind if r.kind in ("systematic", "transient") else ""
+        if ev is not None:
+            shape += f"{', ' if shape else ''}{ev.low} of {ev.iterations} iterations low"
+        evidence = top.sentence.split("): ", 1)[-1] if top is not None else "-"
         rows.append(
             [
-                _td(r.run_id),
                 _td(r.node),
                 _td(r.trial, num=True),
-                _td(r.started_at),
+                _td(str(r.started_at)[11:19], title=str(r.started_at)),
                 _td(f"{value_text(r.value, d)} {r.unit}", num=True),
-                _td(f"{r.perf_ratio:.4f}", num=True),
                 _td(pct(r.slowdown), num=True, css="bad"),
-                _td(f"{r.robust_score:.2f}", num=True),
-                _td(r.kind),
+                _td(cause + (f"; {shape}" if shape else "")),
                 _td(evidence),
-                *(
-                    [_td(", ".join(f"{k} {_extra_value(k, v)}" for k, v in sorted(r.extras.items())))]
-                    if with_extras
-                    else []
-                ),
             ]
         )
-    more = (
-        f"<p>{len(slow) - MAX_SLOW_ROWS} more slow runs are not listed (see `tailscope analyze --json`).</p>"
-        if len(slow) > MAX_SLOW_ROWS
-        else ""
+    count = f"slowest {len(shown)} of {len(slow)}" if len(slow) > len(shown) else f"{len(slow)}"
+    headers = ["node", "trial", "started", "value", "slower by", "cause", "evidence"]
+    return (
+        f"<details><summary>Slow runs of {esc(name)} ({count})</summary>"
+        + _table(headers, rows)
+        + _csv_link(csv_files, "runs")
+        + "</details>"
     )
-    headers = [
-        "run",
-        "node",
-        "trial",
-        "started (UTC)",
-        "value",
-        "ratio",
-        "slower by",
-        "robust z",
-        "kind",
-        "evidence",
-        *(["probe-specific"] if with_extras else []),
-    ]
-    return head + _table(headers, rows) + more
 
 
 def _timelines(
-    variant: VariantSummary, picks: Sequence[TimelinePick], iterations: pd.DataFrame, settings: Settings
+    variant: VariantSummary,
+    picks: Sequence[TimelinePick],
+    iterations: pd.DataFrame,
+    settings: Settings,
+    figs: plots.Figures,
 ) -> str:
     if not picks:
         return ""
     out = [
-        "<details open><summary>Iteration timelines of the slowest runs</summary>",
+        "<details><summary>Iterations of the slowest runs</summary>",
         _explain(explain.timeline_text()),
         '<div class="figs">',
     ]
+    hib = variant.higher_is_better
+    missing: list[str] = []
     for pick in picks:
-        hib = variant.higher_is_better
         typical_series = (
             iteration_series(iterations, pick.typical.run_id, hib) if pick.typical is not None else None
         )
+        if pick.typical is not None and typical_series is not None and typical_series.empty:
+            missing.append(f"{pick.typical.node} trial {pick.typical.trial} (typical)")
         for slow in pick.slow:
             series = iteration_series(iterations, slow.run_id, hib)
-            caption = f"run {slow.run_id}"
-            if pick.typical is not None:
-                caption += f" vs typical run {pick.typical.run_id}"
             if series.empty:
-                caption += ": no iterations stored for the slow run"
-            if typical_series is not None and typical_series.empty:
-                caption += ": no iterations stored for the typical run"
-            svg = figures.timeline_chart(variant, slow, series, pick.typical, typical_series, settings)
-            out.append(f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>")
-    out += ["</div>", "</details>"]
+                missing.append(f"{slow.node} trial {slow.trial} (slow)")
+                continue
+            out.append(
+                plots.timeline_figure(figs, variant, slow, series, pick.typical, typical_series, settings)
+            )
+    out.append("</div>")
+    if missing:
+        out.append(
+            _explain(
+                f"No iterations stored for the slow run or its typical run of {len(missing)} of these: "
+                + ", ".join(missing[:8])
+                + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                + " (imported results or runs without per-iteration records)."
+            )
+        )
+    out.append("</details>")
     return "\n".join(out)
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 
-from tailscope.report.svg import esc
+
+def esc(text: object) -> str:
+    """Text for an HTML text node or attribute value (escapes & < > " ')."""
+    return html.escape(str(text), quote=True)
 
 
 def table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]], *, css: str = "") -> str:

@@ -12,8 +12,7 @@ from typing import Any
 import pandas as pd
 
 from tailscope.node.hugepages import Advice, mitigation, pools_from_facts, vm_statement
-from tailscope.report.markup import table, td
-from tailscope.report.svg import esc
+from tailscope.report.markup import esc, table, td
 
 __all__ = ["pages_section", "virtual_nodes"]
 

@@ -1,4 +1,9 @@
-"""The short terminal verdict of `tailscope check` and `tailscope analyze`: lines, never printed here.
+"""What `tailscope check` and `tailscope analyze` print: lines, never printed here.
+
+`render_answer` (the default) leads with the answer: one verdict line per node, one line per probe, then
+at most five findings grouped by cause across probes, each with its evidence and the next command, and the
+terms explained once; every line wrapped at the terminal width. `render_summary` (shown by --verbose after
+the answer) is the full table of every (variant, node), the cluster blocks, the verdict checks and notes:
 
     campaign 3f2a...: 2 variants, 1 node, 400 ok runs, 1 failed
     probe  node  n    median [95% CI]              CV     slow >5%  slow >10%  kinds
@@ -17,15 +22,24 @@ Names come from the store (node names, notes quoting them): control characters a
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from collections import Counter
 
 from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import CampaignAnalysis, GroupSummary
 from tailscope.analysis.wording import pct, pct_range
+from tailscope.probes.catalogue import variant_name
+from tailscope.report.answer import answer_of, terms
 from tailscope.report.numbers import kinds_text, median_ci_text, tail_text
 
-__all__ = ["MAX_NOTES", "render_summary"]
+__all__ = [
+    "MAX_NOTES",
+    "render_answer",
+    "render_summary",
+    "terminal_width",
+    "wrap_lines",
+]
 
 MAX_NOTES = 3  # the most important notes; the rest are in the report and --json
 MAX_GROUP_ROWS = 30  # beyond this many (variant, node) rows only the slowest nodes of each variant are listed
@@ -34,8 +48,184 @@ MAX_NAMED_NODES = 12  # drain / re-test lists longer than this are cut, with the
 WIDTH = 100  # notes are wrapped to this many columns
 
 
-def render_summary(analysis: CampaignAnalysis) -> list[str]:
-    """The summary as lines without newlines: header, one row per group, the verdict, the top notes."""
+MAX_FINDINGS = 3  # causes shown without --verbose (all with it, and in the report)
+MAX_NODE_LINES = 12  # nodes named one per line (degraded and inconclusive first); the rest are counted
+MAX_REASONS = 2  # reasons shown per node (all with --verbose, in the report and in --json)
+
+
+def terminal_width(default: int = WIDTH) -> int:
+    return max(40, shutil.get_terminal_size((default, 24)).columns)
+
+
+def render_answer(
+    analysis: CampaignAnalysis, *, width: int | None = None, campaign_dir: str = "DIR", verbose: bool = False
+) -> list[str]:
+    """The verdict per node (analysis/health.py), one line per probe, the causes of the flagged runs
+    grouped across probes (analysis/causes), the terms: wrapped at `width`. `verbose` names every node
+    with all its reasons."""
+    width = width or terminal_width()
+    answer = answer_of(analysis, campaign_dir)
+    s = analysis.settings
+    out: list[str] = []
+
+    def put(text: str, indent: str = "", more: str = "    ") -> None:
+        out.extend(
+            textwrap.wrap(
+                _printable(text),
+                width,
+                initial_indent=indent,
+                subsequent_indent=more,
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
+
+    states = Counter(n.state for n in answer.nodes)
+    summary = ", ".join(f"{states[k]} {k}" for k in ("degraded", "inconclusive", "healthy") if states[k])
+    put(f"verdict: {answer.state.upper()} ({summary or 'no node had ok runs to judge'})")
+    order = ("degraded", "inconclusive", "healthy")
+    ranked = sorted(answer.nodes, key=lambda n: (order.index(n.state), n.node))
+    named = [n for n in ranked if n.state != "healthy"][:MAX_NODE_LINES]
+    if len(ranked) <= MAX_NODE_LINES or verbose:
+        named = ranked
+    for n in named:
+        causes = f": {', '.join(n.causes)}" if n.state == "degraded" and n.causes else ""
+        if verbose:  # every reason on its own lines
+            put(f"{n.node}: {n.state}{causes}", "  ", "      ")
+            for reason in n.reasons:
+                put(reason, "    - ", "      ")
+            continue
+        head = f"{n.node}: {n.state}{causes}"
+        more = (
+            f" (+{len(n.reasons) - 1} more: --verbose)" if len(n.reasons) > 1 and n.state != "healthy" else ""
+        )
+        room = max(40, 2 * (width - 6) - len(head) - len(more) - 12)  # about two lines
+        first = _clip(n.reasons[0], room) if n.reasons else ""
+        put(head + (f" - {first}{more}" if first else ""), "  ", "      ")
+    if len(named) < len(ranked):
+        rest = Counter(n.state for n in ranked if n not in named)
+        put("  " + ", ".join(f"{k} more {state}" for state, k in rest.items()) + " (--verbose lists them)")
+    limits = next((n.limits for n in analysis.nodes if n.limits), ())
+    failed = [c for c in analysis.verdict.checks if not c.passed]
+    checks = f"; {len(failed)} of {len(analysis.verdict.checks)} checks failed" if failed else ""
+    if verbose and limits:
+        put("limits: " + "; ".join(limits) + checks, "  ", "      ")
+    elif analysis.nodes:
+        put(f"limits: {_limits_short(analysis)}{checks} (--verbose for more)", "  ", "      ")
+    put(f"probes (median [{pct(s.confidence)} CI], run-to-run CV, slow runs):")
+    for line in _probe_lines(analysis):
+        put(line, "  ", "      ")
+    shown = answer.causes if verbose else answer.causes[:MAX_FINDINGS]
+    if shown:
+        of = (
+            f" ({len(shown)} of {len(answer.causes)}; --verbose for all)"
+            if len(shown) < len(answer.causes)
+            else ""
+        )
+        put(f"causes of the flagged runs, most important first{of}:")
+        for i, c in enumerate(shown, start=1):
+            head = f"{i}. {c.cause} [{c.confidence}]: "
+            room = max(40, 2 * (width - 5) - len(head) - 12)  # about two lines
+            put(head + (c.evidence if verbose else _clip(c.evidence, room)), "  ", "     ")
+            todo = c.mitigation if verbose else c.mitigation.split("; ")[0]
+            put(f"do: {todo}", "     ", "       ")
+            if c.next_command:
+                put(f"next: {c.next_command}", "     ", "       ")
+    elif analysis.runs:
+        put("causes: no flagged runs")
+    comparisons = _comparison_lines(analysis)
+    for line in comparisons:
+        put(line, "", "    ")
+    put("terms: " + terms(analysis))
+    return out
+
+
+def _clip(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters: whole '; '-clauses while they fit, then the next one cut at
+    a word; '...' marks the cut (--verbose and the report have it all)."""
+    if len(text) <= limit:
+        return text
+    kept = ""
+    for clause in text.split("; "):
+        joined = f"{kept}; {clause}" if kept else clause
+        if len(joined) <= limit:
+            kept = joined
+            continue
+        if limit - len(kept) >= 40:  # room for a useful part of the next clause
+            kept = joined[:limit].rsplit(" ", 1)[0].rstrip(",;:(")
+        break
+    return kept + " ..."
+
+
+def _limits_short(analysis: CampaignAnalysis) -> str:
+    s = analysis.settings
+    parts = [
+        f"slow-run rate {pct(s.max_slow_rate)}" if s.max_slow_rate is not None else "",
+        f"q01 drop {pct(s.max_q01_drop)}" if s.max_q01_drop is not None else "",
+        f"CV {pct(s.max_cv)}" if s.max_cv is not None else "",
+        f"CV {s.max_cv_ratio:g}x robust" if s.max_cv_ratio is not None else "",
+        f"busy {pct(s.max_busy_share)}",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def wrap_lines(lines: list[str] | tuple[str, ...], width: int) -> list[str]:
+    """Lines wrapped at `width`, continuation lines indented under their first word."""
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out += textwrap.wrap(
+            _printable(line),
+            width,
+            subsequent_indent=indent + "    ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        ) or [""]
+    return out
+
+
+def _probe_lines(analysis: CampaignAnalysis) -> list[str]:
+    """One line per probe variant: its median over all runs with the interval of its first node when it
+    has one node, the run-to-run CV, and its slow runs (with ! when a node's tail-count test rejects)."""
+    lines = []
+    for v in sorted(analysis.variants, key=lambda v: (v.probe, v.variant)):
+        groups = [g for g in analysis.groups if g.variant == v.variant]
+        runs = [r for r in analysis.runs if r.variant == v.variant]
+        slow = sum(1 for r in runs if r.slow)
+        rejects = any(g.tails and g.tails[0].rejects for g in groups)
+        name = variant_name(v.probe, dict(v.params))
+        if len(groups) == 1:
+            g = groups[0]
+            center = median_ci_text(g)
+            cv = f", CV {pct(g.cv)}" if g.cv is not None else ""
+        else:
+            center = f"{v.global_median:.4g} {v.unit} over {v.nodes} nodes"
+            cv = ""
+        kinds = Counter(r.kind for r in runs if r.slow)
+        kind_text = ", ".join(f"{k} {KIND_WORDS.get(kind, kind)}" for kind, k in kinds.most_common())
+        lines.append(
+            f"{name}: {center}{cv}; {slow} of {len(runs)} runs slow{'!' if rejects else ''}"
+            + (f" ({kind_text})" if kind_text else "")
+        )
+    return lines
+
+
+KIND_WORDS = {"systematic": "systematic", "transient": "transient", "unclassified": "unclassified"}
+
+
+def _comparison_lines(analysis: CampaignAnalysis) -> list[str]:
+    from tailscope.compare import compare
+
+    out = []
+    for c in compare(analysis):
+        for k in c.contrasts:
+            out.append(f"compared: {k.sentence}")
+    return out
+
+
+def render_summary(analysis: CampaignAnalysis, *, verdict: bool = True) -> list[str]:
+    """The summary as lines without newlines: header, one row per group, the verdict (unless `verdict`
+    is False: `--verbose` prints it after `render_answer`, which has it), the top notes."""
     s = analysis.settings
     n_failed = sum(g.n_failed for g in analysis.groups)
     nodes = len({g.node for g in analysis.groups})
@@ -65,7 +255,17 @@ def render_summary(analysis: CampaignAnalysis) -> list[str]:
     else:
         lines.append("no successful runs to analyse")
     lines += _cluster_lines(analysis)
-    lines += _verdict_lines(analysis)
+    if verdict:
+        lines += _verdict_lines(analysis)
+    elif analysis.verdict.checks:
+        lines.append("checks:")
+        for c in sorted(analysis.verdict.checks, key=lambda c: (c.passed, c.scope, c.name)):
+            lines += textwrap.wrap(
+                _printable(f"{'passed' if c.passed else 'FAILED'} {c.name} {c.scope}: {c.message}"),
+                WIDTH,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
     if analysis.notes:
         lines.append("notes:")
         for note in analysis.notes[:MAX_NOTES]:
@@ -136,10 +336,6 @@ def _columns(rows: list[list[str]]) -> list[str]:
     """Left-aligned columns two spaces apart; the last column is not padded."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1] for r in rows]
-
-
-MAX_NODE_LINES = 12  # non-healthy nodes listed one by one; the rest are counted
-MAX_REASONS = 2  # reasons shown per node (all in the report and --json)
 
 
 def _verdict_lines(analysis: CampaignAnalysis) -> list[str]:

@@ -246,6 +246,12 @@ class CampaignConnection:
     def df(self, sql: str, parameters: Sequence[Any] | None = None) -> pd.DataFrame:
         return self.execute(sql, parameters).df()
 
+    def table(self, name: str) -> pd.DataFrame:
+        """Every visible row of one table (empty when the campaign has none)."""
+        if name not in TABLES:
+            raise KeyError(f"unknown table {name!r}")
+        return self.df(f"SELECT * FROM {name}")
+
     def runs(self, *, probe: str | None = None, node: str | None = None) -> pd.DataFrame:
         """Every stored trial (each counted once, any status), ordered by variant, node, trial."""
         where, params = _where(probe=probe, node=node)
