@@ -67,7 +67,7 @@ def test_run_stores_trials_iterations_and_node_facts(tmp_path, capsys):
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_interrupted_campaign_resumes_without_duplicates_or_losses(tmp_path, how):
     campaign = tmp_path / "c"
-    total = 150
+    total = 400  # enough trials after the first commit (every 50) for the signal to land mid-run
     proc = tailscope(
         "run", "l2sum", "--trials", str(total), "--campaign", str(campaign), "--no-progress", *FAST
     )

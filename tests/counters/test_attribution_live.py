@@ -73,7 +73,7 @@ def test_corunner_trials_are_explained_by_lost_cpu_time(tmp_path: Path) -> None:
     assert disturbed.returncode == 0, disturbed.stderr
     assert tailscope("run", *common, "--trials", str(QUIET)).returncode == 0
     result = tailscope("analyze", campaign, "--json")
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode in (0, 1, 3), result.stderr  # the node verdict may be inconclusive (noisy VM)
     doc = json.loads(result.stdout)
     runs = {r["run_id"]: r for r in doc["runs"]}
     disturbed_ids = {rid for rid, r in runs.items() if QUIET <= r["trial"] < QUIET + DISTURBED}

@@ -86,12 +86,15 @@ def test_quiet_trial_has_the_contract_rows(tmp_path: Path) -> None:
     for cpu in (0, 1):
         for event in ("user_s", "system_s", "idle_s", "steal_s", "others_s", "interrupts", "effective_mhz"):
             assert ("cpu", cpu, event) in got
-    for thread in (0, 1):  # OpenMP main thread and its worker
+    # The main thread is read exactly (from the zombie); the worker only while alive, so a short quiet trial
+    # may end before its first read: its rows, when present, carry every event.
+    threads = [0, 1] if any(k[:2] == ("task", 1) for k in got) else [0]
+    for thread in threads:
         for event in ("run_s", "run_delay_s", "voluntary_switches", "involuntary_switches", "minflt"):
             assert ("task", thread, event) in got
     assert ("trial", None, "wall_s") in got and ("vm", None, "numa_hit") in got
     # the threads' time adds up to the process's own CPU time, which cannot exceed 2 CPUs x wall time
-    run = sum(value(rows, "task", t, "run_s") for t in (0, 1))
+    run = sum(value(rows, "task", t, "run_s") for t in threads)
     assert 0 < run <= 2 * value(rows, "trial", None, "wall_s")  # type: ignore[arg-type]
     mhz = value(rows, "cpu", 0, "effective_mhz")
     assert 100 < mhz < 10000

@@ -112,4 +112,4 @@ def test_live_hpcc_trial_is_imported(tmp_path):
     out = run_hpcc(tmp_path, p=1, q=2, isolate_network=True, timeout_s=300)
     (r,) = parse_hpl(out.read_text())
     assert (r.n, r.nb, r.p, r.q, r.passed) == (500, 64, 1, 2, True)
-    assert r.gflops > 0 and r.seconds > 0
+    assert r.gflops > 0 and r.seconds >= 0  # hpcc prints 0.00 s for a fast small N
