@@ -15,3 +15,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "root" in item.keywords:
             item.add_marker(skip)
 
+
+
+# Property tests run the same examples every time (CI and a developer see the same inputs; a failure found
+# once is found again): hypothesis' derandomized profile.
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("tailscope", derandomize=True, print_blob=True)
+    _hypothesis_settings.load_profile("tailscope")
+except ImportError:  # pragma: no cover - hypothesis is in the test extras
+    pass
