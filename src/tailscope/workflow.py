@@ -254,6 +254,9 @@ def with_attribution(
     from tailscope.analysis.attribution import METHOD, attribute
 
     counters = con.counters([r.run_id for r in analysis.runs])
+    # the per-trial evidence (source os) is the cause catalogue's input, not a counter to rank: its
+    # trial/wall_s restates the run time, and its tick counts grow with any slower run
+    counters = counters.loc[counters["source"] != "os"].reset_index(drop=True)
     if counters.empty:
         return analysis
     section = attribute(analysis.runs, counters, runs, robust_cut=analysis.settings.robust_cut)

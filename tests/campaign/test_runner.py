@@ -19,12 +19,21 @@ from tailscope.store.views import connect
 FAST = ["--chunk-bytes", "256k", "--sums", "40", "--sums-per-iteration", "4", "--cpus", "0"]
 
 
+def _as_from_a_shell() -> None:
+    """The child starts as from an interactive shell: SIGINT and SIGTERM at their defaults and unblocked,
+    whatever an earlier test left in this (long-lived) pytest process."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def tailscope(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tailscope", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_from_a_shell,
         **kwargs,
     )
 

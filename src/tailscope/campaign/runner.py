@@ -68,6 +68,10 @@ class TrialRows:
     counters: list[dict[str, Any]] = field(default_factory=list)
     corunners: list[dict[str, Any]] = field(default_factory=list)
 
+    def clear(self) -> None:
+        for rows in (self.runs, self.iterations, self.pages, self.counters, self.corunners):
+            rows.clear()
+
     def extend(self, other: TrialRows) -> None:
         self.runs += other.runs
         self.iterations += other.iterations
@@ -338,16 +342,22 @@ class LocalRunner:
         """Commit the buffered trials as one transaction (with the node facts in the first one)."""
         if not buffer.runs:
             return
-        with load_into(self.campaign.root, "run", create=True, manifest=self.campaign.manifest) as tx:
-            for plan in self.plans:
-                tx.add_plan(plan)
-            if self.committed == 0:
-                tx.write(
-                    "nodes", self._facts if self._facts is not None else self._node_facts(), node=self.node
-                )
-            tx.write_tables(buffer.tables(), node=self.node)
-        self.campaign.manifest = tx.manifest
-        self.committed += 1
+        tx = None
+        try:
+            with load_into(self.campaign.root, "run", create=True, manifest=self.campaign.manifest) as tx:
+                for plan in self.plans:
+                    tx.add_plan(plan)
+                if self.committed == 0:
+                    facts = self._facts if self._facts is not None else self._node_facts()
+                    tx.write("nodes", facts, node=self.node)
+                tx.write_tables(buffer.tables(), node=self.node)
+        finally:
+            # A signal deferred through the commit surfaces right after it: the trials are stored then, and
+            # the flush at the end must not store them a second time.
+            if tx is not None and tx.committed:
+                self.campaign.manifest = tx.manifest
+                self.committed += 1
+                buffer.clear()
 
     def run(self, trials: Sequence[Trial]) -> RunOutcome:
         outcome = RunOutcome(self.campaign.root)

@@ -167,6 +167,7 @@ class Transaction:
     _chunks: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
     _claimed: dict[str, dict[str, list[int]]] = field(init=False, default_factory=dict)  # node -> variant
     _done: bool = field(init=False, default=False)
+    committed: bool = field(init=False, default=False)  # the commit point was passed (the data is visible)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -314,6 +315,7 @@ class Transaction:
                     "sources": self._sources,
                 }
                 write_atomic_bytes(self.root / COMMITS / f"{self.txid}.json", json.dumps(record).encode())
+            self.committed = True
             release_claim(self.root, self.txid)
             self._remove_staging()
             remove_stale_staging(self.root)
