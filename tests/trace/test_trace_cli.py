@@ -155,7 +155,9 @@ def test_nested_parallel_regions(jacobi, tool_library, tmp_path, monkeypatch):
     assert len(set(inner["thread"])) == 2  # each started by one thread of the outer team
     tasks = r[r["kind"] == "implicit_task"]
     assert len(tasks) == 2 + 2 * 2
-    assert r["thread"].nunique() == 4
+    # 2 outer threads + the inner teams' workers: 2, or 1 when libomp reuses one worker for both inner
+    # teams because the two inner regions did not overlap in time
+    assert r["thread"].nunique() in (3, 4)
     subprocess.run(["otf2-print", "--silent", str(outcome.otf2)], check=True, capture_output=True)
     summary = check_archive(str(outcome.otf2))
     assert sum(v for k, v in summary.enters.items() if k.startswith("thread")) == len(r)
