@@ -36,21 +36,15 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scipy.stats import beta
-
+from tailscope.analysis import binomial
 from tailscope.inject.kinds import CAUSES
 
 NONE = "none"
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Exact binomial interval for k successes in n trials (None when n = 0)."""
-    if n == 0:
-        return None
-    a = 1 - confidence
-    low = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-    high = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-    return low, high
+    """The analysis' exact binomial interval (analysis/binomial.py), None when n = 0."""
+    return binomial.clopper_pearson(k, n, confidence) if n else None
 
 
 def _rate(k: int, n: int, confidence: float) -> dict[str, Any]:
