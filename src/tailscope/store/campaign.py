@@ -32,7 +32,7 @@ import re
 import socket
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,9 @@ class Campaign:
 
     root: Path
     manifest: Manifest
+    # commit records parsed so far, by file name: a record never changes once written, so each is read once
+    # per Campaign object however many tables are read (a fleet campaign holds thousands)
+    _records: dict[str, CommitRecord] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # --- creation and opening --------------------------------------------------------------------
     @staticmethod
@@ -288,7 +291,10 @@ class Campaign:
             names = sorted(n for n in os.listdir(directory) if n.endswith(".json") and not n.startswith("."))
         except FileNotFoundError:
             return []
-        return [CommitRecord.load(directory / n) for n in names]
+        for name in names:
+            if name not in self._records:
+                self._records[name] = CommitRecord.load(directory / name)
+        return [self._records[n] for n in names]
 
     def shard_files(self, table: str) -> list[Path]:
         """The committed shard files of `table`: exactly the files commit records name (version 1: every
