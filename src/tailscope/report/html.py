@@ -404,7 +404,8 @@ def _node_verdicts_table(analysis: CampaignAnalysis) -> str:
         for n in sorted(analysis.nodes, key=lambda n: (-SEVERITY[n.verdict], n.node))
     ]
     return (
-        f"<details><summary>Node verdicts ({len(rows)} node{"s" if len(rows) != 1 else ""}, every reason)</summary>"
+        f"<details><summary>Node verdicts ({len(rows)} node{'s' if len(rows) != 1 else ''}, every reason)"
+        "</summary>"
         + _table(["node", "verdict", "causes", "reasons"], rows)
         + "</details>"
     )
