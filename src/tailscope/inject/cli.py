@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tailscope.inject.kinds import KINDS, InjectInputError
+from tailscope.options import TRIALS, whole
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -134,12 +135,14 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="a campaign with a random, recorded schedule of injections; scores tailscope's answers",
     )
     p.add_argument("--injectors", metavar="K1,K2", help="injectors to use (default: all that can act here)")
-    p.add_argument("--trials", type=int, default=200, metavar="N", help="trials in all (default 200)")
+    p.add_argument("--trials", type=TRIALS, default=200, metavar="N", help="trials in all (default 200)")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("--seed", type=int, metavar="S", help="schedule seed (default: random, recorded)")
     p.add_argument("--probe", default="stream", help="probe every trial runs (default stream)")
     p.add_argument("--param", action="append", metavar="K=V", help="probe option, e.g. page=thp (repeatable)")
-    p.add_argument("--block", type=int, default=4, metavar="B", help="trials per schedule block (default 4)")
+    p.add_argument(
+        "--block", type=whole(1, 100_000), default=4, metavar="B", help="trials per schedule block (default 4)"
+    )
     p.add_argument(
         "--inject-fraction", type=float, default=0.5, metavar="F", help="share of blocks injected (0.5)"
     )
