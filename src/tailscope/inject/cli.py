@@ -141,7 +141,7 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--probe", default="stream", help="probe every trial runs (default stream)")
     p.add_argument("--param", action="append", metavar="K=V", help="probe option, e.g. page=thp (repeatable)")
     p.add_argument(
-        "--block", type=whole(1, 100_000), default=4, metavar="B", help="trials per schedule block (default 4)"
+        "--block", type=whole(1, 100_000), default=4, metavar="B", help="trials per block (default 4)"
     )
     p.add_argument(
         "--inject-fraction", type=float, default=0.5, metavar="F", help="share of blocks injected (0.5)"
