@@ -23,8 +23,10 @@
  * LAUNCHING
  *   Started by hand or by `tailscope run` (no MPI launcher around it), the probe re-executes itself as
  *   `MPIEXEC -n 2 <itself> <args>` with the launcher of the MPI it was built with (CMake's FindMPI), so it
- *   runs with the MPI found at build time. For Open MPI it sets, unless already set: binding off
- *   (OMPI_MCA_hwloc_base_binding_policy=none: the probe pins each rank itself), the shared-memory transport
+ *   runs with the MPI found at build time. For Open MPI it sets binding off (always:
+ *   OMPI_MCA_hwloc_base_binding_policy=none, the probe pins each rank itself; the job's OMP_PROC_BIND,
+ *   OMP_PLACES, GOMP_CPU_AFFINITY, KMP_AFFINITY are removed and recorded in job_environment) and, unless
+ *   already set, the shared-memory transport
  *   (OMPI_MCA_pml=ob1, OMPI_MCA_btl=self,vader: intra-node), and, as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1.
  *   Inside a launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set) it runs as is. Open MPI's launcher
  *   needs a network interface that is up: in a network namespace, `ip link set lo up` first.
@@ -102,7 +104,7 @@ static void set_default(const char *name, const char *value)
 }
 
 /* Re-execute under the build's MPI launcher with two ranks; never returns. */
-static _Noreturn void relaunch(int argc, char **argv)
+static _Noreturn void relaunch(int argc, char **argv, const ts_jobenv *jobenv)
 {
     if (getenv("TAILSCOPE_MPI_EXEC"))
         ts_die(TS_EXIT_RESOURCE, "started by %s, but no MPI rank variables (OMPI_COMM_WORLD_SIZE, PMI_SIZE, "
@@ -113,7 +115,11 @@ static _Noreturn void relaunch(int argc, char **argv)
         ts_die(TS_EXIT_RUNTIME, "readlink /proc/self/exe: %s", strerror(errno));
     self[len] = '\0';
     set_default("TAILSCOPE_MPI_EXEC", "1");
-    set_default("OMPI_MCA_hwloc_base_binding_policy", "none");
+    /* the ranks see what this process found (job_environment) and bind nothing themselves: the probe pins each
+     * rank, so a job's OMPI_MCA_hwloc_base_binding_policy or OMP_PROC_BIND must not bind them first */
+    ts_jobenv_handoff(jobenv, true);
+    if (setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 1) != 0)
+        ts_die(TS_EXIT_RUNTIME, "setenv OMPI_MCA_hwloc_base_binding_policy: %s", strerror(errno));
     set_default("OMPI_MCA_pml", "ob1");
     set_default("OMPI_MCA_btl", "self,vader");
     if (geteuid() == 0) {
@@ -193,9 +199,11 @@ int main(int argc, char **argv)
     }
     ts_probe p;
     ts_probe_init(&p, "mpi-p2p", MPI_P2P_MANUAL, argc, argv, opts, sizeof opts / sizeof opts[0]);
-    if (p.nthreads < 2)
-        ts_die(TS_EXIT_RESOURCE, "--cpus %s: the two ranks need two CPUs, this process may use %d", p.cpus_spec,
-               p.nthreads);
+    if (p.nthreads < 2) {
+        char why[2048];
+        ts_die(TS_EXIT_RESOURCE, "--cpus %s: the two ranks need two CPUs, this process may use %d%s", p.cpus_spec,
+               p.nthreads, ts_probe_cpus_restriction(&p, why, sizeof why));
+    }
     p.nthreads = 2; /* rank 0 and rank 1 */
 
     uint64_t sizes[MAX_SIZES];
@@ -222,7 +230,7 @@ int main(int argc, char **argv)
             biggest = sizes[s];
 
     if (!in_job && !check_args)
-        relaunch(argc, argv); /* the options are valid: the launched ranks write the records */
+        relaunch(argc, argv, &p.jobenv); /* the options are valid: the launched ranks write the records */
 
     char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int liblen = 0;
