@@ -1,11 +1,11 @@
 """Probes bind themselves whatever the job environment says (issue 12, item 4).
 
-libgomp applies OMP_PROC_BIND, OMP_PLACES and GOMP_CPU_AFFINITY in its constructor, binding the initial thread to
-CPU 0 before main(); before the fix stream and l2sum then ran one thread on CPU 0 and `--cpus 0-1` failed. Every
-probe that pins is run here, for real, under each variable: it must use every CPU of --cpus (the iteration
-records say where each thread ran), record what it found (config.job_environment) and warn that it ignored it.
-An inherited mask (taskset, srun --cpu-bind) is a limit: `--cpus 0-1` is refused naming it, the default uses
-what is allowed and says so.
+libgomp applies OMP_PROC_BIND, OMP_PLACES and GOMP_CPU_AFFINITY in its constructor, binding the initial
+thread to CPU 0 before main(); before the fix stream and l2sum then ran one thread on CPU 0 and
+`--cpus 0-1` failed. Every probe that pins is run here, for real, under each variable: it must use every
+CPU of --cpus (the iteration records say where each thread ran), record what it found
+(config.job_environment) and warn that it ignored it. An inherited mask (taskset, srun --cpu-bind) is a
+limit: `--cpus 0-1` is refused naming it, the default uses what is allowed and says so.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ CASES = {**NARROWING, "KMP_AFFINITY": "compact"}
 # drops it); dgemm's parent is narrowed, its re-executed child is not (the binding variables are removed)
 OPENMP = {"l2sum", "stream", "fwq", "c2c"}
 
+STARTED = "the affinity mask this process was started with is CPUs"
 needs_two = pytest.mark.skipif(len(online_cpus()) < 2, reason="needs two CPUs this process may use")
 
 
@@ -96,19 +97,16 @@ def _only_first_cpu() -> None:
 @needs_two
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_inherited_mask_is_a_limit(name):
-    """Under `taskset -c FIRST` (the mask srun --cpu-bind leaves too): --cpus FIRST,SECOND is refused naming the
-    mask; the default uses what is allowed and says so."""
+    """Under `taskset -c FIRST` (the mask srun --cpu-bind leaves too): --cpus FIRST,SECOND is refused naming
+    the mask; the default uses what is allowed and says so."""
     first, second = online_cpus()[:2]
     refused = run_probe(
         name, "--cpus", f"{first},{second}", "--check-args", preexec=_only_first_cpu, expect=2
     )
-    assert (
-        f"--cpus {first},{second}: CPU {second} cannot be used: the affinity mask this process was started with "
-        f"is CPUs {first}" in refused.stderr
-    )
+    assert f"--cpus {first},{second}: CPU {second} cannot be used: {STARTED} {first}" in refused.stderr
     if name == "c2c":  # needs two CPUs: says why it has one
         one = run_probe(name, "--check-args", preexec=_only_first_cpu, expect=2)
-        assert f"the affinity mask this process was started with is CPUs {first}" in one.stderr
+        assert f"{STARTED} {first}" in one.stderr
         return
     args = [a for a in QUICK[name] if a not in ("--cpus", "all")]
     run = run_probe(name, *args, preexec=_only_first_cpu, timeout=300)
@@ -204,10 +202,7 @@ def test_tailscope_run_refuses_cpus_outside_the_inherited_mask(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert (
-        f"CPU {second} cannot be used: the affinity mask this process was started with is CPUs {first}"
-        in (proc.stderr)
-    )
+    assert f"CPU {second} cannot be used: {STARTED} {first}" in (proc.stderr)
 
 
 def _mpi(*args: str, env: dict[str, str], mask: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -230,8 +225,8 @@ def _mpi(*args: str, env: dict[str, str], mask: str | None = None) -> subprocess
 
 @needs_two
 def test_mpi_p2p_ranks_bind_themselves():
-    """The ranks the probe launches (mpiexec -n 2) get its findings and are pinned to --cpus, even when the job
-    asks Open MPI and the OpenMP runtime to bind; an inherited one-CPU mask is refused naming it."""
+    """The ranks the probe launches (mpiexec -n 2) get its findings and are pinned to --cpus, even when the
+    job asks Open MPI and the OpenMP runtime to bind; an inherited one-CPU mask is refused naming it."""
     cpus = online_cpus()
     env = {"OMP_PROC_BIND": "true", "OMPI_MCA_hwloc_base_binding_policy": "core"}
     proc = _mpi("--sizes", "8", "--iterations", "2", "--round-trips", "20", "--no-pages", env=env)
@@ -246,7 +241,4 @@ def test_mpi_p2p_ranks_bind_themselves():
     assert {r["cpu"] for r in records if r["record"] == "iteration"} == {cpus[0]}  # rank 0 timed on its CPU
     refused = _mpi("--cpus", f"{cpus[0]},{cpus[1]}", env={}, mask=str(cpus[0]))
     assert refused.returncode == 2
-    assert (
-        f"CPU {cpus[1]} cannot be used: the affinity mask this process was started with is CPUs {cpus[0]}"
-        in (refused.stderr)
-    )
+    assert f"CPU {cpus[1]} cannot be used: {STARTED} {cpus[0]}" in (refused.stderr)
