@@ -273,6 +273,7 @@ def write_report(
     """The HTML report at `output`, and beside it `<stem>-runs.csv` and `<stem>-nodes.csv` (every row of
     the tables the report shortens to the slowest 20); nodes, timelines and samples read on `con` when
     given."""
+    from tailscope.deep import load_deep
     from tailscope.report.html import render_html, select_timeline_runs
 
     if not output.parent.is_dir():
@@ -308,6 +309,7 @@ def write_report(
         csv_files={k: p.name for k, p in csv_files.items()},
         campaign_dir=str(Path(campaign_dir).resolve()),
         hardware_counters=hardware > 0,
+        deep=load_deep(campaign_dir),
     )
     write_atomic_bytes(output, html.encode())
     return output

@@ -34,12 +34,14 @@ from tailscope.analysis.model import (
     VariantSummary,
 )
 from tailscope.analysis.wording import p_value, pct, period
+from tailscope.deep import DeepResult
 from tailscope.probes.catalogue import variant_name
 from tailscope.report import explain
 from tailscope.report import plotly_figures as plots
 from tailscope.report.answer import Answer, answer_of, terms
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
+from tailscope.report.deep_section import deep_section
 from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
@@ -94,6 +96,7 @@ figure{margin:0;max-width:100%}svg.chart{max-width:100%;height:auto;border:1px s
 figcaption{font-size:12px;color:#555;max-width:640px}
 .bad{color:#b71c1c;font-weight:bold}.good{color:#1b5e20}.warn{color:#8d6e00;font-weight:bold}
 .differ{background:#fff3e0}
+ol.chain{padding-left:22px}ol.chain>li{margin:5px 0}
 details>summary{cursor:pointer;font-weight:bold;margin:6px 0}
 code{font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
@@ -122,12 +125,14 @@ def render_html(
     csv_files: Mapping[str, str] | None = None,
     campaign_dir: str = "DIR",
     hardware_counters: bool | None = None,
+    deep: DeepResult | None = None,
 ) -> str:
     """The whole report as one HTML document (str).
 
     `csv_files` names the CSV files written beside the report (keys `runs`, `nodes`), linked from the long
     tables; `injections` (node, start, end) shades injected windows; `hardware_counters` says whether any
-    perf counter was recorded (None: unknown), for the caveat beside the verdict.
+    perf counter was recorded (None: unknown), for the caveat beside the verdict; `deep` is the chain of
+    `check --deep` (tailscope.deep.load_deep), drawn right after the verdict.
     """
     from tailscope.compare import compare
 
@@ -150,6 +155,8 @@ def render_html(
     screens = {c.variant: {n.node: n.verdict for n in c.nodes} for c in analysis.cluster}
 
     sections: list[tuple[str, str, str]] = []  # (anchor, heading, html)
+    if deep is not None:  # the top-down chain follows the verdict it explains
+        sections.append(("deep", "Top-down follow-up (check --deep)", deep_section(deep)))
     if comparisons:
         sections.append(("compare", "Variants compared", _comparisons_section(comparisons, figs)))
     for variant in sorted(variants.values(), key=lambda v: (v.probe, names[v.variant])):
