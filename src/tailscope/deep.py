@@ -191,6 +191,8 @@ def _latency(s: dict[str, Any]) -> tuple[str, str, str]:
 def _judge_scaling(follow_ups: list[dict[str, Any]]) -> None:
     """stream on 1..all cores: each core count against the one before it (bandwidth must not drop)."""
     scaling = [f for f in follow_ups if f["probe"].startswith("stream on ") and f.get("median") is not None]
+    if len(scaling) > 1:
+        scaling[0]["expected"] = "the reference for the core counts after it"
     for prev, cur in pairwise(scaling):
         cur["expected"] = (
             f"at least {SCALING_SLACK:g} x the bandwidth on the fewer cores before it "

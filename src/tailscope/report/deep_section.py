@@ -62,13 +62,14 @@ def _step(i: int, probe: str, why: str, follow_ups: list[dict[str, Any]], deep: 
         for f in follow_ups
     ]
     table = (
-        _table(["follow-up probe", "isolates", "found", "expected when healthy", "verdict"], rows)
+        _table(["probe", "isolates", "found", "expected when healthy", "verdict"], rows)
         if rows
         else "<p>No follow-up probe exists for this probe.</p>"
     )
     items = [
         f"<li><b>Degraded:</b> {esc(why)}</li>",
-        f"<li><b>Component probes</b> ({len(follow_ups)} run into this campaign): {outcome}.{table}</li>",
+        f"<li><b>Component probes</b> ({len(follow_ups)} follow-up{'s' if len(follow_ups) != 1 else ''}, "
+        f"their trials stored in this campaign): {outcome}.{table}</li>",
         f"<li><b>Counters:</b> {esc(deep.counters)}</li>",
     ]
     if probe == "stream" and deep.dimms is not None:
