@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tailscope.node.dimms import collect, fleet_findings, parse_dmidecode, read_edac, summary
+from tailscope.node.dimms import collect, parse_dmidecode, read_edac, summary
+from tailscope.node.fleet import fleet_findings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DMI = FIXTURES / "dmidecode"
