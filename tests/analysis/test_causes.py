@@ -133,7 +133,8 @@ def test_many_short_preemptions_are_os_noise_not_cpu_contention():
     a = analyze_ensemble(ensemble(noisy))
     causes = _flagged(a)[11].causes
     assert causes[0].cause == "os-noise" and causes[0].score == 1.0
-    assert "preempted 17,99" in causes[0].sentence and "most likely by tsinject (pid 27151)" in causes[0].sentence
+    assert "preempted 17,99" in causes[0].sentence
+    assert "most likely by tsinject (pid 27151)" in causes[0].sentence
     assert causes[0].evidence["detour_us"] == pytest.approx(0.346 / 17990 * 1e6, rel=0.02)
     # cpu-contention keeps only what the short detours do not account for (others 38% - 35%)
     rest = [c for c in causes if c.cause == "cpu-contention"]
@@ -150,7 +151,8 @@ def test_cpu_contention_leads_with_the_evidence_that_made_it():
     stolen = {k: Trial(slowdown=0.12, steal=0.10, run_delay=0.10,
                        corunners=((91, "memfd:sealed-91", 0.012),)) for k in (5, 6)}  # fmt: skip
     top = _flagged(analyze_ensemble(ensemble(stolen)))[5].causes[0]
-    assert top.cause == "cpu-contention" and top.sentence.split(": ", 1)[1].startswith("the hypervisor stole 10%")
+    assert top.cause == "cpu-contention"
+    assert top.sentence.split(": ", 1)[1].startswith("the hypervisor stole 10%")
     assert "memfd" not in top.sentence and top.evidence["corunners"] == []
     # run-queue wait with nobody else running: a quota or the host, said so (cpu-quota recorded here: 74%
     # run-queue wait, 3% others, 18 preemptions a second)

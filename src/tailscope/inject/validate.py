@@ -43,7 +43,7 @@ class ValidateRequest:
     probe: str = "stream"
     probe_params: dict[str, Any] = field(default_factory=dict)
     block: int = 4
-    inject_fraction: float = 0.5
+    inject_fraction: float = 0.25
     reserve: str = "512m"
     show_progress: bool = True
     threshold: float = 0.10
@@ -237,6 +237,41 @@ class Scheduler:
                 self.records[-1]["details"] = json.dumps({"ready": inj.ready, "done": inj.done}, default=str)
 
 
+INJECTOR_COMM = "tsinject"
+
+
+def outside_shares(campaign_dir: Path) -> dict[str, float]:
+    """Per run: the share of the probe CPUs that work outside the schedule took, as the kernel counted it
+    (/proc/stat's others and steal, through the cause catalogue's own features), less what the injector
+    itself took (its co-runner rows). Runs without evidence are left out."""
+    from tailscope.analysis.causes.context import run_features
+    from tailscope.store.read import connect
+
+    con = connect(campaign_dir)
+    try:
+        run_ids = con.runs()["run_id"].astype(str).tolist()
+        counters = con.counters(run_ids, source="os")
+        corunners = con.corunners(run_ids)
+    finally:
+        con.close()
+    features, _ = run_features(counters)
+    if features.empty:
+        return {}
+    injector: dict[str, float] = {}
+    if not corunners.empty:
+        mine = corunners.loc[corunners["comm"] == INJECTOR_COMM]
+        injector = mine.groupby("run_id")["share"].sum().to_dict()
+    out = {}
+    for run_id, row in features.iterrows():
+        others = row.get("others_share")
+        steal = row.get("steal_share")
+        if others is None or others != others:
+            continue
+        steal = 0.0 if steal is None or steal != steal else float(steal)
+        out[str(run_id)] = max(0.0, float(others) - injector.get(str(run_id), 0.0)) + steal
+    return out
+
+
 def analysis_for_scoring(campaign_dir: Path, probe: str | None = None) -> dict[str, Any]:
     """THE integration point: the `analyze --json` object scoring reads (runs with `slow`, `perf_ratio` and,
     once the cause catalogue is wired into analyze, `causes`; nodes with `verdict`)."""
@@ -319,7 +354,7 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
         return result
     analysis = analysis_for_scoring(campaign_dir, probe=request.probe)
     injections = [{**r, "node": node} for r in scheduler.records]
-    scores = score(analysis, injections, threshold=request.threshold)
+    scores = score(analysis, injections, threshold=request.threshold, outside=outside_shares(campaign_dir))
     _store_scores(campaign_dir, scores, node=node, task=task)
     result["scores"] = scores
     return result
@@ -340,7 +375,7 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
         raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
     injections = frame.to_dict("records")
     analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
-    scores = score(analysis, injections, threshold=threshold)
+    scores = score(analysis, injections, threshold=threshold, outside=outside_shares(campaign.root))
     node = str(injections[0]["node"])
     _store_scores(campaign.root, scores, node=node, task=f"validate-{new_task_id()}")
     return {
@@ -405,6 +440,11 @@ def render_scores(result: dict[str, Any]) -> list[str]:
             f"placebo: clean runs >= {s['threshold']:.0%} slower than the clean runs around them "
             f"(noise alone): {_pct(s['placebo'])}"
         )
+    if s.get("outside_known"):
+        lines.append(
+            f"  on quiet clean runs (outside work took < {s['quiet_limit']:.0%} of the probe CPUs): "
+            f"{_pct(s['clean_quiet'])}; placebo {_pct(s['placebo_quiet'])}"
+        )
     window = s.get("reference_window")
     ref = f"the {window} nearest clean runs" if window else "all clean runs"
     lines.append(
@@ -420,6 +460,10 @@ def render_scores(result: dict[str, Any]) -> list[str]:
     lines.append("cause accuracy (top-1 | top-2):")
     for c in s["causes"]:
         lines.append(f"  {c['expected_cause']:28s} {_pct(c['top1'])} | {_pct(c['top2'])}")
+    if s.get("outside_known") and s.get("causes_quiet"):
+        lines.append(f"cause accuracy on quiet runs (outside work < {s['quiet_limit']:.0%}; top-1 | top-2):")
+        for c in s["causes_quiet"]:
+            lines.append(f"  {c['expected_cause']:28s} {_pct(c['top1'])} | {_pct(c['top2'])}")
     if s["confusion"]["rows"]:
         labels = s["confusion"]["labels"]
         lines.append("confusion (rows: injected cause; columns: tailscope's top cause):")

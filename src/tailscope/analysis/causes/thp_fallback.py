@@ -46,7 +46,7 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         f"{ctx.typical('thp_fault_fallback') or 0:,.0f}); it got {alloc:,.0f} huge pages where normal runs "
         "got "
         f"{usual_alloc:,.0f} ({pct(fraction)} of its huge-page faults fell back)"
-        + (f"; {stalls:,.0f} compaction and allocation stalls looking for 2 MiB blocks" if stalls >= 1 else "")
+        + (f"; {stalls:,.0f} compaction and allocation stalls looking for 2 MiB blocks" if stalls else "")
     )
     evidence = {
         "thp_fault_fallback": fallback,
