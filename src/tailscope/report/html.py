@@ -96,7 +96,8 @@ figure{margin:0;max-width:100%}svg.chart{max-width:100%;height:auto;border:1px s
 figcaption{font-size:12px;color:#555;max-width:640px}
 .bad{color:#b71c1c;font-weight:bold}.good{color:#1b5e20}.warn{color:#8d6e00;font-weight:bold}
 .differ{background:#fff3e0}
-ol.chain{padding-left:22px}ol.chain>li{margin:5px 0}ol.chain th:last-child,ol.chain td:last-child{white-space:nowrap}
+ol.chain{padding-left:22px}ol.chain>li{margin:5px 0}
+ol.chain th:last-child,ol.chain td:last-child{white-space:nowrap}
 details>summary{cursor:pointer;font-weight:bold;margin:6px 0}
 code{font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
