@@ -3,11 +3,13 @@
 Per degraded probe: why it was degraded, the micro-architecture probes that isolate its component with what
 each found against what a healthy component shows (deep.py's expectations), the counters (or the statement
 that no PMU recorded any), and the DIMM facts for a slow stream. Nothing is computed here except formatting:
-the chain comes from DIR/deep.json (tailscope.deep.load_deep).
+the chain comes from DIR/deep.json (tailscope.deep.load_deep), the counters from the analysis' attribution
+(analysis/attribution.py: the degraded probe's counters ranked by how well they separate its slow runs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tailscope.deep import AS_EXPECTED, DIFFERS, NOT_JUDGED, DeepResult
@@ -24,10 +26,16 @@ _INTRO = (
     "with what a healthy component would show and whether it did."
 )
 _STATUS_CSS = {DIFFERS: "bad", AS_EXPECTED: "good", NOT_JUDGED: ""}
+TOP_COUNTERS = 3  # counters quoted per degraded probe (the Counters section lists them all)
 
 
-def deep_section(deep: DeepResult | None) -> str:
-    """The HTML of the section, or "" when the campaign had no `check --deep`."""
+def deep_section(
+    deep: DeepResult | None,
+    attribution: Mapping[str, Any] | None = None,
+    probe_of: Mapping[str, str] | None = None,
+) -> str:
+    """The HTML of the section, or "" when the campaign had no `check --deep`. `attribution` is the analysis'
+    counter attribution (None without counters), `probe_of` maps its variant ids to probe names."""
     if deep is None:
         return ""
     parts = ['<section id="deep"><h2>Top-down follow-up (check --deep)</h2>', _explain(_INTRO)]
@@ -36,12 +44,39 @@ def deep_section(deep: DeepResult | None) -> str:
         parts.append(f"<p><b>Counters:</b> {esc(deep.counters)}</p></section>")
         return "\n".join(parts)
     for i, step in enumerate(deep.steps, start=1):
-        parts.append(_step(i, step.probe, step.why, step.follow_ups, deep))
+        counters = _counters_of(step.probe, attribution, probe_of or {})
+        parts.append(_step(i, step.probe, step.why, step.follow_ups, deep, counters))
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _step(i: int, probe: str, why: str, follow_ups: list[dict[str, Any]], deep: DeepResult) -> str:
+def _counters_of(probe: str, attribution: Mapping[str, Any] | None, probe_of: Mapping[str, str]) -> str:
+    """The degraded probe's top counters (slow vs normal runs) from the attribution, as HTML; "" if none."""
+    if not attribution:
+        return ""
+    quoted = []
+    for v in attribution.get("variants", []):
+        if probe_of.get(v["variant"]) != probe or not v.get("slow_runs"):
+            continue
+        for c in v.get("counters", [])[:TOP_COUNTERS]:
+            if c.get("slow_median") is None or c.get("normal_median") is None:
+                continue
+            q = c.get("q_value")
+            quoted.append(
+                f"{c['counter']}: slow runs {c['slow_median']:.4g}, normal {c['normal_median']:.4g}"
+                + (f" (q = {q:.2g})" if q is not None else "")
+            )
+    if not quoted:
+        return ""
+    return (
+        f"{esc('; '.join(quoted))} (the counters that best separate {esc(probe)}'s slow runs; all of them in "
+        '<a href="#counters">Counters</a>)'
+    )
+
+
+def _step(
+    i: int, probe: str, why: str, follow_ups: list[dict[str, Any]], deep: DeepResult, counters: str = ""
+) -> str:
     differs = [f["probe"] for f in follow_ups if f.get("status") == DIFFERS]
     outcome = (
         f'<span class="bad">{esc(", ".join(differs))} differ{"s" if len(differs) == 1 else ""} from '
@@ -70,7 +105,7 @@ def _step(i: int, probe: str, why: str, follow_ups: list[dict[str, Any]], deep: 
         f"<li><b>Degraded:</b> {esc(why)}</li>",
         f"<li><b>Component probes</b> ({len(follow_ups)} follow-up{'s' if len(follow_ups) != 1 else ''}, "
         f"their trials stored in this campaign): {outcome}.{table}</li>",
-        f"<li><b>Counters:</b> {esc(deep.counters)}</li>",
+        f"<li><b>Counters:</b> {counters or esc(deep.counters)}</li>",
     ]
     if probe == "stream" and deep.dimms is not None:
         items.append(f"<li><b>DIMMs:</b> {esc(_dimms_text(deep.dimms))}</li>")

@@ -157,7 +157,9 @@ def render_html(
 
     sections: list[tuple[str, str, str]] = []  # (anchor, heading, html)
     if deep is not None:  # the top-down chain follows the verdict it explains
-        sections.append(("deep", "Top-down follow-up (check --deep)", deep_section(deep)))
+        probe_of = {v.variant: v.probe for v in analysis.variants}
+        html_deep = deep_section(deep, analysis.attribution, probe_of)
+        sections.append(("deep", "Top-down follow-up (check --deep)", html_deep))
     if comparisons:
         sections.append(("compare", "Variants compared", _comparisons_section(comparisons, figs)))
     for variant in sorted(variants.values(), key=lambda v: (v.probe, names[v.variant])):
