@@ -318,13 +318,18 @@ static void counters_report(ts_probe *p)
 /* --cpus against the mask the process was started with, not the one an OpenMP runtime left on this thread
  * (ts_jobenv.h). A CPU outside it is refused naming where the mask comes from (the launcher's variables, the
  * cgroup cpuset); the default spec uses what is allowed and says so when that is less than the node. */
+static bool cpus_from_node;
+
+void ts_probe_cpus_from_node(void) { cpus_from_node = true; }
+
 static void resolve_cpus(ts_probe *p)
 {
     char err[1024], why[2048];
     if (ts_jobenv_load(&p->jobenv, p->topo.ncpus) != 0)
         ts_die(TS_EXIT_RUNTIME, "sched_getaffinity/sched_setaffinity: %s", strerror(errno));
     p->allowed = ts_xmalloc((size_t)p->topo.ncpus * sizeof *p->allowed);
-    memcpy(p->allowed, p->jobenv.inherited, (size_t)p->topo.ncpus * sizeof *p->allowed);
+    for (int i = 0; i < p->topo.ncpus; i++)
+        p->allowed[i] = !cpus_from_node ? p->jobenv.inherited[i] : p->jobenv.cpuset ? p->jobenv.cpuset[i] : true;
     if (ts_cpulist_resolve(p->cpus_spec, &p->topo, p->allowed, &p->cpus, &p->nthreads, err, sizeof err) != 0) {
         int *wide = NULL, nwide = 0;
         char werr[1024];

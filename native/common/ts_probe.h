@@ -89,6 +89,12 @@ typedef struct ts_probe {
     bool counters_opened;       /* a thread called ts_probe_counters_open (the probe supports --events) */
 } ts_probe;
 
+/* For a probe whose processes are ranks started by a launcher that may bind each one (mpi-p2p under srun
+ * --cpu-bind or mpirun --bind-to): called before ts_probe_init, --cpus is resolved against the node as the job
+ * sees it (the cgroup cpuset, else every online CPU) instead of this process's own mask, so every rank gets
+ * the same list; the rank then checks that its own CPU is in p->jobenv.inherited. */
+void ts_probe_cpus_from_node(void);
+
 /* Parse argv, load topology, resolve --cpus, measure the clock. Prints the manual and exits 0 on --help;
  * exits 2 on bad input, 1 when the machine cannot be read. */
 void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, char **argv, const ts_opt *opts,

@@ -205,7 +205,9 @@ def test_tailscope_run_refuses_cpus_outside_the_inherited_mask(tmp_path):
     assert f"CPU {second} cannot be used: {STARTED} {first}" in (proc.stderr)
 
 
-def _mpi(*args: str, env: dict[str, str], mask: str | None = None) -> subprocess.CompletedProcess[str]:
+def _mpi(
+    *args: str, env: dict[str, str], mask: str | None = None, launcher: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     import shutil
 
     from tailscope.native import NativeMissingError, native_path
@@ -216,7 +218,7 @@ def _mpi(*args: str, env: dict[str, str], mask: str | None = None) -> subprocess
         exe = str(native_path("mpi-p2p"))
     except NativeMissingError:
         pytest.skip("mpi-p2p was not built (no MPI found at build time)")
-    argv = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", exe, *args]
+    argv = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *launcher, exe, *args]
     if mask is not None:
         argv = ["taskset", "-c", mask, *argv]
     full = {k: v for k, v in os.environ.items() if k != "TAILSCOPE_TEST_CORRUPT"}
@@ -242,3 +244,36 @@ def test_mpi_p2p_ranks_bind_themselves():
     refused = _mpi("--cpus", f"{cpus[0]},{cpus[1]}", env={}, mask=str(cpus[0]))
     assert refused.returncode == 2
     assert f"CPU {cpus[1]} cannot be used: {STARTED} {cpus[0]}" in (refused.stderr)
+
+
+@needs_two
+def test_mpi_p2p_ranks_bound_by_their_launcher():
+    """Started by the user's own `mpiexec -n 2 --bind-to core` (srun --cpu-bind=cores alike), each rank
+    inherits one CPU: every rank resolves --cpus against the node (the same list) and runs if the launcher
+    bound it to its CPU of the list; a binding that contradicts --cpus is refused naming the mask."""
+    import shutil
+
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("no mpiexec")
+    cpus = online_cpus()
+    env = {
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "OMPI_MCA_pml": "ob1",
+        "OMPI_MCA_btl": "self,vader",
+    }
+    args = ("--sizes", "8", "--iterations", "2", "--round-trips", "20", "--no-pages")
+    bound = _mpi(*args, env=env, launcher=(mpiexec, "-n", "2", "--bind-to", "core"))
+    assert bound.returncode == 0, bound.stderr
+    config = json.loads(bound.stdout.splitlines()[0])
+    assert config["cpus"] == cpus[:2]
+    assert config["job_environment"]["inherited_cpus"] == str(cpus[0])  # rank 0's own mask: one core
+    swapped = _mpi(
+        "--cpus", f"{cpus[1]},{cpus[0]}", *args, env=env, launcher=(mpiexec, "-n", "2", "--bind-to", "core")
+    )
+    assert swapped.returncode != 0
+    assert (
+        f"rank 0 is to run on CPU {cpus[1]} (number 1 of that list on its node), but {STARTED} {cpus[0]}"
+        in (swapped.stderr)
+    )
