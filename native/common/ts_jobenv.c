@@ -85,13 +85,13 @@ static bool same(const bool *a, const bool *b, int n)
     return true;
 }
 
-/* The cgroup's effective cpuset: v2 (0::/path -> cpuset.cpus.effective, nearest ancestor that has it), else v1
- * (N:cpuset:/path -> cpuset.effective_cpus). */
-static void read_cpuset(ts_jobenv *e)
+void ts_jobenv_read_cpuset(ts_jobenv *e, const char *proc_cgroup, const char *cgroup_root)
 {
     char buf[4096];
-    if (ts_read_text("/proc/self/cgroup", buf, sizeof buf) < 0) {
-        snprintf(e->cpuset_path, sizeof e->cpuset_path, "/proc/self/cgroup: %s", strerror(errno));
+    free(e->cpuset);
+    e->cpuset = NULL;
+    if (ts_read_text(proc_cgroup, buf, sizeof buf) < 0) {
+        snprintf(e->cpuset_path, sizeof e->cpuset_path, "%s: %s", proc_cgroup, strerror(errno));
         return;
     }
     char *save = NULL;
@@ -107,10 +107,9 @@ static void read_cpuset(ts_jobenv *e)
         char path[512];
         snprintf(path, sizeof path, "%s", c2 + 1);
         for (;;) {
-            char file[600], text[8192];
-            snprintf(file, sizeof file, v2 ? "/sys/fs/cgroup%s/cpuset.cpus.effective"
-                                           : "/sys/fs/cgroup/cpuset%s/cpuset.effective_cpus",
-                     strcmp(path, "/") == 0 ? "" : path);
+            char file[1200], text[8192];
+            snprintf(file, sizeof file, v2 ? "%s%s/cpuset.cpus.effective" : "%s/cpuset%s/cpuset.effective_cpus",
+                     cgroup_root, strcmp(path, "/") == 0 ? "" : path);
             if (ts_read_text(file, text, sizeof text) >= 0) {
                 bool *flags = ts_xcalloc((size_t)e->ncpus, sizeof *flags);
                 if (ts_parse_kernel_cpulist(text, flags, e->ncpus) == 0) {
@@ -217,7 +216,7 @@ int ts_jobenv_load(ts_jobenv *e, int ncpus)
         e->restored = true;
     }
     read_vars(e);
-    read_cpuset(e);
+    ts_jobenv_read_cpuset(e, "/proc/self/cgroup", "/sys/fs/cgroup");
     if (load_handoff(e)) {
         /* the parent's inherited mask is the one the site set; this process runs on what the parent chose
          * inside it (dgemm confines itself to --cpus before re-executing) */

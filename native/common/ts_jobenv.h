@@ -38,7 +38,7 @@ typedef struct ts_jobenv {
     bool narrowed;         /* at_main != inherited: a runtime in this process bound the thread */
     bool restored;         /* ... and ts_jobenv_load set the inherited mask back on the thread */
     bool *cpuset;          /* the cgroup's cpuset.cpus.effective (NULL: not readable, see cpuset_why) */
-    char cpuset_path[640]; /* the file it came from, or the reason it could not be read */
+    char cpuset_path[1280]; /* the file it came from, or the reason it could not be read */
     bool handed_over;      /* variables and masks came from the parent process (TAILSCOPE_JOB_ENV) */
     int nvars;
     char *names[TS_JOBENV_MAX_VARS], *values[TS_JOBENV_MAX_VARS];
@@ -50,6 +50,12 @@ void ts_jobenv_capture_early(void);
 
 /* Fill e for a machine of ncpus CPUs (see above). 0, or -1 with errno when the mask cannot be read. */
 int ts_jobenv_load(ts_jobenv *e, int ncpus);
+
+/* The cgroup's effective cpuset into e->cpuset (NULL and the reason in e->cpuset_path when unreadable):
+ * `proc_cgroup` lines "0::/path" (v2: CGROUP_ROOT/path/cpuset.cpus.effective, else the nearest ancestor that
+ * has one) or "N:...cpuset...:/path" (v1: CGROUP_ROOT/cpuset/path/cpuset.effective_cpus). ts_jobenv_load reads
+ * /proc/self/cgroup under /sys/fs/cgroup; tests point it at a fake tree. e->ncpus must be set. */
+void ts_jobenv_read_cpuset(ts_jobenv *e, const char *proc_cgroup, const char *cgroup_root);
 
 /* Is `name` a variable that binds threads or processes (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY,
  * KMP_AFFINITY, SLURM_CPU_BIND*, ...)? Recorded variables also include thread counts (OMP_NUM_THREADS...). */
