@@ -54,10 +54,13 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     the campaign lock, so two `run`s into one campaign never run one trial twice.
     """
     from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, interleave, preflight
+    from tailscope.probes.jobenv import job_notices
 
     node = request.node or node_name()
+    notices: list[str] = []
     for variant, _ in request.variants:
-        preflight(variant)  # raises ProbeUsageError before anything is created or stored
+        config = preflight(variant)  # raises ProbeUsageError before anything is created or stored
+        notices += [n for n in job_notices(variant, config) if n not in notices]
     if request.campaign_dir is None:
         if request.resume:
             raise StoreError("--resume needs --campaign DIR (the campaign to continue)")
@@ -115,6 +118,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             if request.resume and (root / MANIFEST).exists():
                 store_monitor_files(root, node)
         outcome.committed = runner.committed
+        outcome.notices = notices
         return outcome
     finally:
         claim.release()

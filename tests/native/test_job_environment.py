@@ -159,6 +159,7 @@ def test_tailscope_run_under_omp_proc_bind(tmp_path):
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    assert "tailscope: OMP_PROC_BIND=true, OMP_PLACES=cores set here: ignored, each probe pins" in proc.stderr
     con = connect(campaign)
     try:
         configs = [json.loads(r[0]) for r in con.execute("SELECT config FROM runs").fetchall()]
@@ -276,4 +277,22 @@ def test_mpi_p2p_ranks_bound_by_their_launcher():
     assert (
         f"rank 0 is to run on CPU {cpus[1]} (number 1 of that list on its node), but {STARTED} {cpus[0]}"
         in (swapped.stderr)
+    )
+
+
+@needs_two
+def test_tailscope_run_under_taskset_says_the_default_cpus_were_cut(tmp_path):
+    first = online_cpus()[0]
+    proc = subprocess.run(
+        ["taskset", "-c", str(first), sys.executable, "-m", "tailscope", "run", "l2sum", "--trials", "1",
+         "--campaign", str(tmp_path / "c"), "--no-progress", "--sums", "20", "--no-pages"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    config = run_probe("l2sum", "--check-args").records[0]
+    if config["job_environment"]["cgroup_cpuset"] is None:
+        pytest.skip("no readable cgroup cpuset here: nothing to compare the inherited mask with")
+    assert (
+        f"tailscope: l2sum runs on CPUs {first} only: this process was started with the affinity mask "
+        in (proc.stderr)
     )
