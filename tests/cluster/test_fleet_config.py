@@ -113,3 +113,4 @@ def test_report_names_them(campaign_dir: Path, tmp_path: Path) -> None:
     ):
         assert f"<td>{node}</td><td>{field}</td>" in section
     assert SLOW_AND_FINE not in section
+    assert "<td>c0005</td><td>total_bytes</td><td>112 GiB</td><td>128 GiB</td>" in section

@@ -8,6 +8,7 @@ analysis/cluster.py; nothing is computed here except formatting.
 
 from __future__ import annotations
 
+from tailscope.analysis.causes.hardware_config import fact_text
 from tailscope.analysis.cluster import ClusterSummary, NodeEffect
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.analysis.wording import pct
@@ -42,8 +43,10 @@ def _config_table(analysis: CampaignAnalysis) -> str:
                 continue
             slower = "slower than its peers (drained)" if n.drain else "not slower"
             for field, v in c.evidence.get("differs", {}).items():
-                peers = "(ranks mixed on this node)" if v["peers"] is None else _fact(v["peers"])
-                rows.append([_td(n.node), _td(field), _td(_fact(v["node"])), _td(peers), _td(slower)])
+                peers = "(ranks mixed on this node)" if v["peers"] is None else fact_text(field, v["peers"])
+                rows.append(
+                    [_td(n.node), _td(field), _td(fact_text(field, v["node"])), _td(peers), _td(slower)]
+                )
     if not rows:
         return ""
     return (
@@ -56,12 +59,6 @@ def _config_table(analysis: CampaignAnalysis) -> str:
         )
         + _table(["node", "field", "this node", "most nodes", "performance"], rows)
     )
-
-
-def _fact(value: object) -> str:
-    if isinstance(value, list):
-        return "/".join(str(v) for v in value)
-    return str(value)
 
 
 _INTRO = (

@@ -24,7 +24,7 @@ READS = ("nodes table facts (node/fleet.py: " + ", ".join(COMPARED) + ")",)
 MITIGATION = "make the node's configuration match its peers (DIMMs, BIOS, microcode, kernel, governor, THP)"
 SLOWER_SCORE, DIFFERS_SCORE = 0.8, 0.3
 
-__all__ = ["MITIGATION", "NAME", "READS", "ConfigFinding", "assess_node", "fleet"]
+__all__ = ["MITIGATION", "NAME", "READS", "ConfigFinding", "assess_node", "fact_text", "fleet"]
 
 
 def fleet(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, list[ConfigFinding]]:
@@ -51,11 +51,12 @@ def assess_node(node: str, findings: Sequence[ConfigFinding], slowdown: float | 
 
 def _text(f: ConfigFinding) -> str:
     if f.majority is None:  # ranks mixed within the node
-        return f"{f.field} {_value(f.field, f.value)} (mixed on this node)"
-    return f"{f.field} {_value(f.field, f.value)} (peers: {_value(f.field, f.majority)})"
+        return f"{f.field} {fact_text(f.field, f.value)} (mixed on this node)"
+    return f"{f.field} {fact_text(f.field, f.value)} (peers: {fact_text(f.field, f.majority)})"
 
 
-def _value(field: str, value: Any) -> str:
+def fact_text(field: str, value: Any) -> str:
+    """A compared fact as people read it: sizes in GiB, lists joined with '/' (ranks 1/2)."""
     if field.endswith("_bytes") and isinstance(value, int | float) and value >= 1 << 30:
         return f"{value / (1 << 30):g} GiB"
     if isinstance(value, list):
