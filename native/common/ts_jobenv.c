@@ -33,8 +33,27 @@ static const char *const recorded[] = {"OMP_", "GOMP_", "KMP_", "SLURM_CPU_BIND"
                                        "SLURM_DISTRIBUTION", "OMPI_MCA_hwloc_base_binding_policy", "I_MPI_PIN",
                                        "MV2_CPU_BINDING", "MV2_ENABLE_AFFINITY", "OPENBLAS_NUM_THREADS",
                                        "MKL_NUM_THREADS"};
-static const char *const runtime_binding[] = {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
-                                              "KMP_AFFINITY"};
+/* What an OpenMP runtime acts on at start-up to bind threads or limit the team (stripped for a re-executed
+ * child): a probe's --cpus decides both. */
+static const char *const runtime_settings[] = {"OMP_PROC_BIND",    "OMP_PLACES", "GOMP_CPU_AFFINITY",
+                                               "KMP_AFFINITY",     "OMP_THREAD_LIMIT", "OMP_DYNAMIC",
+                                               "OMP_MAX_ACTIVE_LEVELS", "OMP_NESTED"};
+
+bool ts_jobenv_overrides(const char *name)
+{
+    for (size_t i = 0; i < sizeof runtime_settings / sizeof runtime_settings[0]; i++)
+        if (strcmp(name, runtime_settings[i]) == 0)
+            return true;
+    return ts_jobenv_binds(name);
+}
+
+bool ts_jobenv_runtime_set(void)
+{
+    for (size_t i = 0; i < sizeof runtime_settings / sizeof runtime_settings[0]; i++)
+        if (getenv(runtime_settings[i]))
+            return true;
+    return false;
+}
 
 static bool has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
@@ -276,9 +295,9 @@ void ts_jobenv_handoff(const ts_jobenv *e, bool strip_binding)
         ts_die(TS_EXIT_RUNTIME, "setenv %s: %s", HANDOFF_VAR, strerror(errno));
     free(text);
     if (strip_binding)
-        for (size_t i = 0; i < sizeof runtime_binding / sizeof runtime_binding[0]; i++)
-            if (unsetenv(runtime_binding[i]) != 0)
-                ts_die(TS_EXIT_RUNTIME, "unsetenv %s: %s", runtime_binding[i], strerror(errno));
+        for (size_t i = 0; i < sizeof runtime_settings / sizeof runtime_settings[0]; i++)
+            if (unsetenv(runtime_settings[i]) != 0)
+                ts_die(TS_EXIT_RUNTIME, "unsetenv %s: %s", runtime_settings[i], strerror(errno));
 }
 
 void ts_jobenv_json(const ts_jobenv *e, ts_json *j)
@@ -292,6 +311,11 @@ void ts_jobenv_json(const ts_jobenv *e, ts_json *j)
     ts_json_arr(j, "binding_variables");
     for (int i = 0; i < e->nvars; i++)
         if (ts_jobenv_binds(e->names[i]))
+            ts_json_str(j, NULL, e->names[i]);
+    ts_json_close(j);
+    ts_json_arr(j, "overridden_variables"); /* binding, and OpenMP settings that limit the team */
+    for (int i = 0; i < e->nvars; i++)
+        if (ts_jobenv_overrides(e->names[i]))
             ts_json_str(j, NULL, e->names[i]);
     ts_json_close(j);
     ts_json_str(j, "inherited_cpus", ts_format_cpuflags(e->inherited, e->ncpus, list, sizeof list));

@@ -13,9 +13,12 @@
  *   - ts_jobenv_load() (from ts_probe_init) compares it with the mask at main(), restores the inherited mask on
  *     the calling thread when a runtime narrowed it, reads the cgroup cpuset, and keeps the job's binding
  *     variables for the config record ("job_environment", docs/probes.md).
- *   - A probe that re-executes itself (dgemm, mpi-p2p) calls ts_jobenv_handoff() first: the binding variables
- *     are removed from the child's environment (the child's runtime then binds nothing) and what this process
- *     found travels in TAILSCOPE_JOB_ENV, which the child's ts_jobenv_load() reports as its own.
+ *   - A probe that links an OpenMP runtime re-executes itself once when any OpenMP start-up setting that binds
+ *     or limits the team is set (OMP_THREAD_LIMIT and OMP_DYNAMIC cannot be undone at run time): ts_probe_init
+ *     calls ts_jobenv_handoff() and execv(/proc/self/exe). So do dgemm and mpi-p2p, which re-execute for their
+ *     own reasons. The settings are removed from the child's environment (its runtime then binds nothing and
+ *     limits nothing) and what this process found travels in TAILSCOPE_JOB_ENV, which the child's
+ *     ts_jobenv_load() reports as its own.
  *
  * The inherited mask is a hard limit (taskset, srun --cpu-bind and the cgroup cpuset are the site's decision);
  * what an OpenMP runtime did inside this process is not.
@@ -65,8 +68,16 @@ bool ts_jobenv_binds(const char *name);
  * it: "... the mask this process inherited (CPUs 0; SLURM_CPU_BIND=...; cgroup cpuset 0-1)". */
 const char *ts_jobenv_explain(const ts_jobenv *e, int cpu, char *buf, size_t size);
 
+/* Does the probe override `name`: a binding variable, or an OpenMP setting that limits the team? */
+bool ts_jobenv_overrides(const char *name);
+
+/* Is an OpenMP start-up setting that binds threads or limits the team set (OMP_PROC_BIND, OMP_PLACES,
+ * GOMP_CPU_AFFINITY, KMP_AFFINITY, OMP_THREAD_LIMIT, OMP_DYNAMIC, OMP_MAX_ACTIVE_LEVELS, OMP_NESTED)? */
+bool ts_jobenv_runtime_set(void);
+
 /* Before re-executing: put this process's findings into TAILSCOPE_JOB_ENV and, when strip_binding, unset the
- * binding variables so the child's runtimes do not bind. Exits 1 when setenv fails. */
+ * OpenMP start-up settings above so the child's runtime neither binds nor limits the team. Exits 1 when
+ * setenv fails. */
 void ts_jobenv_handoff(const ts_jobenv *e, bool strip_binding);
 
 /* "job_environment": {...} into an open JSON object (the config record). */

@@ -320,13 +320,29 @@ static void counters_report(ts_probe *p)
  * cgroup cpuset); the default spec uses what is allowed and says so when that is less than the node. */
 static bool cpus_from_node;
 
+/* Defined when the probe links an OpenMP runtime (libgomp, libomp); NULL in one that does not (arith). */
+extern int omp_get_thread_limit(void) __attribute__((weak));
+
+/* OMP_THREAD_LIMIT, OMP_DYNAMIC, OMP_MAX_ACTIVE_LEVELS (fewer threads than --cpus) and the binding variables
+ * were read by the runtime before main(): run again without them, handing over what was found (ts_jobenv.h). */
+static void reexec_without_runtime_settings(ts_probe *p, char **argv)
+{
+    if (!omp_get_thread_limit || !ts_jobenv_runtime_set())
+        return;
+    ts_jobenv_handoff(&p->jobenv, true);
+    fflush(stdout);
+    execv("/proc/self/exe", argv);
+    ts_die(TS_EXIT_RUNTIME, "re-executing /proc/self/exe without the OpenMP settings: %s", strerror(errno));
+}
+
 void ts_probe_cpus_from_node(void) { cpus_from_node = true; }
 
-static void resolve_cpus(ts_probe *p)
+static void resolve_cpus(ts_probe *p, char **argv)
 {
     char err[1024], why[2048];
     if (ts_jobenv_load(&p->jobenv, p->topo.ncpus) != 0)
         ts_die(TS_EXIT_RUNTIME, "sched_getaffinity/sched_setaffinity: %s", strerror(errno));
+    reexec_without_runtime_settings(p, argv);
     p->allowed = ts_xmalloc((size_t)p->topo.ncpus * sizeof *p->allowed);
     for (int i = 0; i < p->topo.ncpus; i++)
         p->allowed[i] = !cpus_from_node ? p->jobenv.inherited[i] : p->jobenv.cpuset ? p->jobenv.cpuset[i] : true;
@@ -356,7 +372,7 @@ static void resolve_cpus(ts_probe *p)
     char names[1024] = "";
     size_t len = 0;
     for (int i = 0; i < p->jobenv.nvars && len < sizeof names; i++)
-        if (ts_jobenv_binds(p->jobenv.names[i])) {
+        if (ts_jobenv_overrides(p->jobenv.names[i])) {
             int w = snprintf(names + len, sizeof names - len, "%s%s=%s", len ? ", " : "", p->jobenv.names[i],
                              p->jobenv.values[i]);
             len += w > 0 ? (size_t)w : 0;
@@ -366,7 +382,8 @@ static void resolve_cpus(ts_probe *p)
         if (p->jobenv.narrowed)
             snprintf(narrowed, sizeof narrowed, " (the OpenMP runtime had bound the process to CPUs %s; undone)",
                      ts_format_cpuflags(p->jobenv.at_main, p->topo.ncpus, got, sizeof got));
-        ts_probe_warn(p, "binding_overridden", "%s: ignored, the probe pins each thread to its CPU of --cpus %s%s",
+        ts_probe_warn(p, "binding_overridden",
+                      "%s: ignored, the probe runs one thread per CPU of --cpus %s and pins each itself%s",
                       names, ts_format_cpulist(p->cpus, p->nthreads, got, sizeof got), narrowed);
     }
 }
@@ -407,7 +424,7 @@ void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, 
     char err[1024];
     if (ts_topo_load(&p->topo, SYSFS_CPU, err, sizeof err) != 0)
         ts_die(TS_EXIT_RUNTIME, "reading the CPU topology: %s", err);
-    resolve_cpus(p);
+    resolve_cpus(p, argv);
     if (ts_clock_init(&p->clock) != 0)
         ts_die(TS_EXIT_RUNTIME, "timer: cannot read the TSC or CLOCK_MONOTONIC: %s", strerror(errno));
     if (gethostname(p->hostname, sizeof p->hostname) != 0)

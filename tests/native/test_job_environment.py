@@ -76,10 +76,32 @@ def test_probe_uses_its_cpus_under_the_jobs_binding(name, variable):
         assert env["runtime_narrowed_to"] == str(cpus[0]) and env["restored"] is True
     elif name != "dgemm":  # no OpenMP runtime in the process (arith, latency): nothing narrowed it
         assert env["runtime_narrowed_to"] is None and env["restored"] is False
-    if name == "dgemm":  # the re-executed child reports the parent's findings
-        assert env["handed_over_by_parent"] is True
+    # an OpenMP probe re-executes itself without the variable; the child reports the first process's findings
+    assert env["handed_over_by_parent"] is (name in OPENMP or name == "dgemm")
     (warning,) = run.warnings("binding_overridden")
     assert f"{variable}={CASES[variable]}: ignored" in warning
+
+
+# OpenMP settings that gave fewer threads than --cpus ("OpenMP started 1 threads for 2 CPUs", exit 3)
+TEAM_LIMITS = {"OMP_THREAD_LIMIT": "1", "OMP_DYNAMIC": "true", "OMP_MAX_ACTIVE_LEVELS": "0"}
+
+
+@needs_two
+@pytest.mark.parametrize("variable", sorted(TEAM_LIMITS))
+@pytest.mark.parametrize("name", sorted(OPENMP | {"dgemm"}))
+def test_openmp_settings_that_limit_the_team_are_overridden(name, variable):
+    cpus = online_cpus()
+    run = run_probe(name, *QUICK[name], env={variable: TEAM_LIMITS[variable]}, timeout=300)
+    config = run.records[0]
+    assert config["cpus"] == cpus and config["threads"] == len(cpus)
+    if name in ALL_THREADS_RECORDED:
+        assert _ran_on(run) == set(cpus)
+    job = config["job_environment"]
+    assert job["variables"][variable] == TEAM_LIMITS[variable]
+    assert variable in job["overridden_variables"] and variable not in job["binding_variables"]
+    assert job["handed_over_by_parent"] is True
+    (warning,) = run.warnings("binding_overridden")
+    assert f"{variable}={TEAM_LIMITS[variable]}: ignored, the probe runs one thread per CPU" in warning
 
 
 def test_without_binding_variables_nothing_is_overridden():
@@ -159,7 +181,7 @@ def test_tailscope_run_under_omp_proc_bind(tmp_path):
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "tailscope: OMP_PROC_BIND=true, OMP_PLACES=cores set here: ignored, each probe pins" in proc.stderr
+    assert "tailscope: OMP_PROC_BIND=true, OMP_PLACES=cores set here: ignored, each probe runs" in proc.stderr
     con = connect(campaign)
     try:
         configs = [json.loads(r[0]) for r in con.execute("SELECT config FROM runs").fetchall()]

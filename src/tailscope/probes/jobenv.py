@@ -23,13 +23,12 @@ def job_notices(variant: ProbeVariant, config: Mapping[str, Any]) -> list[str]:
         return []
     out = []
     variables = job.get("variables") or {}
-    binding = [
-        f"{name}={variables[name]}" for name in job.get("binding_variables") or () if name in variables
-    ]
+    names = job.get("overridden_variables", job.get("binding_variables")) or ()
+    binding = [f"{name}={variables[name]}" for name in names if name in variables]
     if binding:
         out.append(
-            f"tailscope: {', '.join(binding)} set here: ignored, each probe pins its threads to its --cpus "
-            "itself (recorded with every trial: config.job_environment)"
+            f"tailscope: {', '.join(binding)} set here: ignored, each probe runs one thread per CPU of its "
+            "--cpus and pins each itself (recorded with every trial: config.job_environment)"
         )
     inherited, cpuset = job.get("inherited_cpus"), job.get("cgroup_cpuset")
     if "cpus" not in variant.params and inherited and cpuset and inherited != cpuset:
