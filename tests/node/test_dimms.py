@@ -104,3 +104,11 @@ def test_this_vm_says_why_it_has_no_dimms():
         assert got["dimms_source"] in ("dmidecode -t 17", "edac sysfs")
     else:
         assert got["dimms_source"] is None and "EDAC" in got["dimms_unreadable"]
+
+
+def test_fleet_ignores_dimm_records_of_an_older_format():
+    """Campaigns collected before node/dimms.py stored dmidecode's raw fields under "dimms": compared on
+    their other facts, never a KeyError."""
+    old = {"dimms": [{"Size": "32 GB", "Locator": "A1", "Rank": "2"}], "microcode": "0x1"}
+    fleet = {"a": old, "b": old, "c": {**old, "microcode": "0x2"}}
+    assert [(f.node, f.field) for f in fleet_findings(fleet)] == [("c", "microcode")]

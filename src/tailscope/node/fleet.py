@@ -58,7 +58,9 @@ def node_config(facts: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(loaded, dict):
             merged.update(loaded)
     merged.update({k: v for k, v in facts.items() if k != "facts" and v is not None})
-    row: dict[str, Any] = summary(merged.get("dimms") or [])
+    # node/dimms.py's records only: campaigns from before it stored dmidecode's raw fields ("Size", "Rank")
+    dimms = [d for d in merged.get("dimms") or [] if isinstance(d, dict) and "populated" in d]
+    row: dict[str, Any] = summary(dimms)
     for name in FACT_FIELDS:
         row[name] = merged.get(name)
     return row
