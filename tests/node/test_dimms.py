@@ -112,3 +112,14 @@ def test_fleet_ignores_dimm_records_of_an_older_format():
     old = {"dimms": [{"Size": "32 GB", "Locator": "A1", "Rank": "2"}], "microcode": "0x1"}
     fleet = {"a": old, "b": old, "c": {**old, "microcode": "0x2"}}
     assert [(f.node, f.field) for f in fleet_findings(fleet)] == [("c", "microcode")]
+
+
+def test_memtotal_compared_to_the_gib():
+    """MemTotal differs by a few MiB between identical nodes (firmware reservations): not a finding; a node
+    with 16 GiB less is."""
+    gib = 1 << 30
+    fleet = {n: {"memory_bytes": 256 * gib - k * (3 << 20)} for k, n in enumerate("abcd")}
+    assert fleet_findings(fleet) == []
+    fleet["e"] = {"memory_bytes": 240 * gib}
+    (finding,) = fleet_findings(fleet)
+    assert (finding.node, finding.field, finding.majority) == ("e", "memory_bytes", 256 * gib)

@@ -22,6 +22,7 @@ from typing import Any
 from tailscope.node.dimms import summary
 
 MIN_NODES = 3  # nodes that must report a field before a majority means anything
+GIB = 1 << 30
 
 # DIMM summary fields, then node facts, in the order findings are listed.
 DIMM_FIELDS = ("populated", "total_bytes", "ranks", "min_configured_speed_mts", "types")
@@ -83,7 +84,7 @@ def fleet_findings(facts_by_node: Mapping[str, Mapping[str, Any]]) -> list[Confi
                 )
             )
     for field in COMPARED:
-        values = {n: _key(r[field]) for n, r in rows.items() if not _absent(field, r[field])}
+        values = {n: _key(field, r[field]) for n, r in rows.items() if not _absent(field, r[field])}
         if len(values) < MIN_NODES:
             continue
         top, n_top = Counter(values.values()).most_common(1)[0]
@@ -118,11 +119,18 @@ def _absent(field: str, value: Any) -> bool:
     return field in DIMM_FIELDS and value == 0
 
 
-def _key(value: Any) -> Any:
+def _key(field: str, value: Any) -> Any:
+    """The value compared: hashable, integral floats as ints (1048576.0 from a column with nulls equals
+    1048576), MemTotal to the GiB (it moves by a few MiB between identical nodes: firmware and kernel
+    reservations; a missing DIMM moves it by 8 GiB or more)."""
     if isinstance(value, list):
-        return tuple(value)
+        return tuple(_key(field, v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=str)
     if isinstance(value, float) and value.is_integer():
-        return int(value)  # 1048576.0 from a column with nulls equals 1048576
+        value = int(value)
+    if field == "memory_bytes" and isinstance(value, int):
+        return round(value / GIB) * GIB
     return value
 
 
