@@ -123,3 +123,16 @@ def test_memtotal_compared_to_the_gib():
     fleet["e"] = {"memory_bytes": 240 * gib}
     (finding,) = fleet_findings(fleet)
     assert (finding.node, finding.field, finding.majority) == ("e", "memory_bytes", 256 * gib)
+
+
+def test_two_node_types_are_compared_within_their_cpu_model():
+    intel = {"cpu_model_name": "Xeon Gold 6248", "microcode": "0x5003006", "bios_version": "2.1"}
+    amd = {"cpu_model_name": "EPYC 7763", "microcode": "0xa001173", "bios_version": "M10"}
+    fleet = {f"i{k}": intel for k in range(4)} | {f"a{k}": amd for k in range(3)}
+    found = [(f.node, f.field) for f in fleet_findings(fleet)]
+    assert found == [("a0", "cpu_model_name"), ("a1", "cpu_model_name"), ("a2", "cpu_model_name")]
+    fleet["i3"] = {**intel, "microcode": "0x5003302"}  # the odd one among its own kind
+    (odd,) = [f for f in fleet_findings(fleet) if f.field == "microcode"]
+    assert (
+        odd.node == "i3" and odd.majority == "0x5003006" and "3 of 4 nodes with the same CPU" in odd.message
+    )

@@ -8,7 +8,9 @@ are node facts (node/facts.py). A node that mixes ranks within itself is named e
 
 The majority is the most common value among the nodes that report the field, and it must be a strict
 majority of them (over half) with 3 nodes or more reporting: with a tie, or fewer nodes, there is no
-reference to differ from and nothing is flagged for that field.
+reference to differ from and nothing is flagged for that field. The CPU model is compared over the whole
+fleet, every other field among the nodes of the same CPU model (two node types in one campaign differ in
+microcode, BIOS and DIMMs by design).
 """
 
 from __future__ import annotations
@@ -84,25 +86,32 @@ def fleet_findings(facts_by_node: Mapping[str, Mapping[str, Any]]) -> list[Confi
                 )
             )
     for field in COMPARED:
-        values = {n: _key(field, r[field]) for n, r in rows.items() if not _absent(field, r[field])}
-        if len(values) < MIN_NODES:
-            continue
-        top, n_top = Counter(values.values()).most_common(1)[0]
-        if n_top * 2 <= len(values):
-            continue  # no strict majority: no reference to differ from
-        for node, value in sorted(values.items()):
-            if value != top and not (field == "ranks" and rows[node]["mixed_ranks"]):
-                findings.append(
-                    ConfigFinding(
-                        node,
-                        field,
-                        rows[node][field],
-                        _unkey(top),
-                        f"{node}: {field} is {rows[node][field]}, {n_top} of {len(values)} nodes have "
-                        f"{_unkey(top)}",
+        # the CPU model fleet-wide; every other field among the nodes of the same CPU model (microcode, BIOS,
+        # caches and DIMMs of two node types differ by design, not by mistake)
+        groups: dict[Any, list[str]] = {}
+        for n, r in rows.items():
+            groups.setdefault(None if field == "cpu_model_name" else r["cpu_model_name"], []).append(n)
+        same_cpu = " with the same CPU" if len(groups) > 1 else ""
+        for members in groups.values():
+            values = {n: _key(field, rows[n][field]) for n in members if not _absent(field, rows[n][field])}
+            if len(values) < MIN_NODES:
+                continue
+            top, n_top = Counter(values.values()).most_common(1)[0]
+            if n_top * 2 <= len(values):
+                continue  # no strict majority: no reference to differ from
+            for node, value in sorted(values.items()):
+                if value != top and not (field == "ranks" and rows[node]["mixed_ranks"]):
+                    findings.append(
+                        ConfigFinding(
+                            node,
+                            field,
+                            rows[node][field],
+                            _unkey(top),
+                            f"{node}: {field} is {rows[node][field]}, {n_top} of {len(values)} "
+                            f"nodes{same_cpu} have {_unkey(top)}",
+                        )
                     )
-                )
-    return findings
+    return sorted(findings, key=lambda f: (f.node, COMPARED.index(f.field) if f.field in COMPARED else -1))
 
 
 def findings_by_node(facts_by_node: Mapping[str, Mapping[str, Any]]) -> dict[str, list[ConfigFinding]]:
