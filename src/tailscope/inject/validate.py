@@ -117,9 +117,11 @@ def plan_cpus(
     if wants and not neighbours and len(probe_cpus) > 1 and not pinned:
         neighbours = probe_cpus[-1:]
         probe_cpus = probe_cpus[:-1]
+        from tailscope.analysis.causes.context import cpu_list_text
+
         note = (
-            f"the probe ran on CPUs {','.join(map(str, probe_cpus))} and the cache and memory-bandwidth "
-            f"injectors on CPU {neighbours[0]} beside it (they must share its cache or memory, not its time)"
+            f"the probe ran on {cpu_list_text(probe_cpus)} and the cache and memory-bandwidth injectors "
+            f"on CPU {neighbours[0]} beside it (they must share its cache or memory, not its time)"
         )
     kept, skipped = [], {}
     for k in kinds:
