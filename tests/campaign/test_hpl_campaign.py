@@ -63,7 +63,8 @@ def test_verdict_applies_the_sjtu_rule_to_hpl(tmp_path, capsys):
     )
     capsys.readouterr()
     main(["analyze", str(campaign), "--max-q01-drop", "0.005", "--json"])
-    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    analysis = json.loads(capsys.readouterr().out)
+    verdict = analysis["verdict"]
     (check,) = [c for c in verdict["checks"] if c["name"] == "max_q01_drop"]
     (variant,) = {v for (v,) in stored(campaign, "SELECT variant FROM runs")}
     assert check["scope"].startswith(f"{variant}/")
@@ -79,6 +80,8 @@ def test_verdict_applies_the_sjtu_rule_to_hpl(tmp_path, capsys):
     sjtu = "PASSED" if observed <= 0.005 else "FAILED"
     assert "SJTU's HPL-Light rule ((q01 - median) / median > -0.5%" in check["message"]
     assert check["message"].endswith(f"from the median, {sjtu}")
+    (note,) = [n for n in analysis["notes"] if n.startswith("SJTU's HPL-Light rule on ")]
+    assert f"over {trials} runs: {sjtu} (limit 0.5%)" in note and f"With {trials} runs instead of 500" in note
 
     # the report states it: the checks table holds the same sentence for the hpl variant
     report = tmp_path / "r.html"
@@ -86,3 +89,4 @@ def test_verdict_applies_the_sjtu_rule_to_hpl(tmp_path, capsys):
     html = report.read_text()
     assert "SJTU&#x27;s HPL-Light rule" in html or "SJTU's HPL-Light rule" in html
     assert f"from the median, {sjtu}" in html
+    assert f"over {trials} runs: {sjtu} (limit 0.5%)" in html  # the finding
