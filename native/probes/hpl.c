@@ -37,7 +37,7 @@
  *   import hpl` stores an xhpl/hpcc result whose residual line says FAILED). dgetrf finding an exactly zero
  *   pivot (a singular matrix) fails the check too.
  *   Self-test: TAILSCOPE_TEST_CORRUPT=1 in the environment adds 1 + |x(i)| to one element of x (i = N/2)
- *   after the last solve, before its check: that solve must FAIL (docs/probes.md; tests/native/test_hpl.py).
+ *   after the last solve, before its check: that solve must FAIL (docs/probes.md; tests/native/test_hpl_probe.py).
  *
  * THE LIBRARY, ITS BLOCKING AND THREADS
  *   dgetrf_ and dgetrs_ (the Fortran LAPACK interface, LP64: 32-bit integers) are linked from the dgemm
