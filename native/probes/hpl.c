@@ -50,7 +50,8 @@
  *
  * OPTIONS
  *   --n N                       order of the system (default 2000: 32 MB, ~0.1 s per solve on 2 cores)
- *   --iterations K              timed solves (default 1)
+ *   --iterations K              timed solves (default 1: one trial is one HPL run, as SJTU's; 3 or more
+ *                               let the analysis tell a systematic slow trial from a transient one)
  *   --warmup W                  solves before them, reported and excluded (default 1; 0 allowed)
  *   --blas-coretype auto|library|NAME   OpenBLAS core type policy (default auto; see dgemm --help)
  *   --cpus LIST                 CPUs (default: cores): 0-3,8 | S1:0-3 | N:0-7 | all

@@ -174,7 +174,9 @@ PROBES: dict[str, ProbeSpec] = {
             True,
             (
                 ProbeOption("--n", int, "order of the system (2000)", default=2000),
-                ProbeOption("--iterations", int, "timed solves (1)", default=1),
+                ProbeOption(
+                    "--iterations", int, "timed solves (1; 3+ let slow runs be classified)", default=1
+                ),
                 ProbeOption("--warmup", int, "solves before them, excluded (1)", default=1),
                 ProbeOption(
                     "--blas-coretype",
