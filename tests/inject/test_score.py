@@ -143,9 +143,13 @@ def test_node_verdicts_are_read_where_present() -> None:
 def test_validation_rows_fit_the_table() -> None:
     runs = [run(t, 1.0, t == 3, [("unknown", 1.0)] if t == 3 else None) for t in range(6)]
     runs += [run(6, 0.5, True, [("cpu-contention", 1.0)])]
-    rows = validation_rows(score({"runs": runs}, [inj(6, 6, "cpuoccupy", 0.5)]))
+    scores = score({"runs": runs}, [inj(6, 6, "cpuoccupy", 0.5)])
+    rows = validation_rows(scores)
     measures = {r["measure"] for r in rows}
-    assert measures == {"false_positive_rate", "recall", "top1", "top2", "confusion"}
+    assert measures == {"false_positive_rate", "placebo_rate", "recall", "top1", "top2", "confusion"}
+    placebo = next(r for r in rows if r["measure"] == "placebo_rate")  # the report draws it with its interval
+    assert (placebo["successes"], placebo["trials"]) == (scores["placebo"]["successes"], 6)
+    assert placebo["ci_low"] is not None and placebo["ci_low"] <= placebo["ci_high"]
     import pyarrow as pa
 
     table = pa.Table.from_pylist(

@@ -248,6 +248,8 @@ def validation_rows(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
         }
 
     rows = [row("false_positive_rate", scores["clean"])]
+    if "placebo" in scores:
+        rows.append(row("placebo_rate", scores["placebo"]))
     rows += [row("recall", d, kind=d["kind"], intensity=d["intensity"]) for d in scores["detection"]]
     for c in scores["causes"]:
         rows.append(row("top1", c["top1"], expected_cause=c["expected_cause"]))
