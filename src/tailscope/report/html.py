@@ -178,8 +178,9 @@ def render_html(
                 ),
             )
         )
+    validated = validation_section(validation, figs, hardware_counters=hardware_counters)
     extra = [
-        ("validation", "Validation", validation_section(validation, figs, hardware_counters=hardware_counters)),
+        ("validation", "Validation", validated),
         ("findings", "All findings", _notes_section(analysis.notes)),
         ("counters", "Counters", counters_section(analysis, samples, figs)),
         ("cluster", "Nodes against the fleet", render_cluster_section(analysis)),

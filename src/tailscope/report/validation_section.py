@@ -119,9 +119,7 @@ def _accuracy_table(frame: pd.DataFrame) -> str:
         cause = str(r["expected_cause"])
         r1, i1, n1 = rate_text(r)
         r2, i2, _ = rate_text(top2.get(cause))
-        cells.append(
-            [td(cause), td(n1, num=True), td(r1, num=True), td(i1, num=True), td(r2, num=True), td(i2, num=True)]
-        )
+        cells.append([td(cause), *(td(x, num=True) for x in (n1, r1, i1, r2, i2))])
     return table(
         ["injected cause", "named first / runs", "top-1", "interval", "top-2", "interval"],
         cells,
@@ -208,7 +206,8 @@ def apart_text(frame: pd.DataFrame, hardware_counters: bool | None) -> str:
             ((n, p) for (e, p), n in counts.items() if e == cause and p != cause), key=lambda x: (-x[0], x[1])
         )
         as_what = f", mostly as {taken[0][1]} ({taken[0][0]} runs)" if taken else ""
-        confused.append(f"{cause} was named first in {int(r['successes'])} of {int(r['trials'])} runs{as_what}")
+        named = f"{int(r['successes'])} of {int(r['trials'])}"
+        confused.append(f"{cause} was named first in {named} runs{as_what}")
     if confused:
         parts.append(
             "In this campaign tailscope did not tell these injected causes apart (named first in fewer than "
