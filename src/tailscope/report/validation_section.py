@@ -139,7 +139,9 @@ def confusion_of(frame: pd.DataFrame) -> tuple[list[str], list[str], dict[tuple[
     def order(names: set[str]) -> list[str]:
         return sorted(names, key=lambda n: (n == "none", n))
 
-    return order({e for e, _ in counts}), order({p for _, p in counts}), counts
+    expected = order({e for e, _ in counts})
+    # the injected causes are columns too, so the diagonal (right answers) is there even where it is empty
+    return expected, order({p for _, p in counts} | set(expected)), counts
 
 
 def _confusion(frame: pd.DataFrame, figs: plots.Figures) -> str:
@@ -163,13 +165,14 @@ def _confusion(frame: pd.DataFrame, figs: plots.Figures) -> str:
             "zmin": 0,
             "zmax": 1,
             "colorscale": "Blues",
-            "colorbar": {"title": {"text": "share of row"}, "tickformat": ".0%"},
+            "reversescale": True,  # Plotly's Blues runs dark to light: more runs, darker
+            "colorbar": {"title": {"text": "share<br>of row"}, "tickformat": ".0%"},
             "hovertemplate": "injected %{y}<br>named first %{x}<br>%{text} runs (%{z:.0%} of the row)"
             "<extra></extra>",
         }
     ]
     layout = {
-        "title": {"text": "Injected cause against tailscope's top cause (runs)"},
+        "margin": {"l": 64, "r": 16, "t": 16, "b": 84},
         "xaxis": {"title": {"text": "tailscope's top cause"}, "automargin": True, "type": "category"},
         "yaxis": {"title": {"text": "injected cause"}, "automargin": True, "type": "category",
                   "autorange": "reversed"},
@@ -205,7 +208,10 @@ def apart_text(frame: pd.DataFrame, hardware_counters: bool | None) -> str:
         taken = sorted(
             ((n, p) for (e, p), n in counts.items() if e == cause and p != cause), key=lambda x: (-x[0], x[1])
         )
-        as_what = f", mostly as {taken[0][1]} ({taken[0][0]} runs)" if taken else ""
+        as_what = ""
+        if taken:
+            n, what = taken[0]
+            as_what = f", mostly {'with no cause' if what == 'none' else 'as ' + what} ({n} runs)"
         named = f"{int(r['successes'])} of {int(r['trials'])}"
         confused.append(f"{cause} was named first in {named} runs{as_what}")
     if confused:
