@@ -172,7 +172,9 @@ class TaskTracker:
         `sched` file exists: its read as a zombie is exact and counts its migrations, so an earlier one
         adds nothing (without `sched` its CPUs between reads are the migrations, and it is read each time).
         """
-        for tid in task_ids(self.pid, self.proc):
+        # `final` reads the zombie, whose workers are gone (waitid reports the exit only once every thread has
+        # exited): its main thread is all there is, and the task directory is not listed (50 us here)
+        for tid in [self.pid] if final else task_ids(self.pid, self.proc):
             if tid == self.pid and not final and str(self.proc) in _WITH_SCHED:
                 continue
             s = read_task(self.pid, tid, self.proc)
