@@ -69,7 +69,8 @@ def campaign_scores() -> dict[str, Any]:
             runs.append(_run(t, 0.97, True, ["unknown"]))
         else:
             runs.append(_run(t, 1.0 + 0.001 * (t % 3), False, []))
-    return score({"runs": runs}, injections)
+    outside = {r["run_id"]: 0.01 if r["trial"] % 2 == 0 else 0.2 for r in runs}  # even trials quiet
+    return score({"runs": runs}, injections, outside=outside)
 
 
 def store_scores(root: Path, scores: dict[str, Any], when: dt.datetime, *, create: bool) -> None:
@@ -133,6 +134,20 @@ def test_section_tables_show_the_stored_figures(stored) -> None:
     accuracy = _cells(causes, "os-noise")
     assert accuracy[1:3] == ["1/4", "25%"] and accuracy[4] == "100%"  # named second in the other three
     assert _cells(causes, "cpu-contention")[1:3] == ["7/8", "87.5%"]  # the missed run got no cause
+
+
+def test_quiet_figures_where_validate_knew_what_else_ran(stored) -> None:
+    scores, table = stored
+    html = validation_section(table, plots.Figures(), hardware_counters=False)
+    quiet = scores["clean_quiet"]
+    assert quiet["runs"] == 14  # the even clean trials
+    label = "false-positive rate on quiet clean runs (outside work took less than 5% of the probe CPUs)"
+    assert _cells(html, label)[1] == f"{quiet['successes']}/14"
+    causes = html.split("<h3>Cause accuracy per injected cause</h3>", 1)[1]
+    assert "quiet runs: named first" in causes
+    cpu = next(c for c in scores["causes_quiet"] if c["expected_cause"] == "cpu-contention")["top1"]
+    assert _cells(causes, "cpu-contention")[6] == f"{cpu['successes']}/{cpu['trials']}"
+    assert cpu["trials"] == 4  # trials 8, 10, 24, 26
 
 
 def test_section_says_which_causes_cannot_be_told_apart(stored) -> None:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from tailscope.analysis.causes import page_placement
 from tailscope.analysis.wording import pct
+from tailscope.inject.score import QUIET_LIMIT
 from tailscope.report import plotly_figures as plots
 from tailscope.report.markup import esc, explain, table, td
 
@@ -94,12 +95,21 @@ def _recall_table(frame: pd.DataFrame) -> str:
     return table(["injector", "intensity", "detected / effective runs", "recall", "interval"], cells)
 
 
+QUIET = f"quiet clean runs (outside work took less than {pct(QUIET_LIMIT)} of the probe CPUs)"
+
+
 def _rates_table(frame: pd.DataFrame) -> str:
     cells = []
-    for measure, label in (
+    measures = [
         ("false_positive_rate", "false-positive rate: clean runs flagged slow"),
         ("placebo_rate", "placebo rate: clean runs as much slower than their neighbours as an injection"),
-    ):
+    ]
+    if _one(frame, "false_positive_rate_quiet") is not None:  # validate knew what else ran (score.py)
+        measures += [
+            ("false_positive_rate_quiet", f"false-positive rate on {QUIET}"),
+            ("placebo_rate_quiet", f"placebo rate on {QUIET}"),
+        ]
+    for measure, label in measures:
         row = _one(frame, measure)
         if row is None:
             cells.append([td(label), td("not stored (scored by an older tailscope)"), td("-"), td("-")])
@@ -109,21 +119,30 @@ def _rates_table(frame: pd.DataFrame) -> str:
     return table(["measure", "runs", "rate", "interval"], cells)
 
 
+def _by_cause(frame: pd.DataFrame, measure: str) -> dict[str, pd.Series]:
+    return {str(r["expected_cause"]): r for _, r in frame.loc[frame["measure"] == measure].iterrows()}
+
+
 def _accuracy_table(frame: pd.DataFrame) -> str:
     top1 = frame.loc[frame["measure"] == "top1"]
     if top1.empty:
         return "<p>No effective injected run was scored for its cause.</p>"
-    top2 = {str(r["expected_cause"]): r for _, r in frame.loc[frame["measure"] == "top2"].iterrows()}
+    top2, top1_quiet = _by_cause(frame, "top2"), _by_cause(frame, "top1_quiet")
+    quiet = (frame["measure"] == "top1_quiet").any()
     cells = []
     for _, r in top1.sort_values("expected_cause", kind="stable").iterrows():
         cause = str(r["expected_cause"])
         r1, i1, n1 = rate_text(r)
         r2, i2, _ = rate_text(top2.get(cause))
-        cells.append([td(cause), *(td(x, num=True) for x in (n1, r1, i1, r2, i2))])
-    return table(
-        ["injected cause", "named first / runs", "top-1", "interval", "top-2", "interval"],
-        cells,
-    )
+        row = [td(cause), *(td(x, num=True) for x in (n1, r1, i1, r2, i2))]
+        if quiet:
+            rq, iq, nq = rate_text(top1_quiet.get(cause))
+            row += [td(x, num=True) for x in (nq, rq, iq)]
+        cells.append(row)
+    headers = ["injected cause", "named first / runs", "top-1", "interval", "top-2", "interval"]
+    if quiet:
+        headers += ["quiet runs: named first", "top-1", "interval"]
+    return table(headers, cells)
 
 
 def confusion_of(frame: pd.DataFrame) -> tuple[list[str], list[str], dict[tuple[str, str], int]]:
