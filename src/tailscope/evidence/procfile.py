@@ -52,5 +52,5 @@ class ProcFile:
             os.close(fd)
 
     def __del__(self) -> None:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(Exception):  # also at interpreter shutdown, when `os` may be gone
             self.close()
