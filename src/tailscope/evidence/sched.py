@@ -105,7 +105,7 @@ def read_task(pid: int, tid: int, proc: Path = PROC) -> TaskSample | None:
     # /proc/TID/task/TID is the same thread as /proc/PID/task/TID, but its dentries hang under /proc/TID,
     # which the kernel drops when the thread exits. Read under /proc/PID, a worker's dentries are dropped
     # when the process is reaped: wait4 then walked them in release_task -> d_invalidate ->
-    # shrink_dcache_parent (perf), costing the runner 0.4-2.4 ms of CPU per trial of a two-thread l2sum.
+    # shrink_dcache_parent (perf), costing the runner 0.4-3.5 ms of CPU per trial of a two-thread l2sum.
     # The directory is opened once and its files relative to it: one path walk through /proc, not four.
     try:
         base = os.open(f"{proc}/{tid}/task/{tid}", os.O_RDONLY | os.O_DIRECTORY)
