@@ -292,6 +292,7 @@ def write_report(
         iterations = con.iterations(wanted)
         samples = con.timeline_samples(MAX_TIMELINE_ROWS)
         injections = _optional_table(con, "injections")
+        validation = _optional_table(con, "validation")
         hardware = con.hardware_counter_values()
     finally:
         if own:
@@ -310,6 +311,7 @@ def write_report(
         generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         samples=samples,
         injections=injections,
+        validation=validation,
         csv_files={k: p.name for k, p in csv_files.items()},
         campaign_dir=str(Path(campaign_dir).resolve()),
         hardware_counters=hardware > 0,
@@ -320,7 +322,7 @@ def write_report(
 
 
 def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
-    """A table some campaigns have (the injections of `validate`); None when it holds nothing."""
+    """A table some campaigns have (the injections and scores of `validate`); None when it holds nothing."""
     frame = con.table(name)
     return None if frame.empty else frame
 

@@ -136,6 +136,13 @@ def test_many_short_preemptions_are_os_noise_not_cpu_contention():
     assert "preempted 17,99" in causes[0].sentence
     assert "most likely by tsinject (pid 27151)" in causes[0].sentence
     assert causes[0].evidence["detour_us"] == pytest.approx(0.346 / 17990 * 1e6, rel=0.02)
+    assert "frequency" not in [c.cause for c in causes]
+    # the same detours with the add chain reading an 11% lower clock: the detours' time, not a frequency
+    noisy_clock = {k: Trial(slowdown=0.26, others=0.38, run_delay=0.35, preempt_per_s=18000.0,
+                            mhz=0.89 * 3694, corunners=((27151, "tsinject", 0.37),))
+                   for k in (11, 12)}  # fmt: skip
+    clocked = _flagged(analyze_ensemble(ensemble(noisy_clock)))[11].causes
+    assert clocked[0].cause == "os-noise" and "frequency" not in [c.cause for c in clocked]
     # cpu-contention keeps only what the short detours do not account for (others 38% - 35%)
     rest = [c for c in causes if c.cause == "cpu-contention"]
     assert not rest or rest[0].score < 0.2

@@ -117,9 +117,11 @@ def plan_cpus(
     if wants and not neighbours and len(probe_cpus) > 1 and not pinned:
         neighbours = probe_cpus[-1:]
         probe_cpus = probe_cpus[:-1]
+        from tailscope.analysis.causes.context import cpu_list_text
+
         note = (
-            f"the probe ran on CPUs {','.join(map(str, probe_cpus))} and the cache and memory-bandwidth "
-            f"injectors on CPU {neighbours[0]} beside it (they must share its cache or memory, not its time)"
+            f"the probe ran on {cpu_list_text(probe_cpus)} and the cache and memory-bandwidth injectors "
+            f"on CPU {neighbours[0]} beside it (they must share its cache or memory, not its time)"
         )
     kept, skipped = [], {}
     for k in kinds:
@@ -460,6 +462,9 @@ def render_scores(result: dict[str, Any]) -> list[str]:
     lines.append("cause accuracy (top-1 | top-2):")
     for c in s["causes"]:
         lines.append(f"  {c['expected_cause']:28s} {_pct(c['top1'])} | {_pct(c['top2'])}")
+    for c in s.get("causes_pooled") or []:
+        pair = c["expected_cause"]
+        lines.append(f"  {pair:28s} {_pct(c['top1'])} | {_pct(c['top2'])} (either counts)")
     if s.get("outside_known") and s.get("causes_quiet"):
         lines.append(f"cause accuracy on quiet runs (outside work < {s['quiet_limit']:.0%}; top-1 | top-2):")
         for c in s["causes_quiet"]:

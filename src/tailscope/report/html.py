@@ -6,10 +6,12 @@ variants compared when a probe has variants differing in one option (compare.py)
 interactive figures (value against time, sorted node-scaled values, ECDF, per-node min/median/max: see
 plotly_figures.py) and then, collapsed, its node table and slow runs (the slowest 20; all rows in the CSV
 files written beside the report) and iteration timelines; then all findings, counters, the node screen,
-node facts, pages, settings and methods.
+node facts, pages, settings and methods; a `tailscope validate` campaign's scores come before the findings
+(validation_section.py).
 
 The caller (workflow.write_report) passes the store's `nodes` table, the `iterations` rows of the runs that
-`select_timeline_runs` names, the monitor samples and, when the store has one, the `injections` table.
+`select_timeline_runs` names, the monitor samples and, when the store has them, the `injections` and
+`validation` tables.
 A Content-Security-Policy meta tag forbids any network access (scripts run inline only: the Plotly library,
 embedded once, and the figure drawer), so even a stray URL in a node fact cannot make the browser fetch.
 """
@@ -57,6 +59,7 @@ from tailscope.report.numbers import (
 )
 from tailscope.report.pages_section import pages_section, virtual_nodes
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
+from tailscope.report.validation_section import validation_section
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
 
@@ -123,6 +126,7 @@ def render_html(
     generated_at: str,
     samples: pd.DataFrame | None = None,
     injections: pd.DataFrame | None = None,
+    validation: pd.DataFrame | None = None,
     csv_files: Mapping[str, str] | None = None,
     campaign_dir: str = "DIR",
     hardware_counters: bool | None = None,
@@ -131,7 +135,8 @@ def render_html(
     """The whole report as one HTML document (str).
 
     `csv_files` names the CSV files written beside the report (keys `runs`, `nodes`), linked from the long
-    tables; `injections` (node, start, end) shades injected windows; `hardware_counters` says whether any
+    tables; `injections` (node, start, end) shades injected windows; `validation` (the table of that name,
+    a `tailscope validate` campaign's scores) gets its own section; `hardware_counters` says whether any
     perf counter was recorded (None: unknown), for the caveat beside the verdict; `deep` is the chain of
     `check --deep` (tailscope.deep.load_deep), drawn right after the verdict.
     """
@@ -183,7 +188,9 @@ def render_html(
                 ),
             )
         )
+    validated = validation_section(validation, figs, hardware_counters=hardware_counters)
     extra = [
+        ("validation", "Validation", validated),
         ("findings", "All findings", _notes_section(analysis.notes)),
         ("counters", "Counters", counters_section(analysis, samples, figs)),
         ("cluster", "Nodes against the fleet", render_cluster_section(analysis)),
