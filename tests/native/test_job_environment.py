@@ -22,6 +22,7 @@ QUICK: dict[str, tuple[str, ...]] = {
     "l2sum": ("--sums", "20", "--no-pages"),
     "stream": ("--elements", "200000", "--reps", "2", "--no-pages"),
     "dgemm": ("--n", "64", "--calls", "2", "--no-pages"),
+    "hpl": ("--n", "200", "--iterations", "1", "--warmup", "0", "--no-pages"),
     "fwq": ("--samples", "50", "--work", "1000", "--no-pages"),
     "latency": (
         "--sizes",
@@ -45,6 +46,7 @@ CASES = {**NARROWING, "KMP_AFFINITY": "compact"}
 # probes that link libgomp (arith and latency pin plain threads and need no OpenMP runtime, so the linker
 # drops it); dgemm's parent is narrowed, its re-executed child is not (the binding variables are removed)
 OPENMP = {"l2sum", "stream", "fwq", "c2c"}
+BLAS = {"dgemm", "hpl"}  # confine the process to --cpus and re-execute (probes/blas.c)
 
 STARTED = "the affinity mask this process was started with is CPUs"
 needs_two = pytest.mark.skipif(len(online_cpus()) < 2, reason="needs two CPUs this process may use")
@@ -74,10 +76,10 @@ def test_probe_uses_its_cpus_under_the_jobs_binding(name, variable):
     if variable in NARROWING and name in OPENMP:
         # libgomp bound the initial thread to the first place; the probe saw it and undid it
         assert env["runtime_narrowed_to"] == str(cpus[0]) and env["restored"] is True
-    elif name != "dgemm":  # no OpenMP runtime in the process (arith, latency): nothing narrowed it
+    elif name not in BLAS:  # no OpenMP runtime in the process (arith, latency): nothing narrowed it
         assert env["runtime_narrowed_to"] is None and env["restored"] is False
     # an OpenMP probe re-executes itself without the variable; the child reports the first process's findings
-    assert env["handed_over_by_parent"] is (name in OPENMP or name == "dgemm")
+    assert env["handed_over_by_parent"] is (name in OPENMP or name in BLAS)
     (warning,) = run.warnings("binding_overridden")
     assert f"{variable}={CASES[variable]}: ignored" in warning
 
@@ -88,7 +90,7 @@ TEAM_LIMITS = {"OMP_THREAD_LIMIT": "1", "OMP_DYNAMIC": "true", "OMP_MAX_ACTIVE_L
 
 @needs_two
 @pytest.mark.parametrize("variable", sorted(TEAM_LIMITS))
-@pytest.mark.parametrize("name", sorted(OPENMP | {"dgemm"}))
+@pytest.mark.parametrize("name", sorted(OPENMP | BLAS))
 def test_openmp_settings_that_limit_the_team_are_overridden(name, variable):
     cpus = online_cpus()
     run = run_probe(name, *QUICK[name], env={variable: TEAM_LIMITS[variable]}, timeout=300)
