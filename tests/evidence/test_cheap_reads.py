@@ -9,6 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from tailscope.evidence import interrupts, procstat, sched, vmstat
 from tailscope.evidence.corunners import CorunnerTracker
 from tailscope.evidence.procfile import ProcFile
@@ -115,3 +117,25 @@ def test_active_corunners_are_re_read_through_kept_descriptors_and_a_dead_one_re
         hog.kill()
         hog.wait()
     assert tracker._read_active(hog.pid) is None  # reaped: the kept descriptor does not read a new process
+
+
+def _write_stat(proc: Path, pid: int, comm: str, ticks: int, processor: int) -> None:
+    # after "(comm) ": utime is rest[11], stime rest[12], starttime rest[19], processor rest[36]
+    rest = ["S"] + ["0"] * 40
+    rest[11], rest[12], rest[19], rest[36] = str(ticks), "0", "1234", str(processor)
+    (proc / str(pid)).mkdir(exist_ok=True)
+    (proc / str(pid) / "stat").write_text(f"{pid} ({comm}) " + " ".join(rest) + "\n")
+    (proc / str(pid) / "cmdline").write_bytes(comm.encode() + b"\0")
+
+
+def test_a_multithreaded_corunner_never_takes_more_than_the_probe_cpus(tmp_path: Path) -> None:
+    """/proc/PID/stat's CPU is the main thread's, its ticks all threads': a 2-thread process whose main
+    thread sits on the probe's one CPU was named with 103% of it. The share is capped at the whole CPU."""
+    _write_stat(tmp_path, 4242, "stream", 0, 0)
+    tracker = CorunnerTracker(proc=tmp_path, ticks_per_s=100.0)
+    tracker.start()
+    tracker.baseline_at -= 1.0  # the baseline was read a second ago
+    _write_stat(tmp_path, 4242, "stream", 200, 0)  # 2 s of CPU in 1 s: two busy threads
+    (row,) = tracker.finish(exclude=set(), cpus=[0], wall_s=0.5, scan_now=True)
+    assert row.comm == "stream" and row.share == pytest.approx(1.0)
+    assert row.cpu_s == pytest.approx(0.5)

@@ -196,6 +196,10 @@ class CorunnerTracker:
             window = now - self._read_at.get(pid, self.baseline_at)
             scale = min(1.0, wall_s / window) if window > 0 else 1.0
             cpu_s = ticks / self.ticks_per_s * on_probe / len(seen) * scale
+            # A process's CPU field is its main thread's: the time of threads on other CPUs lands here too
+            # (seen: a 2-thread stream beside a 1-CPU probe "took 103%" of it). No process can take more
+            # than the probe CPUs' whole time; per-thread attribution would be exact, at a cost per thread.
+            cpu_s = min(cpu_s, wall_s * max(1, len(cpu_set)))
             found.append((cpu_s, info))
         if scan_now:
             self.baseline, self.baseline_at, self._read_at = end, now, {}

@@ -36,10 +36,12 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     if ctx.probe not in BANDWIDTH_PROBES or not ctx.has_evidence or not cpu_time_as_usual(ctx):
         return None
     score = 0.4 if ctx.kind == "transient" else 0.25
+    virt = str(ctx.facts.get("virtualization") or "none")
+    who = "other cores" if virt == "none" else f"other cores, or the host's other tenants ({virt} guest),"
     sentence = (
         "a bandwidth-bound probe slowed while it lost no CPU time "
         f"(others {vs_usual(ctx.value('others_share'), ctx.typical('others_share'))}) and its clock was as "
-        "usual: other cores competing for memory bandwidth fits (no PMU: their traffic is not seen)"
+        f"usual: {who} competing for memory bandwidth fits (no PMU: their traffic is not seen)"
     )
     evidence = {
         "probe": ctx.probe,

@@ -8,6 +8,12 @@ address dependence it finds makes this a direct finding (score 0.8); none found 
 (0.15). Without pages: by elimination (0.45, low confidence). With a PMU, snoop-filter evictions.
 Advice is vendor-aware (vendor.py): snoop-filter and cache-slice advice only for the CPU families where
 seed 000 established that mechanism.
+On a virtual machine (facts.virtualization) the pages are guest-physical: the host decides where the memory
+really is, and the host's other tenants shift a run's level with no trace in the guest. Slow runs there
+also come in spells, which the permutation test (it assumes runs are exchangeable) reads as an address
+dependence whenever the allocator hands out similar frames within a spell: seen here, 0.8 on runs that were
+slow because the host's memory bandwidth dropped. So on a VM this cause stays a weak one (SCORE_NOT_FOUND,
+low confidence) whatever the test says, and says why.
 """
 
 from __future__ import annotations
@@ -101,6 +107,24 @@ def assess(
         "snoop_filter_family": snoop_filter_family(ctx.facts),
     }
     test = (tests or {}).get(ctx.variant)
+    virt = str(ctx.facts.get("virtualization") or "none")
+    if virt != "none":
+        evidence["virtualization"] = virt
+        if test is not None and test.p_adjusted is not None:
+            evidence.update(pages_test_p=test.p_adjusted, pages_test_bits=list(test.bits or ()))
+        sentence += (
+            f"; but this node is a virtual machine ({virt}): its physical pages are guest-physical, not "
+            "where the host put the memory, and the host's other tenants shift a run's level too"
+        )
+        return finding(
+            NAME,
+            ctx,
+            SCORE_NOT_FOUND,
+            sentence,
+            "test page placement on bare metal; on a VM, compare with the host's load (ask its operator)",
+            evidence,
+            direct=False,
+        )
     if test is None or test.trials_with_pages == 0 or test.slow == 0 or test.p_adjusted is None:
         return finding(NAME, ctx, SCORE, sentence, mitigation(ctx), evidence, direct=False)
     evidence.update(pages_test_p=test.p_adjusted, pages_test_bits=list(test.bits or ()))
