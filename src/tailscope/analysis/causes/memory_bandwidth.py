@@ -37,7 +37,7 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         return None
     score = 0.4 if ctx.kind == "transient" else 0.25
     virt = str(ctx.facts.get("virtualization") or "none")
-    who = "other cores" if virt == "none" else f"other cores, or the host's other tenants ({virt} guest),"
+    who = "other cores" if virt == "none" else "other cores, or the host's other tenants (a virtual machine),"
     sentence = (
         "a bandwidth-bound probe slowed while it lost no CPU time "
         f"(others {vs_usual(ctx.value('others_share'), ctx.typical('others_share'))}) and its clock was as "
