@@ -4,7 +4,7 @@
     PYTHONPATH=src .venv/bin/python bench/bench_check_verdicts.py [--trials N] [--window 10:12] [--only CASE]
 
 1. busy: `stress-ng --cpu NCPU` runs for the whole check. Expected: exit 3 (inconclusive), naming stress-ng.
-2. window: `stress-ng --cpu NCPU` starts WINDOW_START s after the first trial and runs WINDOW_LEN s.
+2. window: `stress-ng --cpu NCPU` starts WINDOW_START s after the campaign is made and runs WINDOW_LEN s.
    Expected: exit 1 (degraded: cpu-contention), and the runs blamed on it are the ones that overlap the
    window (printed: trials blamed, trials that overlapped, and the overlap of the two sets).
 3. quiet: nothing else started. Expected: exit 0 (healthy), or 3 with the node's own noise floor given as
@@ -51,15 +51,15 @@ def analysis(campaign: Path) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
-def first_trial_started(campaign: Path, timeout: float = 120.0) -> float:
-    """Wall-clock time when the check's first trial was committed (the campaign's commits/ appears)."""
+def campaign_started(campaign: Path, timeout: float = 120.0) -> float:
+    """Wall-clock time when the check made its campaign (campaign.json; trials are committed in batches, so
+    the commits/ directory is no sign of the first trial)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        commits = campaign / "commits"
-        if commits.is_dir() and any(commits.iterdir()):
+        if (campaign / "campaign.json").is_file():
             return time.time()
-        time.sleep(0.1)
-    raise SystemExit(f"{campaign}: no trial stored within {timeout:.0f} s")
+        time.sleep(0.05)
+    raise SystemExit(f"{campaign}: no campaign made within {timeout:.0f} s")
 
 
 def report(name: str, proc: subprocess.Popen[str], campaign: Path, before: str) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def overlapping(a: dict[str, Any], start: float, end: float) -> dict[str, set[in
     out: dict[str, set[int]] = {}
     for r in a.get("runs") or []:
         t0 = dt.datetime.fromisoformat(str(r["started_at"])).timestamp()
-        if t0 < end and t0 + 0.0 >= start - 5.0:  # runs that started in the window (or just before it)
+        if start - 1.0 <= t0 < end:  # runs that started in the window (or just before: trials last < 1 s)
             out.setdefault(str(r["probe"]), set()).add(int(r["trial"]))
     return out
 
@@ -131,7 +131,7 @@ def main() -> int:
         start_s, len_s = (float(x) for x in args.window.split(":"))
         before = load()
         proc = check(tmp / "window", args.trials)
-        t_first = first_trial_started(tmp / "window")
+        t_first = campaign_started(tmp / "window")
         time.sleep(start_s)
         w0 = time.time()
         hog = stress(ncpu, len_s)
@@ -148,7 +148,7 @@ def main() -> int:
                 f"   {probe}: blamed on cpu-contention {sorted(b)}; started in the window {sorted(i)}; "
                 f"blamed outside it {sorted(b - i)}"
             )
-        print(f"   window {w0 - t_first:.1f}-{w1 - t_first:.1f} s after the first trial")
+        print(f"   window {w0 - t_first:.1f}-{w1 - t_first:.1f} s after the campaign was made")
     if "quiet" in cases:
         before = load()
         report("quiet (nothing started)", check(tmp / "quiet", args.trials), tmp / "quiet", before)
