@@ -161,6 +161,18 @@ def test_many_short_preemptions_are_os_noise_not_cpu_contention():
     assert top.cause == "cpu-contention" and "stress-ng (pid 4242) took 37%" in top.sentence
 
 
+def test_a_named_share_is_held_to_what_proc_stat_saw_in_the_trial():
+    """Recorded under thp-fragment: the injector's minute of set-up before the trial was named at 45% of the
+    trial by the scan's rate, while /proc/stat saw 6% more than usual; the trial's huge pages fell back."""
+    fell = {k: Trial(slowdown=0.15, others=0.064, run_delay=0.05, corunners=((16471, "tsinject", 0.447),),
+                     vm={"thp_fault_alloc": 50.0, "thp_fault_fallback": 146.0})
+            for k in (8, 9)}  # fmt: skip
+    r = _flagged(analyze_ensemble(ensemble(fell, params='{"pages": "thp"}')))[8]
+    assert r.causes[0].cause == "thp-fallback"
+    cpu = [c for c in r.causes if c.cause == "cpu-contention"]
+    assert cpu and cpu[0].evidence["explained"] == pytest.approx(0.06 + 0.02 / 0.5, abs=0.005)
+
+
 def test_cpu_contention_leads_with_the_evidence_that_made_it():
     # steal: the hypervisor is named first, and a co-runner below 2% of the CPUs is not named at all
     stolen = {k: Trial(slowdown=0.12, steal=0.10, run_delay=0.10,

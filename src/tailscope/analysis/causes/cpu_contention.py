@@ -14,7 +14,7 @@ and names co-runners only when they took at least MIN_EXCESS of the probe CPUs.
 from __future__ import annotations
 
 from tailscope.analysis.causes.base import explained_score, finding, vs_usual
-from tailscope.analysis.causes.context import RunContext
+from tailscope.analysis.causes.context import OTHERS_NOISE_S, RunContext
 from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
 
@@ -40,9 +40,17 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     kthreads = sum(c.share for c in ctx.corunners if c.kernel_thread)
     detours = ctx.preemptions()
     noise = detours.share if detours is not None and detours.short else 0.0
+    corunners = (ctx.excess("corunner_share") or 0.0) - noise
+    others, wall = ctx.excess("others_share"), ctx.value("wall_s")
+    if others is not None and wall:
+        # The process scan gives a process's CPU *rate* since its last reading, which can span time before
+        # the trial (seen: an injector's minute of set-up named at 45% of a trial in which /proc/stat saw
+        # 6% more than usual). /proc/stat counts the trial itself, to its 10 ms ticks: the named share may
+        # exceed it by that resolution, not more.
+        corunners = min(corunners, others + OTHERS_NOISE_S / wall)
     candidates = {
         "others_share": (ctx.excess("others_share") or 0.0) - kthreads - noise,
-        "corunner_share": (ctx.excess("corunner_share") or 0.0) - noise,
+        "corunner_share": corunners,
         "steal_share": ctx.excess("steal_share") or 0.0,
         "run_delay_share": (ctx.excess("run_delay_share") or 0.0) - noise,
     }
