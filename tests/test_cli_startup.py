@@ -7,6 +7,7 @@ it imports, makes these fail; the verbs that need them import them when they run
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -77,3 +78,81 @@ def test_version_is_the_installed_one() -> None:
     assert got == 0
     assert output.startswith("tailscope ")
     assert output.split()[1][0].isdigit()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["report"], 2),  # missing DIR and -o
+        (["report", "--help"], 0),
+        (["validate", "--help"], 0),
+        (["inject", "--help"], 0),
+        (["campaign", "--help"], 0),
+        (["verdict", "--help"], 0),
+        (["trace", "--help"], 0),
+        (["check", "--page", "5k"], 2),
+    ],
+)
+def test_more_verbs_load_nothing_heavy(argv: list[str], code: int) -> None:
+    got, heavy, output = _loaded(*argv)
+    assert got == code, output
+    assert heavy == [], f"tailscope {' '.join(argv)} loaded {heavy}"
+
+
+def _sub_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def _verb_help(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {a.dest: a.help for a in action._choices_actions}
+
+
+def test_lazy_parser_is_the_full_one() -> None:
+    # The top level lists each verb from cli.VERBS, and a named verb's parser is built alone: both must be
+    # what the whole parser (every builder run) gives, help line for help line.
+    from tailscope import cli
+
+    full = cli.build_parser()
+    assert list(_sub_parsers(full)) == list(cli.VERBS)
+    assert _verb_help(full) == cli.VERBS
+    bare = cli.build_parser(verb="")
+    assert bare.format_help() == full.format_help()
+    for verb in cli.VERBS:
+        lazy = cli.build_parser(verb=verb)
+        assert _sub_parsers(lazy)[verb].format_help() == _sub_parsers(full)[verb].format_help(), verb
+        assert lazy.format_help() == full.format_help()
+    # the control: a verb not named is a name and help only (no options)
+    assert _sub_parsers(bare)["analyze"].format_help() != _sub_parsers(full)["analyze"].format_help()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["analyze"],
+        ["analyze", "x", "--threshold", "2"],
+        ["run", "l2sum", "--trials", "x"],
+        ["run", "l2sum", "--trials", "0"],
+        ["report", "x"],
+        ["no-such-verb"],
+        ["addr"],
+        ["validate", "--block", "0"],
+    ],
+)
+def test_errors_are_the_full_parsers(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # The same one-line error and exit 2 as the parser with every verb built.
+    from tailscope import cli
+
+    with pytest.raises(SystemExit) as full_exit:
+        cli.build_parser(cli._probe_named(argv)).parse_args(argv)
+    full_err = capsys.readouterr().err
+    code = None
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    lazy_err = capsys.readouterr().err
+    assert full_exit.value.code == 2 and code == 2
+    assert lazy_err == full_err
+    assert ": error: " in lazy_err.splitlines()[-1]  # usage, then the one error line
