@@ -1,0 +1,97 @@
+"""The analysis' fast paths give what the plain per-group code gives (issue 11: speed without new answers).
+
+Each fast path is compared with a reference written the plain way, in this file, on the recorded-format
+evidence of evidence_fixtures.py: several nodes and variants, flagged runs with and without evidence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from evidence_fixtures import Ensemble, Trial, ensemble
+
+from tailscope.analysis import causes
+from tailscope.analysis.causes import RunContext, diagnose
+from tailscope.analysis.causes.context import (
+    add_corunner_share,
+    corunner_lists,
+    features_of,
+    run_features,
+    usual_features,
+    usual_features_by_group,
+)
+from tailscope.analysis.model import Settings
+from tailscope.analysis.summary import score_runs
+
+
+def _fleet() -> Ensemble:
+    """Three nodes x two probes; slow trials with co-runners, with reclaim, with iterations only."""
+    parts = []
+    for i, node in enumerate(("n1", "n2", "n3")):
+        for probe in ("l2sum", "stream"):
+            slow = {
+                3: Trial(slowdown=0.2, others=0.2, corunners=((77, "hog", 0.2),)),
+                9: Trial(slowdown=0.12, vm={"pgscan_direct": 5000.0, "allocstall_normal": 40.0}),
+                17: Trial(slowdown=0.3, iteration_slow={2: 0.9}),
+            }
+            parts.append(ensemble(slow, n=24, node=node, probe=probe, seed=3 + i, with_evidence=node != "n3"))
+    return Ensemble(*(pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in
+                      ("runs", "iterations", "counters", "corunners", "nodes")))  # fmt: skip
+
+
+def _reference_diagnose(scored: pd.DataFrame, e: Ensemble) -> dict[str, tuple]:
+    """The catalogue's diagnosis the plain way: one pandas frame per (variant, node) group."""
+    features, cpus = run_features(e.counters)
+    co = corunner_lists(e.corunners)
+    features = add_corunner_share(features, co)
+    facts = causes.node_facts(e.nodes)
+    out = {}
+    for (variant, node), g in scored.groupby(["variant", "node"], sort=False):
+        mine = g.loc[g["flagged"]]
+        if mine.empty:
+            continue
+        usual = usual_features(features, g.loc[~g["flagged"], "run_id"].astype(str).tolist())
+        for row in mine.itertuples(index=False):
+            run_id = str(row.run_id)
+            has_os = run_id in features.index and bool(features.loc[run_id].notna().any())
+            ctx = RunContext(
+                run_id=run_id, node=str(node), probe=str(row.probe), variant=str(variant),
+                trial=int(row.trial),
+                slowdown=float(row.slowdown), kind="unclassified", kind_evidence=None,
+                has_evidence=run_id in cpus or has_os, now=features_of(features, run_id), usual=usual,
+                cpus=cpus.get(run_id, ()), corunners=co.get(run_id, ()), facts=facts.get(str(node), {}),
+                params=causes._params(row.params),
+            )  # fmt: skip
+            out[run_id] = diagnose(ctx)
+    return out
+
+
+def test_diagnose_runs_is_the_per_group_diagnosis() -> None:
+    e = _fleet()
+    scored = score_runs(e.runs.sort_values(["variant", "node", "trial"], ignore_index=True), Settings())
+    found = causes.diagnose_runs(scored, {}, counters=e.counters, corunners=e.corunners, nodes=e.nodes)
+    expected = _reference_diagnose(scored, e)
+    assert len(expected) >= 12  # the control: slow runs on every node and probe were flagged
+    assert list(found) == list(expected)
+    assert found == expected
+    names = {f.cause for fs in found.values() for f in fs}
+    assert {"cpu-contention", "unknown"} <= names  # evidence-backed and evidence-less runs both seen
+
+
+def test_usual_features_by_group_is_usual_features_per_group() -> None:
+    rng = np.random.default_rng(5)
+    ids = [f"r{i}" for i in range(60)]
+    index = pd.Index(ids, name="run_id")
+    features = pd.DataFrame(rng.normal(size=(60, 4)), index=index, columns=list("abcd"))
+    features.loc[features.sample(frac=0.3, random_state=1).index, "b"] = np.nan
+    features.loc[ids[:20], "c"] = np.nan  # group 0: c never known
+    normal_ids = [*ids[:20], *ids[20:45], "not-in-features", "nor-this"]
+    group = np.array([0] * 20 + [1] * 25 + [1, 2])
+    got = usual_features_by_group(features, normal_ids, group)
+    for g in (0, 1):
+        members = [r for r, k in zip(normal_ids, group, strict=True) if k == g]
+        assert got[g] == pytest.approx(usual_features(features, members), rel=0, abs=0)
+        assert set(got[g]) == set(usual_features(features, members))
+    assert "c" not in got[0] and "c" in got[1]
+    assert 2 not in got  # a group whose runs have no features has no usual values
