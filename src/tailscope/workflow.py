@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -186,9 +186,10 @@ def analyze_campaign(
     if con is None:
         con = connect(campaign)  # one connection: every shard footer is read once
     try:
-        runs, iterations = load_frames(campaign, probe=probe, node=node, con=con)
+        runs = con.runs(probe=probe, node=node)
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
+        iterations = _iteration_source(con, probe, node)
         cluster = cluster_settings_of(campaign.manifest.cluster)
         counters, corunners, nodes = load_evidence(con, runs["run_id"].astype(str).tolist())
         evidence = {"counters": counters, "corunners": corunners, "nodes": nodes}
@@ -202,6 +203,24 @@ def analyze_campaign(
     finally:
         if own:
             con.close()
+
+
+def _iteration_source(
+    con: CampaignConnection, probe: str | None, node: str | None
+) -> Callable[[Sequence[str] | None], pd.DataFrame]:
+    """The analysis' IterationSource on `con`: only the iterations it asks for are read, each set once."""
+    seen: dict[tuple[str, ...] | None, pd.DataFrame] = {}
+
+    def source(run_ids: Sequence[str] | None) -> pd.DataFrame:
+        key = None if run_ids is None else tuple(run_ids)
+        if key not in seen:
+            if run_ids is None:
+                seen[key] = con.iterations_of_runs(probe=probe, node=node)
+            else:
+                seen[key] = con.iterations_of_runs(run_ids=run_ids)
+        return seen[key]
+
+    return source
 
 
 def analyze_and_report(campaign_dir: Path, settings: Settings, output: Path) -> tuple[CampaignAnalysis, Path]:

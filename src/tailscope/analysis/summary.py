@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -91,9 +91,14 @@ METHODS = {
 }
 
 
+# The iterations of the given runs, or (None) of every run analysed: the store's reader, so that only the
+# iterations the analysis reads are loaded (those of (variant, node) groups with a flagged run, and fwq's).
+IterationSource = Callable[[Sequence[str] | None], pd.DataFrame]
+
+
 def analyze(
     runs: pd.DataFrame,
-    iterations: pd.DataFrame,
+    iterations: pd.DataFrame | IterationSource,
     settings: Settings,
     campaign: str,
     cluster_settings: ClusterSettings | None = None,
@@ -103,7 +108,8 @@ def analyze(
     nodes: pd.DataFrame | None = None,
     pages_tests: Mapping[str, Any] | None = None,
 ) -> CampaignAnalysis:
-    """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows.
+    """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows (or an
+    IterationSource that reads the rows of the runs asked for).
 
     `counters` (rows with source "os" are the per-trial evidence, EVIDENCE.md), `corunners` and `nodes`
     (facts) feed the cause catalogue and the node verdicts; without them causes say "no evidence recorded".
@@ -121,7 +127,7 @@ def analyze(
     _check_ok_runs(ok)
 
     scored = score_runs(ok, settings)
-    have_iterations = len(iterations) > 0
+    iterations, have_iterations = _iterations_needed(iterations, scored)
     if have_iterations:
         _require(iterations, ITERATION_COLUMNS, "iterations")
     kinds: dict[str, tuple[RunKind, KindEvidence | None]] = {}
@@ -183,6 +189,23 @@ def analyze(
         cluster=node_ensembles,
         nodes=node_verdicts,
     )
+
+
+def _iterations_needed(
+    source: pd.DataFrame | IterationSource, scored: pd.DataFrame
+) -> tuple[pd.DataFrame, bool]:
+    """The iteration rows the analysis reads, and whether the analysed runs have any at all (notes say why
+    slow runs are unclassified): from a source, those of every run in a (variant, node) group with a
+    flagged run (classify.py compares them with their node's normal runs) and of every fwq run."""
+    if not callable(source):
+        return source, len(source) > 0
+    group = scored["variant"].astype(str) + "\0" + scored["node"].astype(str)
+    wanted = group.isin(set(group[scored["flagged"].to_numpy(dtype=bool)])) | (scored["probe"] == "fwq")
+    run_ids = scored.loc[wanted, "run_id"].astype(str).tolist()
+    if not run_ids:  # nothing flagged, no fwq: no iteration is read, and no note needs them
+        return pd.DataFrame(), False
+    frame = source(run_ids)
+    return frame, len(frame) > 0 or len(source(None)) > 0
 
 
 def _one_node_screen(

@@ -11,6 +11,9 @@ Views (one per table, plus `<table>_all` with every stored row):
 - `runs`: one row per (node, variant, trial): an ok attempt is preferred over failed ones, then the earliest.
 - child tables (every table with a `run_id` column: iterations, pages, counters, ...): the rows of the runs in
   `runs` only.
+- `iterations(run_ids)` and `iterations_of_runs(run_ids=...)` read only the iterations shards of the commits
+  that stored those runs (every writer commits a run's iterations with it, store/load.py), so `analyze`
+  reads the iterations its flagged runs need, not every shard.
 - `nodes`: the latest facts per node. Other tables (samples, ...): every row.
 """
 
@@ -25,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -97,41 +102,69 @@ def _read_files(
     return tables, damaged
 
 
-def _scan(table: str, files: Sequence[Path], columns: Sequence[str] | None) -> pa.Table | None:
-    """All files in one Arrow dataset scan (page checksums verified), or None when any file needs the
-    careful path: a read error, a type to convert, a required column missing (null)."""
+def _scan(
+    table: str, files: Sequence[Path], columns: Sequence[str] | None
+) -> tuple[pa.Table, np.ndarray] | None:
+    """All files in one Arrow dataset scan (page checksums verified) and the file (index into `files`) of
+    each row, or None when any file needs the careful path: a read error, a type to convert, a required
+    column missing (null)."""
     spec = TABLES[table]
     fmt = ds.ParquetFileFormat(
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
     )
+    index = {str(f): i for i, f in enumerate(files)}
+    schema = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
+    batches, file_of = [], []
     try:
-        data = ds.dataset([str(f) for f in files], format=fmt, schema=spec.schema).to_table(columns=columns)
-    except (OSError, pa.ArrowException, ValueError):
+        scanner = ds.dataset(list(index), format=fmt, schema=spec.schema).scanner(columns=columns)
+        for tagged in scanner.scan_batches():  # in file order, each batch with the file it came from
+            batches.append(tagged.record_batch)
+            file_of.append(np.full(tagged.record_batch.num_rows, index[tagged.fragment.path], np.int32))
+        data = pa.Table.from_batches(batches, schema=schema)
+    except (OSError, pa.ArrowException, ValueError, KeyError):
         return None
     for column in spec.columns:
         if not column.nullable and column.name in data.column_names and data.column(column.name).null_count:
             return None
-    return data
+    return data, np.concatenate(file_of) if file_of else np.zeros(0, np.int32)
 
 
-def read_table(campaign: Campaign, table: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """Every committed row of `table` (all shards, checksums verified) as one Arrow table.
+def read_table(
+    campaign: Campaign,
+    table: str,
+    columns: Sequence[str] | None = None,
+    *,
+    files: Sequence[Path] | None = None,
+) -> pa.Table:
+    """Every committed row of `table` (all shards, checksums verified) as one Arrow table; with `files`,
+    the rows of those committed shards only.
 
     The fast path reads every file in one dataset scan; when it fails, each file is read on its own so the
     damaged ones are named (and the rest would read)."""
+    return _read_with_files(campaign, table, columns, files)[0]
+
+
+def _read_with_files(
+    campaign: Campaign,
+    table: str,
+    columns: Sequence[str] | None = None,
+    files: Sequence[Path] | None = None,
+) -> tuple[pa.Table, list[Path], np.ndarray]:
+    """`read_table`, with the shard files read and the file (index into them) of every row."""
     spec = TABLES[table]
-    files = campaign.shard_files(table)
+    files = campaign.shard_files(table) if files is None else list(files)
     if files:
-        data = _scan(table, files, columns)
-        if data is not None:
-            return data
+        scanned = _scan(table, files, columns)
+        if scanned is not None:
+            return scanned[0], files, scanned[1]
     tables, damaged = _read_files(table, files, columns)
     if damaged:
         raise _damaged_error(campaign, damaged)
     schema = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
     if not tables:
-        return schema.empty_table()
-    return pa.concat_tables(tables)
+        return schema.empty_table(), files, np.zeros(0, np.int32)
+    file_of = np.concatenate([np.full(t.num_rows, i, np.int32) for i, t in enumerate(tables)])
+    return pa.concat_tables(tables), files, file_of
 
 
 def validate_shards(campaign: Campaign) -> tuple[int, list[DamagedShard]]:
@@ -177,6 +210,8 @@ class CampaignConnection:
         self._con = duckdb.connect(":memory:")
         self._con.execute("SET enable_progress_bar = false")
         self._loaded: set[str] = set()
+        # runs_all as read, its shard files and the file of each row: which commit stored a run
+        self._runs_read: tuple[pa.Table, list[Path], np.ndarray] | None = None
         names = "|".join(sorted(TABLES, key=len, reverse=True))
         self._mentions = re.compile(rf"\b({names})(_all)?\b")
 
@@ -185,7 +220,12 @@ class CampaignConnection:
         key = f"{table}_all"
         if key in self._loaded:
             return
-        self._con.register(key, read_table(self.campaign, table))
+        if table == "runs":
+            self._runs_read = _read_with_files(self.campaign, table)
+            data = self._runs_read[0]
+        else:
+            data = read_table(self.campaign, table)
+        self._con.register(key, data)
         self._loaded.add(key)
 
     def _load_view(self, table: str) -> None:
@@ -257,10 +297,15 @@ class CampaignConnection:
         where, params = _where(probe=probe, node=node)
         return self.df(f"SELECT * FROM runs {where} ORDER BY variant, node, trial", params)
 
-    def iterations_of_runs(self, *, probe: str | None = None, node: str | None = None) -> pd.DataFrame:
-        """The timed iterations of the runs `runs(probe=, node=)` selects."""
+    def iterations_of_runs(
+        self, *, probe: str | None = None, node: str | None = None, run_ids: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """The timed iterations of the runs `runs(probe=, node=)` selects; with `run_ids`, of those runs
+        only (reading only the shards of the commits that stored them)."""
         where, params = _where(probe=probe, node=node)
         columns = "run_id, iteration, thread, kernel, cpu, warmup, seconds, value"
+        if run_ids is not None:
+            return self._iterations_of(run_ids, columns)
         if not where:  # the view already holds only the stored runs' rows
             return self.df(f"SELECT {columns} FROM iterations")
         return self.df(
@@ -268,9 +313,43 @@ class CampaignConnection:
         )
 
     def iterations(self, run_ids: Sequence[str]) -> pd.DataFrame:
-        return self.df(
-            "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
-        )
+        """Every column of the given runs' iterations (reading only the shards that can hold them)."""
+        return self._iterations_of(run_ids, "*")
+
+    def _iterations_of(self, run_ids: Sequence[str], columns: str) -> pd.DataFrame:
+        ids = [str(r) for r in run_ids]
+        query = f"SELECT {columns} FROM {{}} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
+        files = None if "iterations_all" in self._loaded else self._child_shards("iterations", ids)
+        if files is None:  # read already, or no commit records to tell: the view of every shard
+            return self.df(query.format("iterations"), [ids])
+        part = read_table(self.campaign, "iterations", files=files)
+        self._con.register("iterations_part", part)  # a name `execute` does not take for a table's
+        try:
+            return self._con.execute(
+                query.format("iterations_part") + " AND run_id IN (SELECT run_id FROM runs)", [ids]
+            ).df()
+        finally:
+            self._con.unregister("iterations_part")
+
+    def _child_shards(self, table: str, run_ids: Sequence[str]) -> list[Path] | None:
+        """The shards of `table` that the commits which stored `run_ids` wrote (a run's iterations are
+        committed with it: store/load.py), or None when the campaign has no commit records."""
+        if not self.campaign.uses_commit_records:
+            return None
+        self.ensure(["runs"])
+        if self._runs_read is None:
+            return None
+        data, files, file_of = self._runs_read
+        mine = pc.is_in(data.column("run_id"), value_set=pa.array(run_ids, pa.string()))
+        names = {files[i].name for i in np.unique(file_of[mine.to_numpy(zero_copy_only=False)])}
+        directory = self.campaign.shard_dir(table)
+        wanted = {
+            directory / name
+            for record in self.campaign.commit_records()
+            if names.intersection(record.shards.get("runs", ()))
+            for name in record.shards.get(table, ())
+        }
+        return sorted(wanted)
 
     def counters(self, run_ids: Sequence[str], *, source: str | None = None) -> pd.DataFrame:
         """Counter rows of the given runs (of one source: perf, proc, os = per-trial evidence, monitor)."""

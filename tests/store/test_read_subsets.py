@@ -1,0 +1,53 @@
+"""Reading the iterations of some runs reads only the shards of the commits that stored them, and gives
+exactly the rows (and columns, types) the full view gives for those runs (issue 11)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from test_campaign_store import run_row, table
+
+from tailscope.store.campaign import Campaign
+from tailscope.store.load import load_into
+from tailscope.store.read import connect
+
+
+def _store(c: Campaign, node: str, trials: range, *, retry_of: dict | None = None) -> list[dict]:
+    runs = [run_row(c, node, t, value=float(t + 1)) for t in trials]
+    if retry_of is not None:  # a second attempt of a stored trial: the earlier ok one stays visible
+        runs.append({**retry_of, "run_id": f"{retry_of['run_id']}-again", "started_offset": None})
+        runs[-1].pop("started_offset")
+    its = [
+        {"run_id": r["run_id"], "iteration": i, "warmup": i == 0, "seconds": 0.1, "value": r["value"] or 1.0}
+        for r in runs
+        for i in range(4)
+    ]
+    with load_into(c.root, "test") as load:
+        load.write_tables({"runs": table("runs", runs), "iterations": table("iterations", its)}, node=node)
+    return runs
+
+
+def test_iterations_of_some_runs_read_their_commits_only(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    stored = [_store(c, f"n{i}", range(3)) for i in range(6)]
+    stored.append(_store(c, "n0", range(3, 5), retry_of=stored[0][1]))  # a hidden second attempt
+    wanted = [stored[1][0]["run_id"], stored[4][2]["run_id"], stored[6][0]["run_id"], stored[0][1]["run_id"]]
+    hidden = f"{stored[0][1]['run_id']}-again"
+
+    with connect(Campaign.open(c.root)) as con:
+        full = con.df("SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [wanted])
+    read_files: list = []
+    with connect(Campaign.open(c.root)) as con:
+        shards = con._child_shards("iterations", wanted)
+        read_files[:] = shards or []
+        part = con.iterations(wanted)
+        some = con.iterations_of_runs(run_ids=[*wanted, hidden])
+        assert "iterations_all" not in con._loaded  # the whole table was never read
+    assert len(read_files) == 4 < len(c.shard_files("iterations"))  # commits of n0, n1, n4, n0 again
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:  # a view's row order is DuckDB's, not a promise
+        return frame.sort_values(["run_id", "iteration"], ignore_index=True)
+
+    pd.testing.assert_frame_equal(ordered(part), ordered(full))
+    assert len(part) == 16 and set(part["run_id"]) == set(wanted)
+    assert hidden not in set(some["run_id"])  # a hidden attempt's rows stay hidden, as in the view
+    columns = ["run_id", "iteration", "thread", "kernel", "cpu", "warmup", "seconds", "value"]
+    assert list(some.columns) == columns
