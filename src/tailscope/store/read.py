@@ -102,6 +102,9 @@ def _read_files(
     return tables, damaged
 
 
+SCAN_FILES = 100  # shard files per Arrow dataset scan (memory: see _scan)
+
+
 def _scan(
     table: str, files: Sequence[Path], columns: Sequence[str] | None
 ) -> tuple[pa.Table, np.ndarray] | None:
@@ -115,11 +118,16 @@ def _scan(
     index = {str(f): i for i, f in enumerate(files)}
     schema = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
     batches, file_of = [], []
+    names = list(index)
     try:
-        scanner = ds.dataset(list(index), format=fmt, schema=spec.schema).scanner(columns=columns)
-        for tagged in scanner.scan_batches():  # in file order, each batch with the file it came from
-            batches.append(tagged.record_batch)
-            file_of.append(np.full(tagged.record_batch.num_rows, index[tagged.fragment.path], np.int32))
+        # SCAN_FILES files per dataset: a dataset keeps every file's metadata until it is freed (1,000 shards
+        # of runs: 120 MiB at once, against 55 MiB in steps of 100), at the same speed
+        for start in range(0, len(names), SCAN_FILES):
+            dataset = ds.dataset(names[start : start + SCAN_FILES], format=fmt, schema=spec.schema)
+            for tagged in dataset.scanner(columns=columns).scan_batches():  # in file order, with its file
+                batches.append(tagged.record_batch)
+                file_of.append(np.full(tagged.record_batch.num_rows, index[tagged.fragment.path], np.int32))
+            del dataset
         data = pa.Table.from_batches(batches, schema=schema)
     except (OSError, pa.ArrowException, ValueError, KeyError):
         return None
@@ -232,7 +240,9 @@ class CampaignConnection:
         if table in self._loaded:
             return
         self._load_base(table)
-        if table == "runs":
+        if table == "runs" and self._one_attempt_per_trial():  # the common case: every row is visible
+            self._con.execute("CREATE VIEW runs AS SELECT * FROM runs_all")
+        elif table == "runs":
             self._con.execute(
                 """
                 CREATE TEMP TABLE runs AS
@@ -262,6 +272,15 @@ class CampaignConnection:
         else:
             self._con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}_all")
         self._loaded.add(table)
+
+    def _one_attempt_per_trial(self) -> bool:
+        """Whether runs_all holds one row per (node, variant, trial): then the runs view is runs_all itself,
+        not a copy ranked by attempt (50,000 runs: 0.1-0.2 s and 50 MiB)."""
+        if self._runs_read is None:
+            return False
+        data = self._runs_read[0]
+        keys = data.select(["node", "variant", "trial"]).group_by(["node", "variant", "trial"]).aggregate([])
+        return keys.num_rows == data.num_rows
 
     def ensure(self, tables: Iterable[str]) -> None:
         wanted = [n for n in tables if n not in self._loaded]
