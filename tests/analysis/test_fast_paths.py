@@ -1,4 +1,4 @@
-"""The analysis' fast paths give what the plain per-group code gives (issue 11: speed without new answers).
+"""The analysis' (and the report's runs CSV's) fast paths give what the plain code gives (issue 11).
 
 Each fast path is compared with a reference written the plain way, in this file, on the recorded-format
 evidence of evidence_fixtures.py: several nodes and variants, flagged runs with and without evidence.
@@ -6,10 +6,14 @@ evidence of evidence_fixtures.py: several nodes and variants, flagged runs with 
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
-from evidence_fixtures import Ensemble, Trial, ensemble
+from evidence_fixtures import Ensemble, Trial, analyze_ensemble, ensemble
 
 from tailscope.analysis import causes
 from tailscope.analysis.causes import RunContext, diagnose
@@ -23,6 +27,9 @@ from tailscope.analysis.causes.context import (
 )
 from tailscope.analysis.model import Settings
 from tailscope.analysis.summary import score_runs
+from tailscope.probes.catalogue import variant_name
+from tailscope.report.answer import run_cause
+from tailscope.workflow import runs_csv
 
 
 def _fleet() -> Ensemble:
@@ -95,3 +102,34 @@ def test_usual_features_by_group_is_usual_features_per_group() -> None:
         assert set(got[g]) == set(usual_features(features, members))
     assert "c" not in got[0] and "c" in got[1]
     assert 2 not in got  # a group whose runs have no features has no usual values
+
+
+def _pandas_runs_csv(analysis) -> str:
+    """The former implementation: a frame of one dict per run, written by pandas."""
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
+    rows = [
+        {
+            "run_id": r.run_id, "node": r.node, "probe": r.probe, "variant": names.get(r.variant, r.variant),
+            "variant_id": r.variant, "trial": r.trial, "started_at": r.started_at, "value": r.value,
+            "unit": r.unit, "perf_ratio": r.perf_ratio, "scaled_value": r.scaled_value, "slow": r.slow,
+            "flagged": r.flagged, "kind": r.kind, "cause": run_cause(r),
+            "cause_confidence": r.causes[0].confidence if r.causes else "",
+        }
+        for r in sorted(analysis.runs, key=lambda r: (r.perf_ratio, r.node, r.trial))
+    ]
+    return pd.DataFrame(rows).to_csv(index=False)
+
+
+def test_runs_csv_is_what_pandas_wrote() -> None:
+    slow = {5: Trial(slowdown=0.2, others=0.2, corunners=((9, "hog", 0.2),)), 11: Trial(slowdown=0.15)}
+    analysis = analyze_ensemble(ensemble(slow, n=30))
+    runs = list(analysis.runs)
+    # awkward values too: a comma and a quote in a unit, a NaN, a huge and a tiny number
+    runs[0] = dataclasses.replace(runs[0], unit='GB/s, "per node"', scaled_value=math.nan)
+    runs[1] = dataclasses.replace(runs[1], value=1e300, scaled_value=1e-7)
+    analysis = dataclasses.replace(analysis, runs=tuple(runs))
+    got = runs_csv(analysis)
+    assert got == _pandas_runs_csv(analysis)
+    frame = pd.read_csv(io.StringIO(got))
+    assert len(frame) == 30 and frame["flagged"].sum() >= 2  # the control: flagged runs with causes
+    assert (frame["cause"] != "-").sum() == frame["flagged"].sum()
