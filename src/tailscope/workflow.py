@@ -358,8 +358,10 @@ def runs_csv(analysis: CampaignAnalysis) -> str:
     # DataFrame(...).to_csv(index=False) wrote them (tests/analysis/test_fast_paths.py compares).
     rows = []
     for r in runs:
-        row = [_csv_cell(v) for v in fields(r)]
+        row = list(fields(r))
         row[3] = names.get(row[3], row[3])
+        for i in (7, 9, 10):  # value, perf_ratio, scaled_value: the float fields (others: str, int, bool)
+            row[i] = _csv_cell(row[i])
         row += [run_cause(r), r.causes[0].confidence if r.causes else ""]
         rows.append(row)
     return _csv(header, rows)
