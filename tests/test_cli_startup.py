@@ -156,3 +156,49 @@ def test_errors_are_the_full_parsers(argv: list[str], capsys: pytest.CaptureFixt
     assert full_exit.value.code == 2 and code == 2
     assert lazy_err == full_err
     assert ": error: " in lazy_err.splitlines()[-1]  # usage, then the one error line
+
+
+def _small_campaign(root: Path) -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.load import load_into
+    from tailscope.store.schema import TABLES
+
+    c = Campaign.create(root)
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    rows = [
+        {"run_id": f"r{n}-{t}", "campaign": c.campaign_id, "node": f"n{n}", "probe": "l2sum",
+         "variant": "l2sum-x", "params": "{}", "trial": t, "started_at": start + dt.timedelta(seconds=t),
+         "metric": "bandwidth", "value": 100.0 - (15.0 if (n, t) == (1, 3) else 0.0) + 0.01 * t,
+         "unit": "GB/s", "higher_is_better": True, "status": "ok", "source": "probe", "task": "t"}
+        for n in range(4)
+        for t in range(12)
+    ]  # fmt: skip
+    with load_into(root, "test") as load:
+        load.write("runs", pa.Table.from_pylist(rows, schema=TABLES["runs"].schema), node="n")
+
+
+@pytest.mark.parametrize("verb", [["analyze", "--json"], ["analyze"], ["report", "-o", "REPORT"]])
+def test_the_command_ends_with_its_output_and_code(tmp_path: Path, verb: list[str]) -> None:
+    # Read-only verbs end without the interpreter's teardown (cli.entry): the output must still be whole
+    # and the exit code the verb's, as main() gives them in this process.
+    from tailscope.cli import main
+
+    root = tmp_path / "c"
+    _small_campaign(root)
+    argv = [verb[0], str(root), *[str(tmp_path / "r.html") if a == "REPORT" else a for a in verb[1:]]]
+    out = tmp_path / "out.txt"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])))
+    env.pop("PYTHONUNBUFFERED", None)  # a block-buffered stdout: what a flush must not lose
+    with out.open("wb") as fh:
+        proc = subprocess.run([sys.executable, "-m", "tailscope", *argv], stdout=fh, env=env, timeout=300)
+    code = main(argv)
+    assert proc.returncode == code and code in (0, 1, 3)
+    text = out.read_text()
+    if "--json" in verb:
+        assert json.loads(text)["campaign"]
+    else:
+        assert text.endswith("\n") and len(text) > 20
