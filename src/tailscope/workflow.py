@@ -21,7 +21,7 @@ import pandas as pd
 from tailscope.analysis.causes.page_placement import PagesTest, pages_tests
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
-from tailscope.analysis.summary import analyze
+from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
@@ -190,7 +190,7 @@ def analyze_campaign(
     if con is None:
         con = connect(campaign)  # one connection: every shard footer is read once
     try:
-        runs = con.runs(probe=probe, node=node)
+        runs = con.runs(probe=probe, node=node, columns=STORE_RUN_COLUMNS)
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
         iterations = _iteration_source(con, probe, node)

@@ -51,3 +51,23 @@ def test_iterations_of_some_runs_read_their_commits_only(tmp_path):
     assert hidden not in set(some["run_id"])  # a hidden attempt's rows stay hidden, as in the view
     columns = ["run_id", "iteration", "thread", "kernel", "cpu", "warmup", "seconds", "value"]
     assert list(some.columns) == columns
+
+
+def test_runs_read_narrow_then_any_query_still_sees_every_column(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    for i in range(3):
+        _store(c, f"n{i}", range(4))
+    with connect(Campaign.open(c.root)) as con:
+        full = con.runs()
+    with connect(Campaign.open(c.root)) as con:
+        narrow = con.runs(columns=["run_id", "value"])
+        assert list(narrow.columns) == ["run_id", "value"]
+        pd.testing.assert_frame_equal(narrow, full[["run_id", "value"]])
+        assert con._runs_columns is not None  # only those (and the view's own) were read
+        # a column the narrow read left out, by name: read then
+        tasks = con.execute("SELECT DISTINCT task FROM runs").fetchall()
+        assert tasks == [("t",)] and con._runs_columns is None
+    with connect(Campaign.open(c.root)) as con:
+        con.runs(columns=["run_id"])
+        everything = con.table("runs")  # SELECT *: every column, not the narrow ones
+        assert list(everything.columns) == list(full.columns) and len(everything) == 12

@@ -57,7 +57,14 @@ from tailscope.analysis.quantiles import quantile_ci
 from tailscope.analysis.settings import settings_from_dict, validate_settings
 from tailscope.analysis.verdict import make_verdict
 
-__all__ = ["ITERATION_COLUMNS", "RUN_COLUMNS", "analyze", "score_runs", "settings_from_dict"]
+__all__ = [
+    "ITERATION_COLUMNS",
+    "RUN_COLUMNS",
+    "STORE_RUN_COLUMNS",
+    "analyze",
+    "score_runs",
+    "settings_from_dict",
+]
 
 RUN_COLUMNS = (
     "run_id",
@@ -73,6 +80,9 @@ RUN_COLUMNS = (
     "higher_is_better",
     "status",
 )
+# The runs columns analyze and the counter attribution (attribution.py: threads, seconds, wall_s) read, and
+# notes (error): `analyze` reads only these from the store.
+STORE_RUN_COLUMNS = (*RUN_COLUMNS, "error", "threads", "wall_s", "seconds")
 ITERATION_COLUMNS = ("run_id", "iteration", "thread", "kernel", "warmup", "value")
 FWQ_ITERATION_COLUMNS = ("seconds",)  # mono_start_ns is used when present
 
