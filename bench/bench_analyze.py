@@ -63,7 +63,7 @@ from pathlib import Path
 from tailscope import workflow
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import Settings
-from tailscope.analysis.summary import analyze
+from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
 from tailscope.jsonout import encode
 from tailscope.store.campaign import Campaign
 from tailscope.store.read import connect
@@ -76,7 +76,7 @@ def mark(name, since):
 t = time.perf_counter()
 campaign = Campaign.open(Path(sys.argv[1]))
 con = connect(campaign)
-runs = con.runs()
+runs = con.runs(columns=STORE_RUN_COLUMNS)
 t = mark("store: runs shards read and checked, runs view, to pandas", t)
 counters, corunners, nodes = workflow.load_evidence(con, runs["run_id"].astype(str).tolist())
 t = mark("store: evidence of the runs (os counters, co-runners, facts)", t)
