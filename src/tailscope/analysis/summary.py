@@ -312,7 +312,7 @@ def _group_summaries(
             low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
             low_ci = quantile_ci(values, low_q, settings.confidence)
             drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
-            rule_limit = _rule_limit(values, median, settings)
+            rule_limit = _rule_limit(float(mads[i]), median, settings)
             tails = tuple(
                 tail_count(
                     int(np.count_nonzero(ratio < 1.0 - d)),
@@ -377,13 +377,13 @@ def _group_summaries(
     return tuple(out)
 
 
-def _rule_limit(values: np.ndarray, median: float, settings: Settings) -> float:
+def _rule_limit(mad_value: float, median: float, settings: Settings) -> float:
     """The quantile rule's limit (negative: a drop): the verdict's max_q01_drop widened to floor_sds robust
     sds of the group's own noise (verdict.quantile_limit), so the table and the verdict agree; the plain
     quantile_rule_limit when that check is off."""
     if settings.max_q01_drop is None or median <= 0:
         return settings.quantile_rule_limit
-    floor = robust.robust_cv(robust.mad(values), median)
+    floor = robust.robust_cv(mad_value, median)  # the group's MAD (robust.group_mads: the same as mad())
     return -max(settings.max_q01_drop, settings.floor_sds * floor)
 
 
