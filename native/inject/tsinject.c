@@ -429,6 +429,15 @@ static int run_threads(const options *o, const sigset_t *sigs)
         if (rc != 0)
             ts_die(TS_EXIT_RUNTIME, "pthread_create: %s", strerror(rc));
     }
+    /* The main thread only waits for a signal, but /proc/PID/stat reports its CPU for the whole process:
+     * keep it on the injector's CPUs so that tools which attribute a process's time by that field (the
+     * per-trial co-runner scan of tailscope, top's P column) place the injector where its threads run. */
+    cpu_set_t home;
+    CPU_ZERO(&home);
+    for (int i = 0; i < o->ncpus; i++)
+        CPU_SET(o->cpus[i], &home);
+    if (sched_setaffinity(0, sizeof home, &home) != 0)
+        ts_die(TS_EXIT_RUNTIME, "sched_setaffinity (main thread): %s", strerror(errno));
     char list[256];
     printf("{\"record\":\"ready\",\"cpus\":\"%s\",\"intensity\":%g}\n",
            ts_format_cpulist(o->cpus, o->ncpus, list, sizeof list), o->intensity);

@@ -60,20 +60,18 @@
  *   Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 resource not available, 4 validation failed.
  */
 #define _GNU_SOURCE
+#include "blas.h"
 #include "team.h"
 #include "ts_probe.h"
 
-#include <dlfcn.h>
 #include <float.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #ifdef TS_CBLAS_HEADER
@@ -88,174 +86,7 @@
 #define TS_CBLAS_BUILD "unknown"
 #endif
 
-#define EXEC_MARK "TAILSCOPE_DGEMM_EXEC"             /* set in the re-executed process */
-#define LIB_CORENAME "TAILSCOPE_DGEMM_LIBRARY_CORENAME" /* the core type OpenBLAS chose on its own */
 #define SAMPLES 64
-
-/* ---- what the loaded BLAS says about itself (looked up at run time: any CBLAS links) ---------------- */
-
-typedef struct blas_info {
-    const char *library;   /* file the dgemm symbol came from (realpath) */
-    char version[128];
-    const char *config;    /* openblas_get_config() */
-    const char *corename;  /* openblas_get_corename() */
-    int threads;           /* openblas_get_num_threads() / mkl_get_max_threads() / ..., -1 unknown */
-    const char *parallel;  /* "pthreads" | "openmp" | "sequential" | NULL */
-    bool openblas;
-} blas_info;
-
-static void *sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
-
-static void blas_query(blas_info *b)
-{
-    memset(b, 0, sizeof *b);
-    b->threads = -1;
-    Dl_info dl;
-    static char path[PATH_MAX];
-    void *fn;
-    *(void (**)(void))&fn = (void (*)(void))cblas_dgemm;
-    if (dladdr(fn, &dl) && dl.dli_fname) {
-        if (!realpath(dl.dli_fname, path))
-            snprintf(path, sizeof path, "%s", dl.dli_fname);
-        b->library = path;
-    }
-    char *(*ob_config)(void), *(*ob_core)(void);
-    int (*ob_threads)(void), (*ob_parallel)(void);
-    *(void **)&ob_config = sym("openblas_get_config");
-    *(void **)&ob_core = sym("openblas_get_corename");
-    *(void **)&ob_threads = sym("openblas_get_num_threads");
-    *(void **)&ob_parallel = sym("openblas_get_parallel");
-    if (ob_config) {
-        b->openblas = true;
-        b->config = ob_config();
-        /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": the second word is the version */
-        if (b->config && sscanf(b->config, "OpenBLAS %127s", b->version) != 1)
-            b->version[0] = '\0';
-        if (ob_core)
-            b->corename = ob_core();
-        if (ob_threads)
-            b->threads = ob_threads();
-        if (ob_parallel) {
-            int par = ob_parallel();
-            b->parallel = par == 0 ? "sequential" : par == 1 ? "pthreads" : par == 2 ? "openmp" : NULL;
-        }
-        return;
-    }
-    void (*mkl_version)(char *, int);
-    int (*mkl_threads)(void);
-    *(void **)&mkl_version = sym("MKL_Get_Version_String");
-    *(void **)&mkl_threads = sym("MKL_Get_Max_Threads");
-    if (mkl_version) {
-        mkl_version(b->version, (int)sizeof b->version);
-        if (mkl_threads)
-            b->threads = mkl_threads();
-        return;
-    }
-    const char *(*blis_version)(void);
-    int (*blis_threads)(void);
-    *(void **)&blis_version = sym("bli_info_get_version_str");
-    *(void **)&blis_threads = sym("bli_thread_get_num_threads");
-    if (blis_version) {
-        snprintf(b->version, sizeof b->version, "BLIS %s", blis_version());
-        if (blis_threads)
-            b->threads = blis_threads();
-    }
-}
-
-/* ---- OpenBLAS core types by instruction-set level ---------------------------------------------------- */
-
-enum { LEVEL_UNKNOWN = -1, LEVEL_SSE = 0, LEVEL_AVX = 1, LEVEL_AVX2 = 2, LEVEL_AVX512 = 3 };
-
-static int core_level(const char *name)
-{
-    static const struct { const char *name; int level; } table[] = {
-        {"SkylakeX", LEVEL_AVX512}, {"Cooperlake", LEVEL_AVX512}, {"SapphireRapids", LEVEL_AVX512},
-        {"Haswell", LEVEL_AVX2}, {"Zen", LEVEL_AVX2}, {"Excavator", LEVEL_AVX2},
-        {"Sandybridge", LEVEL_AVX}, {"Bulldozer", LEVEL_AVX}, {"Piledriver", LEVEL_AVX},
-        {"Steamroller", LEVEL_AVX},
-        {"Katmai", LEVEL_SSE}, {"Coppermine", LEVEL_SSE}, {"Northwood", LEVEL_SSE}, {"Prescott", LEVEL_SSE},
-        {"Banias", LEVEL_SSE}, {"Atom", LEVEL_SSE}, {"Core2", LEVEL_SSE}, {"Penryn", LEVEL_SSE},
-        {"Dunnington", LEVEL_SSE}, {"Nehalem", LEVEL_SSE}, {"Athlon", LEVEL_SSE}, {"Opteron", LEVEL_SSE},
-        {"Opteron_SSE3", LEVEL_SSE}, {"Barcelona", LEVEL_SSE}, {"Nano", LEVEL_SSE}, {"Bobcat", LEVEL_SSE},
-    };
-    if (!name)
-        return LEVEL_UNKNOWN;
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (strcasecmp(name, table[i].name) == 0)
-            return table[i].level;
-    return LEVEL_UNKNOWN;
-}
-
-static const char *level_name(int level)
-{
-    static const char *names[] = {"SSE", "AVX", "AVX2", "AVX-512"};
-    return level >= 0 && level <= 3 ? names[level] : "unknown";
-}
-
-/* The best OpenBLAS core type for this CPU, and its level. */
-static const char *cpu_best_core(int *level)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-        *level = LEVEL_AVX512;
-        return "SkylakeX";
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        *level = LEVEL_AVX2;
-        return "Haswell";
-    }
-    if (__builtin_cpu_supports("avx")) {
-        *level = LEVEL_AVX;
-        return "Sandybridge";
-    }
-#endif
-    *level = LEVEL_UNKNOWN;
-    return NULL;
-}
-
-/* The core type to ask for under the policy, or NULL to leave the library alone. */
-static const char *wanted_core(const char *policy, const blas_info *b)
-{
-    if (strcmp(policy, "library") == 0)
-        return NULL;
-    if (strcmp(policy, "auto") != 0)
-        return policy;
-    int best_level, lib_level = core_level(b->corename);
-    const char *best = cpu_best_core(&best_level);
-    if (!b->openblas || !best || lib_level == LEVEL_UNKNOWN || lib_level >= best_level)
-        return NULL;
-    return best;
-}
-
-static void set_env(const char *name, const char *value, bool overwrite)
-{
-    if (setenv(name, value, overwrite) != 0)
-        ts_die(TS_EXIT_RUNTIME, "setenv %s: %s", name, strerror(errno));
-}
-
-/* First run: set the environment and the CPU set, then execute this program again. */
-static _Noreturn void reexec(char **argv, const ts_probe *p, const blas_info *b, const char *core)
-{
-    char nthreads[16];
-    snprintf(nthreads, sizeof nthreads, "%d", p->nthreads);
-    set_env(EXEC_MARK, "1", true);
-    set_env(LIB_CORENAME, b->corename ? b->corename : "", true);
-    if (core)
-        set_env("OPENBLAS_CORETYPE", core, true);
-    set_env("OPENBLAS_NUM_THREADS", nthreads, true);
-    set_env("OMP_NUM_THREADS", nthreads, true);
-    set_env("MKL_NUM_THREADS", nthreads, true);
-    set_env("BLIS_NUM_THREADS", nthreads, true);
-    set_env("OMP_WAIT_POLICY", "passive", false); /* the init team must not spin beside the BLAS threads */
-    int rc = ts_confine_self(p->cpus, p->nthreads);
-    if (rc != 0)
-        ts_die(TS_EXIT_RUNTIME, "--cpus: sched_setaffinity: %s", strerror(rc));
-    fflush(stdout);
-    execv("/proc/self/exe", argv);
-    ts_die(TS_EXIT_RUNTIME, "re-executing /proc/self/exe: %s", strerror(errno));
-}
 
 /* xorshift64* of a counter: deterministic pseudo-random values from the seed. */
 static uint64_t mix(uint64_t x)
@@ -286,26 +117,11 @@ int main(int argc, char **argv)
     };
     ts_probe p;
     ts_probe_init(&p, "dgemm", DGEMM_MANUAL, argc, argv, opts, sizeof opts / sizeof opts[0]);
-    if (!*policy)
-        ts_die(TS_EXIT_USAGE, "--blas-coretype: expected auto, library or an OPENBLAS_CORETYPE name");
     const int n = p.nthreads;
-    const bool child = getenv(EXEC_MARK) != NULL;
-
-    blas_info blas;
-    blas_query(&blas);
-    bool named = strcmp(policy, "auto") != 0 && strcmp(policy, "library") != 0;
-    if (named && !blas.openblas)
-        ts_die(TS_EXIT_USAGE, "--blas-coretype %s: the CBLAS library (%s) is not OpenBLAS; use auto or library",
-               policy, blas.library ? blas.library : "unknown");
-    if (!child && !p.check_args)
-        reexec(argv, &p, &blas, wanted_core(policy, &blas));
-
-    /* the library's own choice: from the first run when we are the re-executed one */
-    const char *lib_core = child ? getenv(LIB_CORENAME) : blas.corename;
-    if (lib_core && !*lib_core)
-        lib_core = NULL;
-    const char *requested = child ? getenv("OPENBLAS_CORETYPE") : NULL;
-    const char *would_use = child ? requested : wanted_core(policy, &blas);
+    ts_blas blas;
+    void *dgemm_fn;
+    *(void (**)(void))&dgemm_fn = (void (*)(void))cblas_dgemm;
+    ts_blas_start(&blas, &p, argv, policy, dgemm_fn); /* re-executes once */
 
     const size_t nn = (size_t)N * (size_t)N;
     const uint64_t matrix_bytes = nn * sizeof(double);
@@ -319,8 +135,6 @@ int main(int argc, char **argv)
     if (rc != 0)
         ts_die(TS_EXIT_RUNTIME, "--cpus: sched_setaffinity: %s", strerror(rc));
 
-    int best_level;
-    const char *best = cpu_best_core(&best_level);
     ts_probe_config_begin(&p, counted);
     ts_json *j = &p.rec;
     ts_json_i64(j, "n", N);
@@ -332,50 +146,12 @@ int main(int argc, char **argv)
     ts_json_u64(j, "matrix_bytes", matrix_bytes);
     ts_json_double(j, "flops_per_call", 2.0 * (double)N * (double)N * (double)N);
     ts_json_str(j, "blas_build", TS_CBLAS_BUILD);
-    ts_json_str(j, "blas_library", blas.library);
-    ts_json_str(j, "blas_version", blas.version[0] ? blas.version : NULL);
-    ts_json_str(j, "blas_config", blas.config);
-    ts_json_str(j, "blas_corename", blas.corename);
-    ts_json_str(j, "blas_corename_library", lib_core);
-    ts_json_str(j, "blas_coretype_policy", policy);
-    ts_json_str(j, "blas_coretype_requested", would_use);
-    ts_json_str(j, "cpu_best_coretype", best);
-    if (blas.threads >= 0)
-        ts_json_i64(j, "blas_threads", blas.threads);
-    else
-        ts_json_null(j, "blas_threads");
-    ts_json_str(j, "blas_parallel", blas.parallel);
-    ts_json_bool(j, "reexecuted", child);
-    ts_json_bool(j, "process_confined", ts_affinity_is(p.cpus, n, p.topo.ncpus));
-    ts_json_str(j, "pinning", "process confined to --cpus; BLAS threads not individually pinned");
+    ts_blas_params(&blas, &p);
     ts_json_i64(j, "validation_samples", SAMPLES + 2);
     ts_probe_config_end(&p);
     ts_team_check(counted, n, &terr);
     ts_probe_warn_shared_cores(&p);
-
-    /* blas_kernel warnings */
-    int lib_level = core_level(lib_core);
-    if (blas.openblas && lib_core && lib_level != LEVEL_UNKNOWN && lib_level < best_level) {
-        if (strcmp(policy, "auto") == 0)
-            ts_probe_warn(&p, "blas_kernel",
-                          "OpenBLAS chose core type %s (%s kernels) on a CPU with %s; %s OPENBLAS_CORETYPE=%s "
-                          "(OpenBLAS now uses %s)",
-                          lib_core, level_name(lib_level), level_name(best_level),
-                          child ? "re-executed with" : "will re-execute with", best,
-                          child && blas.corename ? blas.corename : "?");
-        else if (strcmp(policy, "library") == 0)
-            ts_probe_warn(&p, "blas_kernel",
-                          "OpenBLAS chose core type %s (%s kernels) on a CPU with %s and --blas-coretype library "
-                          "keeps it; --blas-coretype auto would use OPENBLAS_CORETYPE=%s",
-                          lib_core, level_name(lib_level), level_name(best_level), best);
-    }
-    if (child && requested && blas.corename && strcasecmp(requested, blas.corename) != 0)
-        ts_probe_warn(&p, "blas_kernel",
-                      "OPENBLAS_CORETYPE=%s was requested but OpenBLAS uses core type %s (an unknown name, or a "
-                      "library built without DYNAMIC_ARCH)",
-                      requested, blas.corename);
-    if (child && blas.threads >= 0 && blas.threads != n)
-        ts_probe_warn(&p, "blas_kernel", "the BLAS runs %d threads on %d CPUs", blas.threads, n);
+    ts_blas_warnings(&blas, &p);
 
     ts_probe_check_memory(&p, 3 * ts_region_footprint(p.page, p.offset, matrix_bytes));
     if (p.check_args)

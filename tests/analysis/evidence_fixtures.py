@@ -73,6 +73,9 @@ class Trial:
     mhz: float = MHZ
     vm: Mapping[str, float] = field(default_factory=dict)  # /proc/vmstat deltas beyond the quiet ones
     run_delay: float | None = None  # share of wall time the probe thread waited (default: = others)
+    preempt_per_s: float | None = None  # involuntary switches per second (default: 4 + 800 x run_delay,
+    # i.e. 1.25 ms of wait per preemption: a co-runner's time slices)
+    steal: float = 0.0  # share of the probe CPUs the hypervisor stole
 
 
 QUIET_VM = {"thp_fault_alloc": 32.0, "thp_fault_fallback": 0.0, "pgmajfault": 0.0, "pgscan_direct": 0.0,
@@ -99,7 +102,7 @@ def evidence_rows(run_id: str, t: Trial, cpus: Iterable[int] = (0,)) -> tuple[li
         add("cpu", cpu, "idle_s", 0.0)
         add("cpu", cpu, "irq_s", irq / 2)
         add("cpu", cpu, "softirq_s", irq / 2)
-        add("cpu", cpu, "steal_s", 0.0)
+        add("cpu", cpu, "steal_s", t.steal * WALL_S)
         add("cpu", cpu, "others_s", others)
         add("cpu", cpu, "interrupts", t.interrupts_per_s * WALL_S)
         add("cpu", cpu, "local_timer_interrupts", 250.0 * WALL_S)
@@ -108,7 +111,8 @@ def evidence_rows(run_id: str, t: Trial, cpus: Iterable[int] = (0,)) -> tuple[li
     delay = t.others if t.run_delay is None else t.run_delay
     add("task", 0, "run_delay_s", delay * WALL_S)
     add("task", 0, "run_s", (1.0 - delay) * WALL_S)
-    add("task", 0, "involuntary_switches", 2.0 + 400.0 * delay)
+    switches = 2.0 + 400.0 * delay if t.preempt_per_s is None else t.preempt_per_s * WALL_S
+    add("task", 0, "involuntary_switches", switches)
     add("task", 0, "majflt", 0.0)
     for event, value in {**QUIET_VM, **t.vm}.items():
         add("vm", None, event, value)

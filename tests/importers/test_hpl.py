@@ -89,7 +89,12 @@ def test_hpl_light_rule(tmp_path, capsys, slow_share, expect):
     assert main(["import", "hpl", str(source), "--campaign", str(campaign), "--node", "n1"]) == 0
     capsys.readouterr()
     rc = main(["analyze", str(campaign), "--max-q01-drop", "0.005", "--json"])
-    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    analysis = json.loads(capsys.readouterr().out)
+    verdict = analysis["verdict"]
+    # the finding names SJTU's rule and its result at the rule's own limit
+    (note,) = [n for n in analysis["notes"] if n.startswith("SJTU's HPL-Light rule on ")]
+    assert ("FAILED (limit 0.5%)" if expect else "PASSED (limit 0.5%)") in note
+    assert "over 500 runs" in note and "instead of 500" not in note
     assert rc == expect, verdict
     (check,) = [c for c in verdict["checks"] if c["name"] == "max_q01_drop"]
     ordered = sorted(values)

@@ -123,6 +123,20 @@ def test_memeater_holds_its_memory_and_gives_it_back() -> None:
     assert not Path(f"/proc/{pid}").exists()  # gone, and its memory with it
 
 
+@pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs")
+def test_a_memory_injector_is_kept_off_the_probe_cpus() -> None:
+    """validate keeps the memory injectors' own CPU time off the probe's CPUs (home_cpus)."""
+    home = max(os.sched_getaffinity(0))
+    with Injection.of("memleak", 16.0, home_cpus=[home]) as inj:
+        assert inj.pid is not None
+        allowed = [
+            line.split(":", 1)[1].strip()
+            for line in Path(f"/proc/{inj.pid}/status").read_text().splitlines()
+            if line.startswith("Cpus_allowed_list:")
+        ]
+    assert allowed == [str(home)]
+
+
 def test_memleak_grows_at_its_rate() -> None:
     with Injection.of("memleak", 256.0) as inj:
         time.sleep(1.0)

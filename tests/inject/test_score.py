@@ -145,7 +145,7 @@ def test_validation_rows_fit_the_table() -> None:
     runs += [run(6, 0.5, True, [("cpu-contention", 1.0)])]
     rows = validation_rows(score({"runs": runs}, [inj(6, 6, "cpuoccupy", 0.5)]))
     measures = {r["measure"] for r in rows}
-    assert measures == {"false_positive_rate", "recall", "top1", "top2", "confusion"}
+    assert measures == {"false_positive_rate", "placebo_rate", "recall", "top1", "top2", "confusion"}
     import pyarrow as pa
 
     table = pa.Table.from_pylist(
@@ -173,3 +173,28 @@ def test_schedule_is_balanced_reproducible_and_separated_by_clean_blocks(seed: i
     for b in injected:
         counts[(b.kind.name, b.intensity)] = counts.get((b.kind.name, b.intensity), 0) + 1  # type: ignore[union-attr]
     assert len(counts) == 9 and max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_quiet_figures_leave_out_runs_that_outside_work_disturbed() -> None:
+    # clean 0-9: run 3 flagged while another job took 30% of the probe CPUs (real interference, not a
+    # false alarm of tailscope), run 7 flagged on a quiet trial; cpuoccupy on 10-13, run 12 disturbed.
+    runs = [run(t, 1.0, False) for t in range(10)]
+    runs[3] = run(3, 0.7, True, [("cpu-contention", 1.0)])
+    runs[7] = run(7, 0.85, True, [("unknown", 0.0)])
+    runs += [run(t, 0.5, True, [("cpu-contention", 1.0)]) for t in (10, 11, 13)]
+    runs.append(run(12, 0.5, True, [("os-noise", 1.0)]))
+    outside = {f"r{t}": 0.0 for t in range(14)} | {"r3": 0.30, "r12": 0.08}
+    s = score({"runs": runs}, [inj(10, 13, "cpuoccupy", 0.5)], outside=outside)
+    assert (s["clean"]["successes"], s["clean"]["trials"]) == (2, 10)
+    assert (s["clean_quiet"]["successes"], s["clean_quiet"]["trials"]) == (1, 9)
+    assert (s["placebo_quiet"]["successes"], s["placebo_quiet"]["trials"]) == (1, 9)  # run 7: 15% slower
+    (all_runs,) = s["causes"]
+    (quiet,) = s["causes_quiet"]
+    assert (all_runs["top1"]["successes"], all_runs["top1"]["trials"]) == (3, 4)
+    assert (quiet["top1"]["successes"], quiet["top1"]["trials"]) == (3, 3)
+    measures = {r["measure"] for r in validation_rows(s)}
+    assert {"false_positive_rate_quiet", "placebo_rate_quiet", "top1_quiet", "placebo_rate"} <= measures
+    # without the kernel's accounting nothing is called quiet, and no quiet rows are stored
+    s = score({"runs": runs}, [inj(10, 13, "cpuoccupy", 0.5)])
+    assert s["clean_quiet"]["trials"] == 0 and not s["outside_known"]
+    assert not any(r["measure"].endswith("_quiet") for r in validation_rows(s))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tailscope.inject.kinds import KINDS
-from tailscope.inject.validate import choose_kinds
+from tailscope.inject.validate import choose_kinds, plan_cpus
 from tailscope.store.read import connect
 
 
@@ -35,6 +35,27 @@ def test_default_injectors_skip_what_cannot_act_and_say_why() -> None:
     assert {k.name for k in kinds} | set(skipped) == set(KINDS)
     for why in skipped.values():
         assert why
+
+
+def test_cache_and_bandwidth_injectors_get_a_cpu_beside_the_probe() -> None:
+    kinds = [KINDS[k] for k in ("cpuoccupy", "cachecopy", "membw", "memeater")]
+    plan, kept, skipped = plan_cpus(kinds, [0, 1], [0, 1], pinned=False)
+    assert plan.probe == [0] and plan.neighbours == [1] and plan.note and "CPU 1" in plan.note
+    assert [k.name for k in kept] == ["cpuoccupy", "cachecopy", "membw", "memeater"] and not skipped
+    # the probe's CPUs given by the user are kept: the neighbour kinds cannot act, and say why
+    plan, kept, skipped = plan_cpus(kinds, [0, 1], [0, 1], pinned=True)
+    assert plan.probe == [0, 1] and not plan.neighbours
+    assert [k.name for k in kept] == ["cpuoccupy", "memeater"]
+    assert set(skipped) == {"cachecopy", "membw"} and "--param cpus=" in skipped["membw"]
+    # one CPU: nothing can sit beside it
+    plan, kept, skipped = plan_cpus(kinds, [0], [0], pinned=False)
+    assert "one CPU" in skipped["cachecopy"]
+    # CPUs left free already: the probe keeps all of its own
+    plan, kept, skipped = plan_cpus(kinds, [0, 1], [0, 1, 2, 3], pinned=False)
+    assert plan.probe == [0, 1] and plan.neighbours == [2, 3] and plan.note is None
+    # only CPU-time kinds: nothing is narrowed
+    plan, _, _ = plan_cpus([KINDS["cpuoccupy"], KINDS["os-noise"]], [0, 1], [0, 1], pinned=False)
+    assert plan.probe == [0, 1] and plan.note is None
 
 
 @pytest.mark.slow

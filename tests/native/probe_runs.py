@@ -23,7 +23,7 @@ import pytest
 from tailscope.native import NativeMissingError, native_path
 from tailscope.probes.parse import ProbeOutput, parse_probe_output
 
-PROBES = ("l2sum", "stream", "dgemm", "fwq", "latency", "arith", "c2c")
+PROBES = ("l2sum", "stream", "dgemm", "hpl", "fwq", "latency", "arith", "c2c")
 
 # Keys every config record carries (docs/probes.md, "config").
 CONFIG_KEYS = (
@@ -72,7 +72,7 @@ RESULT_KEYS = (
 )
 # Record kinds in the order they must appear.
 ORDER = ("config", "warning", "pages", "iteration", "validation", "result")
-ERROR_LINE = re.compile(r"^(l2sum|stream|dgemm|fwq|latency|arith|c2c|mpi-p2p): error: \S.*$")
+ERROR_LINE = re.compile(r"^(l2sum|stream|dgemm|hpl|fwq|latency|arith|c2c|mpi-p2p): error: \S.*$")
 
 HUGEPAGES_2M = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
 HUGEPAGES_1G = Path("/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages")

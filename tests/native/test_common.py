@@ -12,6 +12,7 @@ QUICK = {
     "l2sum": ("--sums", "20"),
     "stream": ("--elements", "200000", "--reps", "2"),
     "dgemm": ("--n", "128", "--calls", "2"),
+    "hpl": ("--n", "128"),
     "fwq": ("--samples", "20", "--work", "1000"),
     "latency": ("--sizes", "16k,256k", "--iterations", "3", "--clock-chunks", "5"),
     "arith": ("--ops", "512", "--iterations", "3", "--clock-chunks", "5"),
@@ -119,7 +120,7 @@ def test_single_cpu_and_list_order(probe, name):
     run = probe(name, *QUICK[name], "--cpus", spec, "--no-pages")
     assert run.config["cpus"] == list(reversed(cpus[:2]))
     threads = [r for r in run.of("iteration") if r["thread"] is not None]
-    if name != "dgemm":  # dgemm's records are the calling thread's, which may run on any CPU of the set
+    if name not in ("dgemm", "hpl"):  # BLAS probes: records of the calling thread, on any CPU of the set
         assert all(r["cpu"] == run.config["cpus"][r["thread"]] for r in threads)
     assert run.of("validation")[0]["passed"] is True
 
@@ -128,6 +129,7 @@ DEFAULTS = {
     "l2sum": {"l2_fraction": 0.95, "sums": 1000, "sums_per_iteration": 10, "iterations": 100},
     "stream": {"reps": 10, "stores": "nt", "max_bytes": 1 << 30},
     "dgemm": {"n": 2000, "calls": 10, "blas_coretype_policy": "auto"},
+    "hpl": {"n": 2000, "iterations": 1, "warmup_iterations": 1, "blas_coretype_policy": "auto"},
     "fwq": {"samples": 5000, "quantum_us": 100, "work_calibrated": True},
     "latency": {"loads": 65536, "iterations": 21, "sweep": 0, "max_bytes": 1 << 30, "clock_chunks": 100},
     "arith": {"ops": 16384, "iterations": 31, "chains_throughput": 12, "clock_chunks": 200},

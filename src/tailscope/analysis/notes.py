@@ -2,8 +2,9 @@
 
 The node verdicts (health.py) carry the failed checks; the notes do not repeat them.
 Order (ties keep the order of variants and nodes): nodes slower than their peers; nodes
-with slow runs (strongest evidence first, at most `MAX_GROUP_NOTES`, the rest counted); the quantile
-rule passing where the tail count does not; the many-tests caution; each variant's pooled slow-run rate
+with slow runs (strongest evidence first, at most `MAX_GROUP_NOTES`, the rest counted); SJTU's HPL-Light
+rule for HPL runs (failed: before the slow runs' details, passed: after); the quantile rule passing where the
+tail count does not; the many-tests caution; each variant's pooled slow-run rate
 and what it means for a synchronous job; fwq noise; failed runs; too few runs for a median interval;
 slow runs that could not be classified; noise too high to screen nodes; the slow-side quantile without
 an interval.
@@ -30,6 +31,7 @@ from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, Variant
 from tailscope.analysis.power import runs_to_detect_shift
 from tailscope.analysis.quantiles import min_trials_for_ci
 from tailscope.analysis.robust import VISIBLE_SDS, noise_floor, robust_cv
+from tailscope.analysis.verdict import HPL_PROBES, SJTU_HPL_LIGHT
 from tailscope.analysis.wording import (
     p_value,
     pct,
@@ -77,6 +79,7 @@ def compose_notes(
         *_slow_nodes(groups, by_variant, settings),
         *_slow_runs(groups, slow_runs, settings),
         *_threshold_in_noise(groups, settings),
+        *_hpl_light(groups, settings),
         *_quantile_rule_blind(groups, settings),
         *_many_tests(groups, settings),
         *_robust_only(variants, runs, settings),
@@ -194,6 +197,32 @@ def _kinds(systematic: int, transient: int, unclassified: int) -> str:
         if count
     ]
     return ", ".join(parts)
+
+
+def _hpl_light(groups: Sequence[GroupSummary], settings: Settings) -> list[Note]:
+    """SJTU's acceptance rule (seed 003) for HPL runs, at its own limit: the verdict's quantile check may
+    widen the limit to the node's noise, the rule itself does not."""
+    limit = settings.max_q01_drop
+    if limit is None:
+        return []
+    notes = []
+    for g in groups:
+        if g.probe not in HPL_PROBES:
+            continue
+        rule = g.quantile_rule
+        passed = -rule.drop <= limit
+        side = "below" if g.higher_is_better else "above"
+        text = (
+            f"SJTU's HPL-Light rule on {where(g)}: the {100 * rule.q:g}% quantile "
+            f"({quantity(rule.quantile, g.unit)}) is {pct(abs(rule.drop))} {side} the median "
+            f"({quantity(g.median, g.unit)}) over {runs_word(g.n)}: "
+            + (f"PASSED (limit {pct(limit)})" if passed else f"FAILED (limit {pct(limit)})")
+            + f"; seed 003: {SJTU_HPL_LIGHT}."
+        )
+        if g.n < 500:
+            text += f" With {runs_word(g.n)} instead of 500 the quantile sits closer to the slowest run."
+        notes.append((25 if not passed else 36, text))
+    return notes
 
 
 def _quantile_rule_blind(groups: Sequence[GroupSummary], settings: Settings) -> list[Note]:

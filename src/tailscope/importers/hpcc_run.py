@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tailscope.importers import ImportInputError
@@ -66,22 +67,36 @@ def write_hpccinf(directory: Path, *, n: int, nb: int, p: int, q: int) -> Path:
 
 
 def run_hpcc(
-    directory: Path, *, p: int, q: int, isolate_network: bool = False, timeout_s: float = 3600
+    directory: Path,
+    *,
+    p: int,
+    q: int,
+    isolate_network: bool = False,
+    timeout_s: float = 3600,
+    cpus: Sequence[int] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
-    """One hpcc run in `directory` (hpccinf.txt must be there); returns its hpccoutf.txt (appended to)."""
+    """One hpcc run in `directory` (hpccinf.txt must be there); returns its hpccoutf.txt (appended to).
+
+    `env` is added to this process's environment (e.g. OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE: the default is
+    one BLAS thread per rank). With `cpus`, hpcc runs under `taskset` on those CPUs and Open MPI does not bind
+    its ranks (`--bind-to none`), so a rank's BLAS threads spread over the set instead of sharing one core."""
     hpcc, mpirun = shutil.which("hpcc"), shutil.which("mpirun")
     if not hpcc or not mpirun:
         raise ImportInputError("hpcc or mpirun not found (Debian: apt-get install hpcc openmpi-bin)")
-    env = dict(os.environ)
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per MPI rank
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per MPI rank
     if os.geteuid() == 0:
-        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        full_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        full_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     argv = [mpirun, "-np", str(p * q), "--mca", "btl", "self,vader", hpcc]
+    if cpus is not None:
+        argv = ["taskset", "-c", ",".join(str(c) for c in cpus), *argv[:3], "--bind-to", "none", *argv[3:]]
     if isolate_network:
         argv = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *argv]
     proc = subprocess.run(
-        argv, cwd=directory, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+        argv, cwd=directory, env=full_env, capture_output=True, text=True, timeout=timeout_s, check=False
     )
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]

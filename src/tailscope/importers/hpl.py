@@ -8,8 +8,9 @@ One trial per result line. HPL writes, per test (HPL_pdtest.c; hpcc embeds HPL 2
 
 The `T/V` field is W (wall time) plus the encoded variant; the residual line that follows says whether the
 solve passed HPL's check (scaled residual below the threshold, 16 by default). A result whose residual
-FAILED is stored with status `invalid` and no value, so it never enters a median (a wrong answer is not a
-fast run). hpcc appends every run to the same file: each run's HPL section gives one trial, in file order.
+FAILED is stored with status `invalid`, no value and no iteration, so it never enters a median (a wrong answer
+is not a fast run): the rule `tailscope run hpl` follows, where the probe exits 4 on a FAILED check. hpcc
+appends every run to the same file: each run's HPL section gives one trial, in file order.
 Trials are grouped into variants `imported:hpl` with params {n, nb, p, q} (different problem sizes are
 different variants), value GFLOPS (higher is better), one iteration (the solve's seconds).
 
@@ -166,9 +167,10 @@ def import_hpl(path: Path, load: Transaction, *, node: str, task: str) -> dict[s
                 ),
             }
         )
-        iterations.append(
-            {"run_id": run_id, "iteration": 0, "warmup": False, "seconds": r.seconds, "value": r.gflops}
-        )
+        if ok:  # a wrong answer has no valid timing (the probes' rule: no iterations after a failed check)
+            iterations.append(
+                {"run_id": run_id, "iteration": 0, "warmup": False, "seconds": r.seconds, "value": r.gflops}
+            )
         plans[variant] = {"variant": variant, "probe": probe, "params": params}
     for variant, plan in plans.items():
         load.add_plan(Plan(variant, probe, dict(plan["params"]), trial_of[variant], imported=True))

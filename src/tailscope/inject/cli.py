@@ -144,7 +144,11 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "--block", type=whole(1, 100_000), default=4, metavar="B", help="trials per block (default 4)"
     )
     p.add_argument(
-        "--inject-fraction", type=float, default=0.5, metavar="F", help="share of blocks injected (0.5)"
+        "--inject-fraction",
+        type=float,
+        default=0.25,
+        metavar="F",
+        help="share of blocks injected (0.25: the node median, the analysis' reference, stays a clean one)",
     )
     p.add_argument("--reserve", default="512m", metavar="BYTES", help="memory kinds leave this (512m)")
     p.add_argument("--json", action="store_true", help="the scores as JSON")

@@ -59,6 +59,7 @@ class Injection:
     cgroup: Path | None = None  # cpu-quota: an existing cgroup whose quota is set (and restored)
     duration_s: float = 0.0  # tsinject stops itself after this (0: when stopped)
     reserve: str | None = None  # memory kinds: MemAvailable left alone (tsinject --reserve)
+    home_cpus: list[int] | None = None  # kinds without pinned threads: the CPUs the injector may run on
     cpufreq_root: Path = CPUFREQ_ROOT
 
     ready: dict[str, Any] = field(default_factory=dict)  # tsinject's ready record / what was written
@@ -178,8 +179,15 @@ class Injection:
     def _start_native(self) -> None:
         if self.kind.name == "thp-fragment":
             self._set(COMPACT_UNEVICTABLE, "0\n")
+        home = set(self.home_cpus) if self.home_cpus and not self.kind.needs_cpus else None
         self._proc = subprocess.Popen(
-            self.argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+            self.argv(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            # set in the child before exec, so not one page is touched on the probe's CPUs
+            preexec_fn=(lambda: os.sched_setaffinity(0, home)) if home else None,
         )
         assert self._proc.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT_S

@@ -25,7 +25,12 @@ class InjectorKind:
     graded: tuple[float, ...]  # intensities `validate` draws from, weakest first
     expected_cause: str  # the cause tailscope should name for a slowdown this injector made
     fraction: bool = True  # intensity is a fraction in (0, 1]
-    needs_cpus: bool = True  # acts on the probe's CPUs
+    needs_cpus: bool = True  # takes --cpus (its threads are pinned there)
+    # Where `validate` puts it: "probe" (on the probe's CPUs: it takes their time), "neighbour" (on CPUs
+    # beside the probe's: it shares their cache or memory bandwidth, never their time) or "beside" (no
+    # pinned threads; the process is kept off the probe's CPUs so that its own CPU time is not counted as
+    # contention when it is the memory, not the CPU, it takes).
+    placement: str = "probe"
 
     def check_intensity(self, value: float) -> float:
         if not value > 0 or (self.fraction and value > 1):
@@ -52,6 +57,7 @@ KINDS: dict[str, InjectorKind] = {
             0.5,
             (0.3, 0.6, 1.0),
             "cache-contention",
+            placement="neighbour",
         ),
         InjectorKind(
             "membw",
@@ -60,6 +66,7 @@ KINDS: dict[str, InjectorKind] = {
             0.5,
             (0.3, 0.6, 1.0),
             "memory-bandwidth-contention",
+            placement="neighbour",
         ),
         InjectorKind(
             "os-noise",
@@ -78,6 +85,7 @@ KINDS: dict[str, InjectorKind] = {
             (0.5, 0.9),
             "memory-pressure",
             needs_cpus=False,
+            placement="beside",
         ),
         InjectorKind(
             "memleak",
@@ -88,6 +96,7 @@ KINDS: dict[str, InjectorKind] = {
             "memory-pressure",
             fraction=False,
             needs_cpus=False,
+            placement="beside",
         ),
         InjectorKind(
             "thp-fragment",
@@ -97,6 +106,7 @@ KINDS: dict[str, InjectorKind] = {
             (1.0,),
             "thp-fallback",
             needs_cpus=False,
+            placement="beside",
         ),
         InjectorKind(
             "cpu-quota",

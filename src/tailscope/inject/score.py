@@ -24,6 +24,11 @@ Definitions (all over the runs of this campaign, per node and variant):
   causes include the injector's expected cause; a run with no causes predicts `none` (the catalogue gives
   causes to flagged runs only: slow, or a robust outlier).
 - *Confusion matrix*: expected cause (rows; `none` = clean runs flagged slow) x top-1 predicted cause.
+- *Quiet* figures (`clean_quiet`, `placebo_quiet`, `causes_quiet`): the same over the runs in which nothing
+  from outside the schedule took `quiet_limit` (5%) or more of the probe CPUs, as the kernel counted it
+  (`outside`: /proc/stat's others and steal, less the injector's own time; validate.outside_shares). The
+  issue's false-positive target is for clean trials of a quiet node; on a shared node the other figures
+  count real interference from other work as false positives, and both are reported.
 Intervals are Clopper-Pearson (exact binomial) at `confidence`.
 """
 
@@ -40,6 +45,7 @@ from tailscope.analysis import binomial
 from tailscope.inject.kinds import CAUSES
 
 NONE = "none"
+QUIET_LIMIT = 0.05  # a run is quiet when less than this share of the probe CPUs went to outside work
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
@@ -110,8 +116,11 @@ def score(
     threshold: float = 0.10,
     confidence: float = 0.95,
     reference_window: int | None = 8,
+    outside: Mapping[str, float] | None = None,
+    quiet_limit: float = QUIET_LIMIT,
 ) -> dict[str, Any]:
     runs: Iterable[Mapping[str, Any]] = analysis.get("runs") or []
+    outside = outside or {}
     by_trial = _injection_of(injections)
     runs = list(runs)
     clean: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
@@ -124,9 +133,11 @@ def score(
     unknown_names: set[str] = set()
 
     clean_n = clean_flagged = placebo = 0
+    quiet: Counter[str] = Counter()
     det: dict[tuple[str, float], Counter[str]] = defaultdict(Counter)
     slowdowns: dict[tuple[str, float], list[float]] = defaultdict(list)
     top1: dict[str, Counter[str]] = defaultdict(Counter)
+    top1_quiet: dict[str, Counter[str]] = defaultdict(Counter)
     confusion: dict[str, Counter[str]] = defaultdict(Counter)
     per_run = []
     for r in runs:
@@ -141,6 +152,8 @@ def score(
             pool = [c for c in pool if c[0] != trial]
         ref = _reference(pool, trial, reference_window)
         slowdown = 1 - float(r["perf_ratio"]) / ref if ref else float(r.get("slowdown", 0.0))
+        taken = outside.get(str(r.get("run_id")))
+        is_quiet = taken is not None and taken < quiet_limit
         per_run.append(
             {
                 "run_id": r.get("run_id"),
@@ -150,6 +163,7 @@ def score(
                 "slowdown": slowdown,
                 "slow": slow,
                 "top_cause": first,
+                "outside": taken,
             }
         )
         if inj is None:
@@ -158,6 +172,10 @@ def score(
             if slow:
                 clean_flagged += 1
                 confusion[NONE][first] += 1
+            if is_quiet:
+                quiet["clean"] += 1
+                quiet["flagged"] += int(slow)
+                quiet["placebo"] += int(slowdown >= threshold)
             continue
         cell = (str(inj["kind"]), float(inj["intensity"]))
         det[cell]["runs"] += 1
@@ -171,6 +189,10 @@ def score(
         top1[expected]["top1"] += int(first == expected)
         top1[expected]["top2"] += int(expected in predicted[:2])
         confusion[expected][first] += 1
+        if is_quiet:
+            top1_quiet[expected]["runs"] += 1
+            top1_quiet[expected]["top1"] += int(first == expected)
+            top1_quiet[expected]["top2"] += int(expected in predicted[:2])
 
     detection = []
     for kind in sorted({k for k, _ in det}):
@@ -189,16 +211,17 @@ def score(
                     **_rate(total["detected"], total["effective"], confidence),
                 }
             )
-    cause_rows = []
-    for expected in sorted(top1):
-        c = top1[expected]
-        cause_rows.append(
+    def cause_rows_of(counts: Mapping[str, Counter[str]]) -> list[dict[str, Any]]:
+        return [
             {
                 "expected_cause": expected,
-                "top1": _rate(c["top1"], c["runs"], confidence),
-                "top2": _rate(c["top2"], c["runs"], confidence),
+                "top1": _rate(counts[expected]["top1"], counts[expected]["runs"], confidence),
+                "top2": _rate(counts[expected]["top2"], counts[expected]["runs"], confidence),
             }
-        )
+            for expected in sorted(counts)
+        ]
+
+    cause_rows = cause_rows_of(top1)
     labels = sorted({p for row in confusion.values() for p in row} | set(confusion))
     notes = []
     if not causes_available:
@@ -216,8 +239,13 @@ def score(
         "clean": {"runs": clean_n, **_rate(clean_flagged, clean_n, confidence)},
         # clean runs >= threshold slower than the clean runs around them: what noise alone "injects"
         "placebo": {"runs": clean_n, **_rate(placebo, clean_n, confidence)},
+        "quiet_limit": quiet_limit,
+        "outside_known": bool(outside),
+        "clean_quiet": {"runs": quiet["clean"], **_rate(quiet["flagged"], quiet["clean"], confidence)},
+        "placebo_quiet": {"runs": quiet["clean"], **_rate(quiet["placebo"], quiet["clean"], confidence)},
         "detection": detection,
         "causes": cause_rows,
+        "causes_quiet": cause_rows_of(top1_quiet),
         "confusion": {
             "labels": labels,
             "rows": {e: {p: confusion[e][p] for p in labels if confusion[e][p]} for e in sorted(confusion)},
@@ -248,6 +276,14 @@ def validation_rows(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
         }
 
     rows = [row("false_positive_rate", scores["clean"])]
+    if "placebo" in scores:
+        rows.append(row("placebo_rate", scores["placebo"]))
+    if scores.get("outside_known"):
+        rows.append(row("false_positive_rate_quiet", scores["clean_quiet"]))
+        rows.append(row("placebo_rate_quiet", scores["placebo_quiet"]))
+        for c in scores["causes_quiet"]:
+            rows.append(row("top1_quiet", c["top1"], expected_cause=c["expected_cause"]))
+            rows.append(row("top2_quiet", c["top2"], expected_cause=c["expected_cause"]))
     rows += [row("recall", d, kind=d["kind"], intensity=d["intensity"]) for d in scores["detection"]]
     for c in scores["causes"]:
         rows.append(row("top1", c["top1"], expected_cause=c["expected_cause"]))

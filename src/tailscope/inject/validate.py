@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from tailscope.campaign.runner import Trial, default_campaign_dir, preflight
-from tailscope.inject.control import Injection, freq_cap_available
+from tailscope.inject.control import Injection, freq_cap_available, online_cpus
 from tailscope.inject.kinds import KINDS, InjectInputError, InjectorKind, kind_named
 from tailscope.inject.score import score, validation_rows
 from tailscope.store.campaign import MANIFEST, Campaign, new_task_id
@@ -43,7 +43,7 @@ class ValidateRequest:
     probe: str = "stream"
     probe_params: dict[str, Any] = field(default_factory=dict)
     block: int = 4
-    inject_fraction: float = 0.5
+    inject_fraction: float = 0.25
     reserve: str = "512m"
     show_progress: bool = True
     threshold: float = 0.10
@@ -94,6 +94,48 @@ def choose_kinds(names: tuple[str, ...] | None) -> tuple[list[InjectorKind], dic
     return kinds, skipped
 
 
+@dataclass(frozen=True)
+class CpuPlan:
+    """Where the probe runs and where the injectors that must not take its CPU time run."""
+
+    probe: list[int]
+    neighbours: list[int]  # online CPUs the probe does not use
+    note: str | None = None  # said with the scores when the probe's CPUs were narrowed for the neighbours
+
+
+def plan_cpus(
+    kinds: list[InjectorKind], probe_cpus: list[int], online: list[int], *, pinned: bool
+) -> tuple[CpuPlan, list[InjectorKind], dict[str, str]]:
+    """Keep CPUs beside the probe's for the injectors that share its cache or memory bandwidth (and for the
+    memory injectors' own CPU time): without that, a cachecopy thread on the probe's CPU is CPU contention,
+    and the scores would measure the wrong cause. When the probe would use every CPU and its CPUs were not
+    given (`--param cpus=`), its last CPU is left to the neighbours; when they were given, or there is only
+    one CPU, the neighbour kinds are skipped with the reason."""
+    neighbours = [c for c in online if c not in probe_cpus]
+    wants = any(k.placement == "neighbour" for k in kinds)
+    note = None
+    if wants and not neighbours and len(probe_cpus) > 1 and not pinned:
+        neighbours = probe_cpus[-1:]
+        probe_cpus = probe_cpus[:-1]
+        from tailscope.analysis.causes.context import cpu_list_text
+
+        note = (
+            f"the probe ran on {cpu_list_text(probe_cpus)} and the cache and memory-bandwidth injectors "
+            f"on CPU {neighbours[0]} beside it (they must share its cache or memory, not its time)"
+        )
+    kept, skipped = [], {}
+    for k in kinds:
+        if k.placement == "neighbour" and not neighbours:
+            skipped[k.name] = (
+                "needs a CPU beside the probe's (give the probe fewer CPUs with --param cpus=LIST)"
+                if pinned or len(probe_cpus) > 1
+                else "needs a CPU beside the probe's, and this node has one CPU"
+            )
+        else:
+            kept.append(k)
+    return CpuPlan(probe_cpus, neighbours, note), kept, skipped
+
+
 def make_schedule(
     trials: int, block: int, inject_fraction: float, kinds: list[InjectorKind], rng: random.Random
 ) -> list[Block]:
@@ -134,7 +176,7 @@ class Scheduler:
     """The runner's before_trial hook: the injection of each trial's block, started/stopped at boundaries."""
 
     blocks: list[Block]
-    cpus: list[int]
+    plan: CpuPlan
     reserve: str
     variant: str = ""
     seen: int = 0
@@ -156,12 +198,14 @@ class Scheduler:
             self.stop()
             self.current_block = block
             if block.kind is not None and block.intensity is not None:
+                cpus = self.plan.neighbours if block.kind.placement == "neighbour" else self.plan.probe
                 inj = Injection(
                     block.kind,
                     block.intensity,
-                    cpus=self.cpus,
+                    cpus=cpus,
                     pids=[os.getpid()] if block.kind.name == "cpu-quota" else [],
                     reserve=self.reserve,
+                    home_cpus=(self.plan.neighbours or None) if block.kind.placement == "beside" else None,
                 )
                 self.records.append(
                     {
@@ -171,7 +215,8 @@ class Scheduler:
                         "trial_last": trial.index,
                         "kind": block.kind.name,
                         "intensity": block.intensity,
-                        "cpus": ",".join(map(str, self.cpus)) if block.kind.needs_cpus else None,
+                        "cpus": ",".join(map(str, inj.cpus if block.kind.needs_cpus else inj.home_cpus or []))
+                        or None,
                         "expected_cause": block.kind.expected_cause,
                         "started_at": None,
                         "ended_at": None,
@@ -192,6 +237,41 @@ class Scheduler:
             finally:
                 self.records[-1]["ended_at"] = _utcnow()
                 self.records[-1]["details"] = json.dumps({"ready": inj.ready, "done": inj.done}, default=str)
+
+
+INJECTOR_COMM = "tsinject"
+
+
+def outside_shares(campaign_dir: Path) -> dict[str, float]:
+    """Per run: the share of the probe CPUs that work outside the schedule took, as the kernel counted it
+    (/proc/stat's others and steal, through the cause catalogue's own features), less what the injector
+    itself took (its co-runner rows). Runs without evidence are left out."""
+    from tailscope.analysis.causes.context import run_features
+    from tailscope.store.read import connect
+
+    con = connect(campaign_dir)
+    try:
+        run_ids = con.runs()["run_id"].astype(str).tolist()
+        counters = con.counters(run_ids, source="os")
+        corunners = con.corunners(run_ids)
+    finally:
+        con.close()
+    features, _ = run_features(counters)
+    if features.empty:
+        return {}
+    injector: dict[str, float] = {}
+    if not corunners.empty:
+        mine = corunners.loc[corunners["comm"] == INJECTOR_COMM]
+        injector = mine.groupby("run_id")["share"].sum().to_dict()
+    out = {}
+    for run_id, row in features.iterrows():
+        others = row.get("others_share")
+        steal = row.get("steal_share")
+        if others is None or others != others:
+            continue
+        steal = 0.0 if steal is None or steal != steal else float(steal)
+        out[str(run_id)] = max(0.0, float(others) - injector.get(str(run_id), 0.0)) + steal
+    return out
 
 
 def analysis_for_scoring(campaign_dir: Path, probe: str | None = None) -> dict[str, Any]:
@@ -225,10 +305,20 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     variant = ProbeVariant(request.probe, params)
     config = preflight(variant)
     cpus = [int(c) for c in config.get("cpus") or [0]]
+    plan, kinds, more_skipped = plan_cpus(kinds, cpus, online_cpus(), pinned="cpus" in params)
+    if request.injectors and more_skipped:  # asked for by name: say it cannot act, once, with exit 2
+        name, why = next(iter(more_skipped.items()))
+        raise InjectInputError(f"--injectors {name}: cannot act here: {why}")
+    skipped.update(more_skipped)
+    if not kinds:
+        raise InjectInputError("validate: no injector can act on this node")
+    if plan.probe != cpus:
+        variant = ProbeVariant(request.probe, {**params, "cpus": ",".join(map(str, plan.probe))})
+        preflight(variant)
     seed = request.seed if request.seed is not None else secrets.randbits(31)
     blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
     campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
-    scheduler = Scheduler(blocks, cpus, request.reserve)
+    scheduler = Scheduler(blocks, plan, request.reserve)
     task = f"validate-{new_task_id()}"
     try:
         outcome = run_campaign(
@@ -256,6 +346,7 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
         "seed": seed,
         "injectors": [k.name for k in kinds],
         "skipped": skipped,
+        "cpus": {"probe": plan.probe, "neighbours": plan.neighbours, "note": plan.note},
         "trials": outcome.stored,
         "failed": outcome.failed,
         "interrupted": outcome.interrupted,
@@ -265,7 +356,7 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
         return result
     analysis = analysis_for_scoring(campaign_dir, probe=request.probe)
     injections = [{**r, "node": node} for r in scheduler.records]
-    scores = score(analysis, injections, threshold=request.threshold)
+    scores = score(analysis, injections, threshold=request.threshold, outside=outside_shares(campaign_dir))
     _store_scores(campaign_dir, scores, node=node, task=task)
     result["scores"] = scores
     return result
@@ -286,7 +377,7 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
         raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
     injections = frame.to_dict("records")
     analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
-    scores = score(analysis, injections, threshold=threshold)
+    scores = score(analysis, injections, threshold=threshold, outside=outside_shares(campaign.root))
     node = str(injections[0]["node"])
     _store_scores(campaign.root, scores, node=node, task=f"validate-{new_task_id()}")
     return {
@@ -336,6 +427,8 @@ def _pct(r: dict[str, Any] | None) -> str:
 def render_scores(result: dict[str, Any]) -> list[str]:
     lines = [f"campaign: {result['campaign']}", f"seed: {result['seed']}  trials: {result['trials']}"]
     lines += [f"skipped {k}: {why}" for k, why in result.get("skipped", {}).items()]
+    if (result.get("cpus") or {}).get("note"):
+        lines.append(f"cpus: {result['cpus']['note']}")
     if "scores" not in result:
         lines.append(
             f"interrupted: no scores; `tailscope validate --rescore --campaign {result['campaign']}` scores "
@@ -348,6 +441,11 @@ def render_scores(result: dict[str, Any]) -> list[str]:
         lines.append(
             f"placebo: clean runs >= {s['threshold']:.0%} slower than the clean runs around them "
             f"(noise alone): {_pct(s['placebo'])}"
+        )
+    if s.get("outside_known"):
+        lines.append(
+            f"  on quiet clean runs (outside work took < {s['quiet_limit']:.0%} of the probe CPUs): "
+            f"{_pct(s['clean_quiet'])}; placebo {_pct(s['placebo_quiet'])}"
         )
     window = s.get("reference_window")
     ref = f"the {window} nearest clean runs" if window else "all clean runs"
@@ -364,6 +462,10 @@ def render_scores(result: dict[str, Any]) -> list[str]:
     lines.append("cause accuracy (top-1 | top-2):")
     for c in s["causes"]:
         lines.append(f"  {c['expected_cause']:28s} {_pct(c['top1'])} | {_pct(c['top2'])}")
+    if s.get("outside_known") and s.get("causes_quiet"):
+        lines.append(f"cause accuracy on quiet runs (outside work < {s['quiet_limit']:.0%}; top-1 | top-2):")
+        for c in s["causes_quiet"]:
+            lines.append(f"  {c['expected_cause']:28s} {_pct(c['top1'])} | {_pct(c['top2'])}")
     if s["confusion"]["rows"]:
         labels = s["confusion"]["labels"]
         lines.append("confusion (rows: injected cause; columns: tailscope's top cause):")

@@ -167,6 +167,26 @@ PROBES: dict[str, ProbeSpec] = {
             ),
         ),
         ProbeSpec(
+            "hpl",
+            "HPL-Light on one node: LAPACK LU (dgetrf) + solve on dgemm's BLAS, HPL's residual check",
+            "gflops",
+            "GFLOPS",
+            True,
+            (
+                ProbeOption("--n", int, "order of the system (2000)", default=2000),
+                ProbeOption(
+                    "--iterations", int, "timed solves (1; 3+ let slow runs be classified)", default=1
+                ),
+                ProbeOption("--warmup", int, "solves before them, excluded (1)", default=1),
+                ProbeOption(
+                    "--blas-coretype",
+                    str,
+                    "auto | library | an OPENBLAS_CORETYPE name (auto)",
+                    default="auto",
+                ),
+            ),
+        ),
+        ProbeSpec(
             "fwq",
             "fixed work quantum per pinned core (LLNL FWQ): OS noise and its period",
             "quantum_time",

@@ -237,7 +237,11 @@ VALIDATION = Table(
         Column("campaign", pa.string()),
         Column("task", pa.string()),
         Column("scored_at", _TS),
-        Column("measure", pa.string(), doc="recall | false_positive_rate | top1 | top2 | confusion"),
+        Column(
+            "measure",
+            pa.string(),
+            doc="recall | false_positive_rate | placebo_rate | top1 | top2 | confusion | *_quiet (score.py)",
+        ),
         Column("kind", pa.string(), nullable=True, doc="injector (recall); null for all intensities / clean"),
         Column("intensity", pa.float64(), nullable=True, doc="recall per intensity; null: all of the kind"),
         Column("expected_cause", pa.string(), nullable=True, doc="top1/top2/confusion: the injected cause"),

@@ -43,6 +43,12 @@ KERNEL_THREAD_PREFIXES = (
 )  # fmt: skip
 RECLAIM_THREADS = ("kswapd", "kcompactd")
 OTHERS_NOISE_S = 0.02  # /proc/stat counts 10 ms ticks: below this per CPU a time is noise
+# A preemption whose run-queue wait is this short is a detour (an interrupt-like wake-up of a timer, a
+# kernel thread or a daemon), not a time slice of a CPU-bound co-runner: CFS gives those 0.75-3 ms and a
+# cgroup quota holds a thread back for tens of ms. Measured on this project's VM: os-noise wake-ups cost
+# the probe 17-20 us each, a duty-cycled busy loop 1.5-2 ms, a CPU quota ~40 ms (docs/causes.md).
+SHORT_DETOUR_S = 100e-6
+MIN_EXTRA_PREEMPT_PER_S = 200.0  # per probe thread: below this the detours are the usual tick-rate ones
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,27 @@ class RunContext:
 
     def cpu_text(self) -> str:
         return cpu_list_text(self.cpus)
+
+    def preemptions(self) -> Preemptions | None:
+        """The probe threads' extra preemptions over the node's usual, and the run-queue wait they cost."""
+        rate, share = self.excess("preempt_per_s"), self.excess("run_delay_share")
+        if rate is None or share is None or rate <= 0 or share <= 0:
+            return None
+        return Preemptions(extra_per_s=rate, detour_s=share / rate, share=share)
+
+
+@dataclass(frozen=True)
+class Preemptions:
+    """Involuntary switches of the probe threads beyond the usual, per thread-second, and their cost."""
+
+    extra_per_s: float
+    detour_s: float  # mean extra run-queue wait per extra preemption
+    share: float  # extra run-queue wait, as a share of the threads' wall time
+
+    @property
+    def short(self) -> bool:
+        """Many short detours: the OS-noise pattern (FWQ's spectrum), not a co-runner's time slices."""
+        return self.detour_s <= SHORT_DETOUR_S and self.extra_per_s >= MIN_EXTRA_PREEMPT_PER_S
 
 
 def cpu_list_text(cpus: Sequence[int]) -> str:
@@ -197,9 +224,10 @@ def _derive(out: pd.DataFrame) -> None:
         if event in out.columns:
             out[rate] = out[event] / cpu_time
     if "task_run_delay_s" in out.columns and "threads" in out.columns:
-        out["run_delay_share"] = out["task_run_delay_s"] / (out["wall_s"] * out["threads"]).where(
-            lambda x: x > 0
-        )
+        thread_s = (out["wall_s"] * out["threads"]).where(lambda x: x > 0)
+        out["run_delay_share"] = out["task_run_delay_s"] / thread_s
+        if "task_involuntary_switches" in out.columns:
+            out["preempt_per_s"] = out["task_involuntary_switches"] / thread_s
     if "available_fraction" in out.columns:
         out["lost_share"] = 1.0 - out["available_fraction"]
     stalls = [e for e in ("allocstall_normal", "allocstall_movable") if e in out.columns]

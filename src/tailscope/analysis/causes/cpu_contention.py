@@ -4,8 +4,11 @@ Reads the share of the probe CPUs' time used by other processes (others_s, /proc
 threads' run-queue wait (schedstat), and the named co-runners. Kernel threads are left to os-noise.
 Explained slowdown = the largest excess over the node's usual of: others' share (less kernel threads),
 the named co-runners' share (the process scan: finer than /proc/stat's 10 ms ticks on short trials),
-steal, run-queue wait. The add-chain loop's lost time (available_fraction) is a ~0.6 ms sample taken after
-the trial, so it is reported as evidence but never makes the finding on its own.
+steal, run-queue wait. Run-queue wait that came as many short detours (context.Preemptions.short) is
+os-noise's, and so is the CPU time of whoever made them: it is taken off every candidate. The add-chain
+loop's lost time (available_fraction) is a ~0.6 ms sample taken after the trial, so it is reported as
+evidence but never makes the finding on its own. The sentence leads with the evidence that made the finding
+and names co-runners only when they took at least MIN_EXCESS of the probe CPUs.
 """
 
 from __future__ import annotations
@@ -24,44 +27,62 @@ MITIGATION = (
 )
 
 
+WORDS = {
+    "others_share": "other processes used (/proc/stat)",
+    "corunner_share": "the named processes took",
+    "steal_share": "the hypervisor stole",
+    "run_delay_share": "the probe threads waited on the run queue",
+    "lost_share": "the timing loop lost",
+}
+
+
 def assess(ctx: RunContext) -> CauseFinding | None:
     kthreads = sum(c.share for c in ctx.corunners if c.kernel_thread)
+    detours = ctx.preemptions()
+    noise = detours.share if detours is not None and detours.short else 0.0
     candidates = {
-        "others_share": (ctx.excess("others_share") or 0.0) - kthreads,
-        "corunner_share": ctx.excess("corunner_share") or 0.0,
+        "others_share": (ctx.excess("others_share") or 0.0) - kthreads - noise,
+        "corunner_share": (ctx.excess("corunner_share") or 0.0) - noise,
         "steal_share": ctx.excess("steal_share") or 0.0,
-        "run_delay_share": ctx.excess("run_delay_share") or 0.0,
+        "run_delay_share": (ctx.excess("run_delay_share") or 0.0) - noise,
     }
     key, explained = max(candidates.items(), key=lambda kv: kv[1])
-    jobs = [c for c in ctx.corunners if not c.kernel_thread]
     if explained < MIN_EXCESS:
         return None
+    jobs = [c for c in ctx.corunners if not c.kernel_thread and c.share >= MIN_EXCESS]
     where = ctx.cpu_text()
-    if jobs:
+    if key == "steal_share":
+        sentence = f"the hypervisor stole {vs_usual(ctx.value(key), ctx.typical(key))} of {where}"
+    elif jobs:
         top = jobs[0]
         sentence = f"{top.comm} (pid {top.pid}) took {pct(top.share)} of {where} during the trial"
         if len(jobs) > 1:
             sentence += "; also " + ", ".join(f"{c.comm} (pid {c.pid}) {pct(c.share)}" for c in jobs[1:3])
+    elif key == "run_delay_share" and (ctx.excess("others_share") or 0.0) < MIN_EXCESS:
+        sentence = (
+            f"the probe threads waited on the run queue {vs_usual(ctx.value(key), ctx.typical(key))} of the "
+            "time while no process of this OS took their CPUs: a CPU quota on the probe's cgroup (cpu.max) "
+            "or the host held them back"
+        )
     else:
         sentence = f"other activity took the probe's {where}"
+    if key == "steal_share" and jobs:
+        sentence += "; also " + ", ".join(f"{c.comm} (pid {c.pid}) {pct(c.share)}" for c in jobs[:2])
     parts = []
-    for name, words in (
-        ("others_share", "other processes used (/proc/stat)"),
-        ("steal_share", "the hypervisor stole"),
-        ("run_delay_share", "the probe threads waited on the run queue"),
-        ("lost_share", "the timing loop lost"),
-    ):
+    for name in ("others_share", "steal_share", "run_delay_share", "lost_share"):
         value = ctx.value(name)
-        if value is not None and (value > 0 or name == key):  # zeros (or below tick resolution) say nothing
-            parts.append(f"{words} {vs_usual(value, ctx.typical(name))}")
+        said = name == key and (key == "steal_share" or sentence.startswith("the probe threads waited"))
+        if value is not None and value > 0 and not said:  # zeros (or below tick resolution) say nothing
+            parts.append(f"{WORDS[name]} {vs_usual(value, ctx.typical(name))}")
+    if noise > 0:
+        parts.append(f"less {pct(noise)} of short detours counted as os-noise")
     if parts:
         sentence += " (" + "; ".join(parts) + ")"
-    if key == "run_delay_share" and not jobs and (ctx.excess("others_share") or 0.0) < MIN_EXCESS:
-        sentence += "; no process of this OS took the time, so the host did (a guest may not count steal)"
     score = explained_score(explained, ctx.slowdown)
     evidence = {
         "explained": explained,
         "by": key,
+        "short_detour_share": noise or None,
         "cpus": list(ctx.cpus),
         **{f"{k}": ctx.value(k) for k in (*candidates, "lost_share")},
         **{f"usual_{k}": ctx.typical(k) for k in (*candidates, "lost_share")},

@@ -4,6 +4,9 @@ Reads /proc/vmstat deltas (pgscan_direct, allocstall_*, compact_stall, pgmajfaul
 threads' major faults and kswapd/kcompactd among the co-runners. Explained slowdown, with stated costs
 (not measured): 1 ms per allocation or compaction stall, 100 us per major fault, plus the reclaim threads'
 share of the probe CPUs; a run with direct reclaim or stalls scores at least 0.3 (direct evidence).
+When the same trial's huge-page faults fell back to small pages, its compaction and allocation stalls and
+direct reclaim are the failed 2 MiB allocations' (fragmentation: thp-fallback reads them), not a shortage of
+memory: then only major faults, kswapd and the reclaim threads count here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ MITIGATION = (
 def assess(ctx: RunContext) -> CauseFinding | None:
     ex = {n: max(0.0, ctx.excess(n) or 0.0) for n in READS}
     faults = max(ex["pgmajfault"], ex["task_majflt"])
+    if max(0.0, ctx.excess("thp_fault_fallback") or 0.0) >= 1:  # the stalls are thp-fallback's
+        ex["allocstall"] = ex["compact_stall"] = ex["pgscan_direct"] = 0.0
     stalls = ex["allocstall"] + ex["compact_stall"]
     reclaimers = [c for c in ctx.corunners if c.comm.startswith(("kswapd", "kcompactd"))]
     if (

@@ -1,9 +1,13 @@
 """os-noise: interrupts, softirqs, kernel threads and timer ticks on the probe's CPUs (FWQ's spectrum).
 
 Reads irq/softirq time (/proc/stat), interrupt and local-timer counts (/proc/interrupts), kernel threads
-among the co-runners, and for fwq runs the measured noise fraction and period (analysis/fwq_noise.py).
+among the co-runners, the probe threads' preemptions and run-queue wait (schedstat, /proc/PID/status), and
+for fwq runs the measured noise fraction and period (analysis/fwq_noise.py).
 Explained slowdown = excess irq+softirq share + kernel threads' share + excess interrupts x 2 us (a typical
-interrupt entry/exit and handler cost; stated, not measured) + for fwq the excess noise fraction.
+interrupt entry/exit and handler cost; stated, not measured) + for fwq the excess noise fraction + the
+run-queue wait of extra preemptions when they are short detours (context.Preemptions.short: many wake-ups of
+under 100 us each, whoever wakes: a kernel thread, a timer-driven daemon, an injector), since noise is a
+spectrum of short detours, not a process's CPU share.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
 
 NAME = "os-noise"
-READS = ("irq_share", "interrupts_per_s", "timer_per_s", "corunners", "noise_fraction")
+READS = (
+    "irq_share", "interrupts_per_s", "timer_per_s", "corunners", "noise_fraction", "preempt_per_s",
+    "run_delay_share",
+)  # fmt: skip
 INTERRUPT_COST_S = 2e-6
 MIN_EXPLAINED = 0.003
 MITIGATION = (
@@ -32,10 +39,19 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     kshare = sum(c.share for c in kthreads)
     extra_irq = max(0.0, ctx.excess("interrupts_per_s") or 0.0)
     fwq = max(0.0, ctx.excess("noise_fraction") or 0.0)
-    explained = irq + kshare + extra_irq * INTERRUPT_COST_S + fwq
+    detours = ctx.preemptions()
+    short = detours.share if detours is not None and detours.short else 0.0
+    explained = irq + kshare + extra_irq * INTERRUPT_COST_S + fwq + short
     if explained < MIN_EXPLAINED:
         return None
     parts = []
+    if detours is not None and short > 0:
+        jobs = [c for c in ctx.corunners if not c.kernel_thread]
+        parts.append(
+            f"the probe threads were preempted {detours.extra_per_s:,.0f} more times a second than usual, "
+            f"{detours.detour_s * 1e6:.0f} us each ({pct(short)} of their time on the run queue)"
+            + (f", most likely by {jobs[0].comm} (pid {jobs[0].pid})" if jobs else "")
+        )
     if ctx.value("irq_share") is not None:
         parts.append(f"irq+softirq took {vs_usual(ctx.value('irq_share'), ctx.typical('irq_share'))}")
     if ctx.value("interrupts_per_s") is not None:
@@ -66,5 +82,8 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         "noise_fraction": ctx.value("noise_fraction"),
         "usual_noise_fraction": ctx.typical("noise_fraction"),
         "kernel_threads": [{"pid": c.pid, "comm": c.comm, "share": round(c.share, 4)} for c in kthreads[:5]],
+        "extra_preempt_per_s": detours.extra_per_s if detours is not None else None,
+        "detour_us": detours.detour_s * 1e6 if detours is not None else None,
+        "short_detour_share": short if short > 0 else None,
     }
     return finding(NAME, ctx, explained_score(explained, ctx.slowdown), sentence, MITIGATION, evidence)

@@ -2,18 +2,22 @@
 
 Reads /proc/vmstat thp_fault_alloc and thp_fault_fallback over the trial. The run asked for huge pages when
 its parameters name a huge/THP page policy or when the node's normal runs got huge pages. A run's pages are
-set when it starts, so a fallback shows as a level shift (systematic); the score is higher then.
+set when it starts, so a fallback shows as a level shift (systematic); the score is higher then. The
+compaction and allocation stalls of the same trial are the kernel's failed attempts to find 2 MiB blocks
+(fragmentation): their time (1 ms per stall, memory_pressure's stated cost) counts here too, and the score
+is at least the share of the slowdown they explain.
 """
 
 from __future__ import annotations
 
-from tailscope.analysis.causes.base import finding
+from tailscope.analysis.causes.base import explained_score, finding
 from tailscope.analysis.causes.context import RunContext
 from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
 
 NAME = "thp-fallback"
-READS = ("thp_fault_alloc", "thp_fault_fallback", "params.pages")
+READS = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall", "allocstall", "params.pages")
+STALL_COST_S = 1e-3
 MITIGATION = (
     "compact memory before runs (echo 1 > /proc/sys/vm/compact_memory), set THP defrag to 'defer+madvise' "
     "or 'madvise', or reserve huge pages (vm.nr_hugepages, hugetlbfs)"
@@ -33,12 +37,16 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         return None
     fraction = extra / max(extra + alloc, 1.0)
     base = 0.5 if ctx.kind == "systematic" else 0.3
-    score = min(1.0, base + 0.4 * fraction)
+    stalls = sum(max(0.0, ctx.excess(n) or 0.0) for n in ("compact_stall", "allocstall"))
+    wall = ctx.value("wall_s") or 0.0
+    stalled = stalls * STALL_COST_S / wall if wall > 0 else 0.0
+    score = max(min(1.0, base + 0.4 * fraction), explained_score(stalled, ctx.slowdown))
     sentence = (
         f"{extra:,.0f} huge-page faults fell back to small pages (thp_fault_fallback {fallback:,.0f}, usual "
         f"{ctx.typical('thp_fault_fallback') or 0:,.0f}); it got {alloc:,.0f} huge pages where normal runs "
         "got "
         f"{usual_alloc:,.0f} ({pct(fraction)} of its huge-page faults fell back)"
+        + (f"; {stalls:,.0f} compaction and allocation stalls looking for 2 MiB blocks" if stalls else "")
     )
     evidence = {
         "thp_fault_fallback": fallback,
@@ -46,6 +54,7 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         "thp_fault_alloc": alloc,
         "usual_thp_fault_alloc": usual_alloc,
         "fallback_fraction": fraction,
+        "stalls": stalls,
         "page_policy": policy or None,
     }
     return finding(NAME, ctx, score, sentence, MITIGATION, evidence)
