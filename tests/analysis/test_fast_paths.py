@@ -133,3 +133,64 @@ def test_runs_csv_is_what_pandas_wrote() -> None:
     frame = pd.read_csv(io.StringIO(got))
     assert len(frame) == 30 and frame["flagged"].sum() >= 2  # the control: flagged runs with causes
     assert (frame["cause"] != "-").sum() == frame["flagged"].sum()
+
+
+def _store_fleet(root) -> None:
+    """_fleet's runs, iterations and evidence stored through the load path, one commit per node, plus a
+    retried trial (a failed attempt that stays hidden)."""
+    import pyarrow as pa
+
+    from tailscope.store.campaign import Campaign, conform
+    from tailscope.store.load import load_into
+    from tailscope.store.schema import TABLES
+
+    e = _fleet()
+    Campaign.create(root)
+    nodes = e.nodes.drop_duplicates("node").assign(
+        collected_at=pd.Timestamp("2026-11-02T09:00:00", tz="UTC"), task="t1", facts="{}"
+    )
+    for node, runs in e.runs.groupby("node"):
+        ids = set(runs["run_id"])
+        retry = runs.iloc[[0]].assign(run_id=lambda f: f["run_id"] + "-failed", status="error", value=None)
+        tables = {
+            "runs": pd.concat([runs, retry], ignore_index=True),
+            "iterations": e.iterations.loc[e.iterations["run_id"].isin(ids)],
+            "counters": e.counters.loc[e.counters["run_id"].isin(ids)],
+            "corunners": e.corunners.loc[e.corunners["run_id"].isin(ids)],
+            "nodes": nodes.loc[nodes["node"] == node],
+        }
+        with load_into(root, "test") as load:
+            for name, frame in tables.items():
+                data = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
+                data = data.select([c for c in data.column_names if c in TABLES[name].names])
+                load.write(name, conform(data, name), node=str(node))
+
+
+def test_analyze_campaign_is_analyze_of_every_row(tmp_path) -> None:
+    """`analyze` (narrow runs read, only the iterations it needs) gives the JSON that the analysis of every
+    stored row gives (the whole runs table and every iteration, as `analyze` read them before issue 11)."""
+    from tailscope import workflow
+    from tailscope.analysis.cluster import cluster_settings_of
+    from tailscope.analysis.summary import analyze
+    from tailscope.jsonout import encode
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.read import connect
+
+    root = tmp_path / "fleet"
+    _store_fleet(root)
+    campaign = Campaign.open(root)
+    with connect(campaign) as con:
+        runs, iterations = workflow.load_frames(campaign, con=con)
+        assert len(iterations) > 0 and "task" in runs.columns  # every column, every iteration
+        counters, corunners, nodes = workflow.load_evidence(con, runs["run_id"].astype(str).tolist())
+        cluster = cluster_settings_of(campaign.manifest.cluster)
+        every = analyze(
+            runs, iterations, Settings(), campaign.campaign_id, cluster,
+            counters=counters, corunners=corunners, nodes=nodes,
+        )  # fmt: skip
+        every = workflow.with_attribution(con, every, runs)
+    fast = workflow.analyze_campaign(root, Settings())
+    assert encode(fast) == encode(every)
+    flagged = [r for r in fast.runs if r.flagged]
+    assert len(flagged) >= 12 and "systematic" in {r.kind for r in flagged}  # the control: classified
+    assert any(c.cause == "cpu-contention" for r in flagged for c in r.causes)
