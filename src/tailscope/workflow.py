@@ -25,7 +25,6 @@ from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
-from tailscope.store.load import claim_run_trials, remove_empty_campaign
 from tailscope.store.read import CampaignConnection, connect
 
 # The runner (probes, counters) and the HTML report are imported by the verbs that use them: `analyze`
@@ -58,6 +57,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     the campaign lock, so two `run`s into one campaign never run one trial twice.
     """
     from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, interleave, preflight
+    from tailscope.store.load import claim_run_trials, remove_empty_campaign
 
     node = request.node or node_name()
     for variant, _ in request.variants:
