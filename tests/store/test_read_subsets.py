@@ -4,6 +4,7 @@ exactly the rows (and columns, types) the full view gives for those runs (issue 
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from test_campaign_store import run_row, table
 
 from tailscope.store.campaign import Campaign
@@ -71,3 +72,23 @@ def test_runs_read_narrow_then_any_query_still_sees_every_column(tmp_path):
         con.runs(columns=["run_id"])
         everything = con.table("runs")  # SELECT *: every column, not the narrow ones
         assert list(everything.columns) == list(full.columns) and len(everything) == 12
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_narrow_runs_frame_is_duckdbs(tmp_path, failed):
+    # runs(columns=) sorts and converts with Arrow when every trial has one attempt: the frame DuckDB's
+    # ORDER BY and .df() give, dtypes included (nullable ints, an all-null error column, the time zone).
+    c = Campaign.create(tmp_path / "c")
+    for i in (2, 0, 1):
+        _store(c, f"n{i}", range(5))
+    if failed:  # an error text in some rows: a string column with values and nulls
+        row = {**run_row(c, "n9", 0, status="failed"), "threads": 4}
+        with load_into(c.root, "test") as load:
+            load.write("runs", table("runs", [row]), node="n9")
+    columns = ["run_id", "node", "variant", "trial", "started_at", "value", "error", "threads", "status"]
+    with connect(Campaign.open(c.root)) as con:
+        fast = con.runs(columns=columns)
+        assert not con._runs_table  # the Arrow path was taken
+        slow = con.df(f"SELECT {', '.join(columns)} FROM runs ORDER BY variant, node, trial")
+    pd.testing.assert_frame_equal(fast, slow)
+    assert list(fast["node"]) == sorted(fast["node"])

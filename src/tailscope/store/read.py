@@ -355,8 +355,33 @@ class CampaignConnection:
         if "runs_all" not in self._loaded:
             self._con.abort()
             self._load_base("runs", columns)
+        self.ensure(["runs"])
+        if not where and not self._runs_table and self._runs_read is not None:
+            return self._runs_frame(columns)
         names = ", ".join(f'"{c}"' for c in columns)
         return self.df(f"SELECT {names} FROM runs {where} ORDER BY variant, node, trial", params)
+
+    def _runs_frame(self, columns: Sequence[str]) -> pd.DataFrame:
+        """`SELECT columns FROM runs ORDER BY variant, node, trial`, sorted and converted by Arrow when the
+        view is runs_all itself, with the dtypes DuckDB's .df() gives (nullable integers where a value is
+        missing, object None for a column without any value, timestamps in DuckDB's time zone): half the
+        time and memory of DuckDB's sorted copy."""
+        data = self._runs_read[0] if self._runs_read is not None else None
+        assert data is not None
+        keys = [("variant", "ascending"), ("node", "ascending"), ("trial", "ascending")]
+        data = data.select(list(columns)).take(pc.sort_indices(data, keys))
+        nullable = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
+        frame = data.to_pandas(types_mapper=nullable.get)
+        zone = self._con.execute("SELECT current_setting('TimeZone')").fetchone()[0]
+        for field in data.schema:
+            column = data.column(field.name)
+            if field.type in nullable and column.null_count == 0:
+                frame[field.name] = frame[field.name].to_numpy(dtype=field.type.to_pandas_dtype())
+            elif len(column) and column.null_count == len(column) and pa.types.is_string(field.type):
+                frame[field.name] = pd.Series([None] * len(column), dtype=object)
+            elif pa.types.is_timestamp(field.type) and field.type.tz is not None:
+                frame[field.name] = frame[field.name].dt.tz_convert(zone)
+        return frame
 
     def iterations_of_runs(
         self, *, probe: str | None = None, node: str | None = None, run_ids: Sequence[str] | None = None
