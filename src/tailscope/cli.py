@@ -4,6 +4,11 @@ Exit codes (for scripts and health checkers; `check`, `analyze`, `verdict --nhc`
 node failed a limit or is slower than its peers; `run`: trials failed), 2 usage or input error,
 3 inconclusive (a node too busy or too noisy to judge), 130 interrupted (finished trials are stored;
 `--resume` continues).
+
+A new verb: its name and one-line help in VERBS (the order of `tailscope --help`), a `_build_<verb>(sub,
+probe)` that registers its parser (importing what it needs inside), and its entry in _BUILDERS. Only the
+named verb's builder runs (tests/test_cli_startup.py checks the help lines and the errors against the parser
+with every verb built).
 """
 
 from __future__ import annotations
