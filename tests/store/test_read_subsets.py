@@ -92,3 +92,29 @@ def test_narrow_runs_frame_is_duckdbs(tmp_path, failed):
         slow = con.df(f"SELECT {', '.join(columns)} FROM runs ORDER BY variant, node, trial")
     pd.testing.assert_frame_equal(fast, slow)
     assert list(fast["node"]) == sorted(fast["node"])
+
+
+def test_iterations_of_runs_by_arrow_are_the_views_rows(tmp_path):
+    # every trial one attempt: iterations_of_runs(run_ids=) filters with Arrow; the same rows and dtypes as
+    # the view, and an orphan's rows (a run_id no commit stored as a run) stay out as in the view
+    c = Campaign.create(tmp_path / "c")
+    stored = [_store(c, f"n{i}", range(3)) for i in range(4)]
+    orphan = {"run_id": "never-a-run", "iteration": 0, "warmup": False, "seconds": 0.1, "value": 1.0}
+    with load_into(c.root, "test") as load:  # with a run of its own, so the commit is like any other
+        runs = [run_row(c, "n9", 0)]
+        its = [{**orphan, "run_id": runs[0]["run_id"]}, orphan]
+        load.write_tables({"runs": table("runs", runs), "iterations": table("iterations", its)}, node="n9")
+    wanted = [stored[0][0]["run_id"], stored[3][2]["run_id"], runs[0]["run_id"], "never-a-run"]
+    columns = "run_id, iteration, thread, kernel, cpu, warmup, seconds, value"
+    with connect(Campaign.open(c.root)) as con:
+        query = f"SELECT {columns} FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
+        view = con.df(query, [wanted])
+    with connect(Campaign.open(c.root)) as con:
+        fast = con.iterations_of_runs(run_ids=wanted)
+        assert "iterations_all" not in con._loaded and not con._runs_table
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.sort_values(["run_id", "iteration"], ignore_index=True)
+
+    pd.testing.assert_frame_equal(ordered(fast), ordered(view))
+    assert len(fast) == 9 and "never-a-run" not in set(fast["run_id"])

@@ -369,7 +369,11 @@ class CampaignConnection:
         data = self._runs_read[0] if self._runs_read is not None else None
         assert data is not None
         keys = [("variant", "ascending"), ("node", "ascending"), ("trial", "ascending")]
-        data = data.select(list(columns)).take(pc.sort_indices(data, keys))
+        return self._as_duckdb_frame(data.select(list(columns)).take(pc.sort_indices(data, keys)))
+
+    def _as_duckdb_frame(self, data: pa.Table) -> pd.DataFrame:
+        """`data` as pandas with the dtypes DuckDB's .df() gives it: nullable integers where a value is
+        missing, object None for a text column without any value, timestamps in DuckDB's time zone."""
         nullable = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
         frame = data.to_pandas(types_mapper=nullable.get)
         zone = self._con.execute("SELECT current_setting('TimeZone')").fetchone()[0]
@@ -409,6 +413,14 @@ class CampaignConnection:
         if files is None:  # read already, or no commit records to tell: the view of every shard
             return self.df(query.format("iterations"), [ids])
         part = read_table(self.campaign, "iterations", files=files)
+        if not self._runs_table and self._runs_read is not None and columns != "*":
+            # every stored run is visible (runs view = runs_all): the rows of the runs asked for, by Arrow
+            names = [c.strip() for c in columns.split(",")]
+            stored = self._runs_read[0].column("run_id")  # not an orphan's rows (a run_id never stored)
+            asked = pa.array(ids, pa.string())
+            asked = asked.filter(pc.is_in(asked, value_set=stored))
+            wanted = pc.is_in(part.column("run_id"), value_set=asked)
+            return self._as_duckdb_frame(part.filter(wanted).select(names))
         self._con.register("iterations_part", part)  # a name `execute` does not take for a table's
         try:
             return self._con.execute(
