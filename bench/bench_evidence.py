@@ -1,25 +1,26 @@
 #!/usr/bin/env python3
-"""What per-trial evidence costs: the same probe trials with and without it, interleaved.
+"""What per-trial evidence costs: the same probe trials with and without it, interleaved, in one run.
 
-    PYTHONPATH=src .venv/bin/python bench/bench_evidence.py [--probe l2sum] [--pairs 40] [--clock-every 1]
+    PYTHONPATH=src .venv/bin/python bench/bench_evidence.py [--probe l2sum] [--pairs 100] [--clock-readings N]
 
-Each pair runs one trial without evidence and one with it (order alternating), through the runner's own
-`run_trial` into a scratch campaign. Reported:
-- the evidence's own time per trial: the wall time and the runner's CPU time (all its threads, the clock's
-  included) spent inside the collector's hooks (before the process starts,
-  samples while it runs, at its exit, and the rows and clock after it), median and mean, as a share of the
-  median trial time, with the optional parts (clock and process scans, limited by --budget) shown apart;
-- the end-to-end ratio: median time of one run_trial call with evidence / without (includes everything, but
-  on a shared VM its run-to-run noise is larger than the 1% target, so the hook time is the figure to check);
-- the probe's own result with / without (does evidence disturb what is measured?).
+Each pair runs one trial with `--no-evidence` (the peer) and one with evidence (order alternating), through
+the runner's own `run_trial` into a scratch campaign; pair 0 warms up (first /proc scan, library load) and
+is dropped. The overhead is printed as a share of the trial time (the median probe-process wall time of the
+peer trials), two ways, each as (with - without):
+- the runner's wall time between trials: run_trial's wall time less the probe process's (start to exit),
+  i.e. what the runner adds around each trial (begin, the zombie's read, the rows, the clock, the scans);
+- the runner's CPU time per trial (time.process_time over run_trial: every runner thread, the clock's
+  included; the probe is a child and not counted): what evidence costs the machine, wherever it ran.
+Also: the CPU time inside each of the collector's hooks (a breakdown; median and mean), how often the
+optional parts ran, the probe process's wall time and result with / without (does evidence disturb what is
+measured?), and the load average before and after (the machine is shared: figures vary with it).
 Target: evidence < 1% of trial time.
 
 Then the clock's stability: --clock-readings per-trial readings (the collector's settings) on the first probe
 CPU, with a long reference reading (101 chunks) every 5th; printed: the references' spread, the readings'
 median against the references' median, their p5-p95 spread and their availability.
 
-Figures seen on the 2-vCPU KVM development VM: see the report in the `evidence` branch's commit message and
-docs/evidence.md (they vary with the machine's load).
+Figures seen on the 2-vCPU KVM development VM: docs/evidence.md (they vary with the machine's load).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from tailscope.campaign import runner
 from tailscope.campaign.runner import Trial, run_trial
 from tailscope.evidence.collector import EvidenceCollector, EvidenceSettings
 from tailscope.probes.catalogue import ProbeVariant
@@ -70,7 +72,7 @@ class TimedCollector(EvidenceCollector):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--probe", default="l2sum")
-    ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--pairs", type=int, default=100)
     ap.add_argument("--budget", type=float, default=EvidenceSettings.budget, help="optional parts' share")
     ap.add_argument("--param", action="append", default=[], metavar="K=V", help="probe parameter")
     ap.add_argument("--clock-readings", type=int, default=100)
@@ -80,38 +82,38 @@ def main() -> int:
     collector = TimedCollector(EvidenceSettings(budget=args.budget))
     from tailscope.evidence import clock, corunners
 
-    clock_s, scan_s, scans, clocks = [0.0], [0.0], [0], [0]
-    real_measure, real_scan = clock.measure, corunners.scan
+    counts = {"clock": 0, "scan": 0}
+    real_measure, real_scan, real_watched = clock.measure, corunners.scan, runner.run_watched
+    probe_wall = [0.0]
 
-    def timed_measure(*a, **k):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        try:
-            return real_measure(*a, **k)
-        finally:
-            clock_s[0] += time.perf_counter() - t0
-            clocks[0] += 1
+    def counted_measure(*a, **k):  # type: ignore[no-untyped-def]
+        counts["clock"] += 1
+        return real_measure(*a, **k)
 
-    def timed_scan(*a, **k):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
-        try:
-            return real_scan(*a, **k)
-        finally:
-            scan_s[0] += time.perf_counter() - t0
-            scans[0] += 1
+    def counted_scan(*a, **k):  # type: ignore[no-untyped-def]
+        counts["scan"] += 1
+        return real_scan(*a, **k)
 
-    clock.measure = timed_measure  # type: ignore[assignment]
-    corunners.scan = timed_scan  # type: ignore[assignment]
-    walls: dict[bool, list[float]] = {False: [], True: []}
+    def timed_watched(*a, **k):  # type: ignore[no-untyped-def]
+        done = real_watched(*a, **k)
+        probe_wall[0] = done.wall_s  # the probe process, start to exit (before the zombie is read)
+        return done
+
+    clock.measure = counted_measure  # type: ignore[assignment]
+    corunners.scan = counted_scan  # type: ignore[assignment]
+    runner.run_watched = timed_watched  # type: ignore[assignment]
+    trial_s: dict[bool, list[float]] = {False: [], True: []}  # the probe process
+    between: dict[bool, list[float]] = {False: [], True: []}  # run_trial's wall time less the probe's
+    cpu: dict[bool, list[float]] = {False: [], True: []}  # the runner's CPU time in run_trial
     values: dict[bool, list[float]] = {False: [], True: []}
-    hook: list[float] = []
     hook_cpu: list[float] = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         campaign = Campaign.create(Path(tmp) / "c")
-        for i in range(args.pairs + 1):  # pair 0 warms up (first /proc scan, library load) and is dropped
+        for i in range(args.pairs + 1):
             for with_evidence in (i % 2 == 0, i % 2 == 1):
-                before = sum(collector.spent.values())
                 before_cpu = sum(collector.cpu.values())
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 rows = run_trial(
                     campaign,
                     Trial(variant, i),
@@ -120,7 +122,7 @@ def main() -> int:
                     timeout_s=120,
                     evidence=collector if with_evidence else None,
                 )
-                wall = time.perf_counter() - t0
+                wall, used = time.perf_counter() - t0, time.process_time() - c0
                 run = rows.runs[0]
                 if run["status"] != "ok":
                     print(f"trial {i}: {run['status']}: {run['error']}")
@@ -129,44 +131,68 @@ def main() -> int:
                     if with_evidence:
                         collector.spent.clear()
                         collector.cpu.clear()
-                        clock_s[0] = scan_s[0] = 0.0
-                        scans[0] = clocks[0] = 0
+                        counts.update(clock=0, scan=0)
                     continue
-                walls[with_evidence].append(wall)
+                trial_s[with_evidence].append(probe_wall[0])
+                between[with_evidence].append(wall - probe_wall[0])
+                cpu[with_evidence].append(used)
                 values[with_evidence].append(float(run["value"]))
                 if with_evidence:
-                    hook.append(sum(collector.spent.values()) - before)
                     hook_cpu.append(sum(collector.cpu.values()) - before_cpu)
+    load_after = os.getloadavg()
+    clock.measure, corunners.scan, runner.run_watched = real_measure, real_scan, real_watched  # type: ignore[assignment]
     n = args.pairs
-    med_off, med_on = statistics.median(walls[False]), statistics.median(walls[True])
-    print(f"{args.probe} {params or ''}: {n} pairs, optional-part budget {args.budget:g}")
+    trial = statistics.median(trial_s[False])
+    med, mean = statistics.median, statistics.mean
+
+    def share(x: float) -> str:
+        return f"{x * 1e3:.3f} ms = {x / trial * 100:.2f}% of the trial"
+
     print(
-        f"  trial wall (run_trial) median: without {med_off * 1e3:.1f} ms, with {med_on * 1e3:.1f} ms, "
-        f"ratio {med_on / med_off:.4f}"
+        f"{args.probe} {params or ''}: {n} interleaved pairs (with / --no-evidence), optional-part budget "
+        f"{args.budget:g}"
     )
     print(
-        f"  evidence hooks per trial: median {statistics.median(hook) * 1e3:.2f} ms, "
-        f"mean {statistics.mean(hook) * 1e3:.2f} ms = {statistics.mean(hook) / med_off * 100:.2f}% of the "
-        "median trial (target < 1%)"
+        f"  load average: before {' '.join(f'{x:.2f}' for x in load_before)}, "
+        f"after {' '.join(f'{x:.2f}' for x in load_after)} (1, 5, 15 min)"
     )
     print(
-        f"  runner CPU time inside the hooks (what the evidence costs the machine; the wall time above also "
-        f"counts waiting for a CPU on a busy node): mean {statistics.mean(hook_cpu) * 1e3:.2f} ms = "
-        f"{statistics.mean(hook_cpu) / med_off * 100:.2f}% of the median trial"
-    )
-    for name, spent in sorted(collector.spent.items()):
-        cpu = collector.cpu[name]
-        print(f"    {name:8s} {spent / n * 1e3:.3f} ms/trial wall, {cpu / n * 1e3:.3f} ms/trial CPU")
-    print(
-        f"    of which clock {clock_s[0] / n * 1e3:.3f} ms/trial ({clocks[0]} clock readings), "
-        f"/proc scans {scan_s[0] / n * 1e3:.3f} ms/trial ({scans[0]} scans in {n} trials)"
+        f"  trial (probe process) median: without {trial * 1e3:.2f} ms, with "
+        f"{med(trial_s[True]) * 1e3:.2f} ms (ratio {med(trial_s[True]) / trial:.4f})"
     )
     print(
-        f"  probe result median: without {statistics.median(values[False]):.4g}, "
-        f"with {statistics.median(values[True]):.4g} "
-        f"(ratio {statistics.median(values[True]) / statistics.median(values[False]):.4f})"
+        f"  runner wall time between trials: without median {med(between[False]) * 1e3:.3f} ms, with "
+        f"{med(between[True]) * 1e3:.3f} ms"
     )
-    clock.measure = real_measure  # type: ignore[assignment]
+    print(
+        f"    overhead (median with - median without): {share(med(between[True]) - med(between[False]))}; "
+        f"means: {share(mean(between[True]) - mean(between[False]))}"
+    )
+    print(
+        f"  runner CPU time per trial: without median {med(cpu[False]) * 1e3:.3f} ms, with "
+        f"{med(cpu[True]) * 1e3:.3f} ms"
+    )
+    print(
+        f"    overhead (median with - median without): {share(med(cpu[True]) - med(cpu[False]))}; "
+        f"means: {share(mean(cpu[True]) - mean(cpu[False]))}   (target < 1%)"
+    )
+    print(
+        f"  CPU time inside the collector's hooks: median {share(med(hook_cpu))}, "
+        f"mean {share(mean(hook_cpu))}"
+    )
+    for name, spent in sorted(collector.cpu.items()):
+        print(
+            f"    {name:8s} {spent / n * 1e3:.3f} ms/trial CPU, "
+            f"{collector.spent[name] / n * 1e3:.3f} ms/trial wall"
+        )
+    print(
+        f"    optional parts: {counts['clock']} clock readings and {counts['scan']} full /proc scans in {n} "
+        "trials"
+    )
+    print(
+        f"  probe result median: without {med(values[False]):.4g}, with {med(values[True]):.4g} "
+        f"(ratio {med(values[True]) / med(values[False]):.4f})"
+    )
     clock_stability(args.clock_readings)
     return 0
 

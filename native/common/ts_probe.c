@@ -315,6 +315,91 @@ static void counters_report(ts_probe *p)
     ts_counters_close(u);
 }
 
+/* --cpus against the mask the process was started with, not the one an OpenMP runtime left on this thread
+ * (ts_jobenv.h). A CPU outside it is refused naming where the mask comes from (the launcher's variables, the
+ * cgroup cpuset); the default spec uses what is allowed and says so when that is less than the node. */
+static bool cpus_from_node;
+
+/* Defined when the probe links an OpenMP runtime (libgomp, libomp); NULL in one that does not (arith). */
+extern int omp_get_thread_limit(void) __attribute__((weak));
+
+/* OMP_THREAD_LIMIT, OMP_DYNAMIC, OMP_MAX_ACTIVE_LEVELS (fewer threads than --cpus) and the binding variables
+ * were read by the runtime before main(): run again without them, handing over what was found (ts_jobenv.h). */
+static void reexec_without_runtime_settings(ts_probe *p, char **argv)
+{
+    if (!omp_get_thread_limit || !ts_jobenv_runtime_set())
+        return;
+    ts_jobenv_handoff(&p->jobenv, true);
+    fflush(stdout);
+    execv("/proc/self/exe", argv);
+    ts_die(TS_EXIT_RUNTIME, "re-executing /proc/self/exe without the OpenMP settings: %s", strerror(errno));
+}
+
+void ts_probe_cpus_from_node(void) { cpus_from_node = true; }
+
+static void resolve_cpus(ts_probe *p, char **argv)
+{
+    char err[1024], why[2048];
+    if (ts_jobenv_load(&p->jobenv, p->topo.ncpus) != 0)
+        ts_die(TS_EXIT_RUNTIME, "sched_getaffinity/sched_setaffinity: %s", strerror(errno));
+    reexec_without_runtime_settings(p, argv);
+    p->allowed = ts_xmalloc((size_t)p->topo.ncpus * sizeof *p->allowed);
+    for (int i = 0; i < p->topo.ncpus; i++)
+        p->allowed[i] = !cpus_from_node ? p->jobenv.inherited[i] : p->jobenv.cpuset ? p->jobenv.cpuset[i] : true;
+    if (ts_cpulist_resolve(p->cpus_spec, &p->topo, p->allowed, &p->cpus, &p->nthreads, err, sizeof err) != 0) {
+        int *wide = NULL, nwide = 0;
+        char werr[1024];
+        if (ts_cpulist_resolve(p->cpus_spec, &p->topo, NULL, &wide, &nwide, werr, sizeof werr) == 0)
+            for (int i = 0; i < nwide; i++)
+                if (!p->allowed[wide[i]])
+                    ts_die(TS_EXIT_USAGE, "--cpus %s: CPU %d cannot be used: %s", p->cpus_spec, wide[i],
+                           ts_jobenv_explain(&p->jobenv, wide[i], why, sizeof why));
+        free(wide);
+        ts_die(TS_EXIT_USAGE, "--cpus %s: %s", p->cpus_spec, err);
+    }
+    /* the same spec on the whole node: fewer CPUs here means the inherited mask took some away */
+    int *wide = NULL, nwide = 0;
+    char werr[1024];
+    if (ts_cpulist_resolve(p->cpus_spec, &p->topo, NULL, &wide, &nwide, werr, sizeof werr) == 0 &&
+        nwide > p->nthreads) {
+        char got[1024], all[1024];
+        ts_probe_warn(p, "cpus_restricted", "--cpus %s: using CPUs %s, not %s: %s", p->cpus_spec,
+                      ts_format_cpulist(p->cpus, p->nthreads, got, sizeof got),
+                      ts_format_cpulist(wide, nwide, all, sizeof all),
+                      ts_jobenv_explain(&p->jobenv, -1, why, sizeof why));
+    }
+    free(wide);
+    char names[1024] = "";
+    size_t len = 0;
+    for (int i = 0; i < p->jobenv.nvars && len < sizeof names; i++)
+        if (ts_jobenv_overrides(p->jobenv.names[i])) {
+            int w = snprintf(names + len, sizeof names - len, "%s%s=%s", len ? ", " : "", p->jobenv.names[i],
+                             p->jobenv.values[i]);
+            len += w > 0 ? (size_t)w : 0;
+        }
+    if (names[0]) {
+        char got[1024], narrowed[1024] = "";
+        if (p->jobenv.narrowed)
+            snprintf(narrowed, sizeof narrowed, " (the OpenMP runtime had bound the process to CPUs %s; undone)",
+                     ts_format_cpuflags(p->jobenv.at_main, p->topo.ncpus, got, sizeof got));
+        ts_probe_warn(p, "binding_overridden",
+                      "%s: ignored, the probe runs one thread per CPU of --cpus %s and pins each itself%s",
+                      names, ts_format_cpulist(p->cpus, p->nthreads, got, sizeof got), narrowed);
+    }
+}
+
+const char *ts_probe_cpus_restriction(const ts_probe *p, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < p->topo.ncpus; i++)
+        if (p->topo.cpus[i].online && !p->allowed[i]) {
+            char why[2048];
+            snprintf(buf, size, "; %s", ts_jobenv_explain(&p->jobenv, -1, why, sizeof why));
+            break;
+        }
+    return buf;
+}
+
 void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, char **argv, const ts_opt *opts,
                    size_t nopts)
 {
@@ -339,11 +424,7 @@ void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, 
     char err[1024];
     if (ts_topo_load(&p->topo, SYSFS_CPU, err, sizeof err) != 0)
         ts_die(TS_EXIT_RUNTIME, "reading the CPU topology: %s", err);
-    p->allowed = ts_affinity_get(p->topo.ncpus);
-    if (!p->allowed)
-        ts_die(TS_EXIT_RUNTIME, "sched_getaffinity: %s", strerror(errno));
-    if (ts_cpulist_resolve(p->cpus_spec, &p->topo, p->allowed, &p->cpus, &p->nthreads, err, sizeof err) != 0)
-        ts_die(TS_EXIT_USAGE, "--cpus %s: %s", p->cpus_spec, err);
+    resolve_cpus(p, argv);
     if (ts_clock_init(&p->clock) != 0)
         ts_die(TS_EXIT_RUNTIME, "timer: cannot read the TSC or CLOCK_MONOTONIC: %s", strerror(errno));
     if (gethostname(p->hostname, sizeof p->hostname) != 0)
@@ -384,6 +465,7 @@ void ts_probe_config_begin(ts_probe *p, int threads_counted)
     ts_json_double(j, "mono_resolution_ns", p->clock.mono_resolution_ns);
     ts_json_double(j, "mono_overhead_ns", p->clock.mono_overhead_ns);
     ts_json_str(j, "hostname", p->hostname);
+    ts_jobenv_json(&p->jobenv, j);
     ts_json_obj(j, "params");
     ts_json_str(j, "cpus_spec", p->cpus_spec);
     ts_json_u64(j, "seed", p->seed);

@@ -21,6 +21,7 @@
 #ifndef TS_PROBE_H
 #define TS_PROBE_H
 
+#include "ts_jobenv.h"
 #include "ts_json.h"
 #include "ts_mem.h"
 #include "ts_perf.h"
@@ -64,7 +65,9 @@ typedef struct ts_probe {
     const char *events_spec; /* --events SET_FILE|LIST (NULL: no counters) */
     /* resolved */
     ts_topo topo;
-    bool *allowed;          /* affinity mask at start-up, over topo.ncpus */
+    ts_jobenv jobenv;       /* binding variables, inherited mask, cgroup cpuset (ts_jobenv.h) */
+    bool *allowed;          /* the affinity mask the process was started with (before any OpenMP runtime
+                             * narrowed it), over topo.ncpus */
     int *cpus;              /* thread t runs on cpus[t] */
     int nthreads;           /* requested: number of CPUs */
     ts_clock clock;
@@ -86,10 +89,20 @@ typedef struct ts_probe {
     bool counters_opened;       /* a thread called ts_probe_counters_open (the probe supports --events) */
 } ts_probe;
 
+/* For a probe whose processes are ranks started by a launcher that may bind each one (mpi-p2p under srun
+ * --cpu-bind or mpirun --bind-to): called before ts_probe_init, --cpus is resolved against the node as the job
+ * sees it (the cgroup cpuset, else every online CPU) instead of this process's own mask, so every rank gets
+ * the same list; the rank then checks that its own CPU is in p->jobenv.inherited. */
+void ts_probe_cpus_from_node(void);
+
 /* Parse argv, load topology, resolve --cpus, measure the clock. Prints the manual and exits 0 on --help;
  * exits 2 on bad input, 1 when the machine cannot be read. */
 void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, char **argv, const ts_opt *opts,
                    size_t nopts);
+
+/* "" when the process may use every online CPU, else "; " and where the restriction comes from (the inherited
+ * mask, SLURM_CPU_BIND*, the cgroup cpuset): for a probe's own "needs N CPUs" error. */
+const char *ts_probe_cpus_restriction(const ts_probe *p, char *buf, size_t size);
 
 /* config record: common fields, then an open "params" object holding the common parameters; the probe adds
  * its own parameters and calls ts_probe_config_end(), which writes the record at once. */

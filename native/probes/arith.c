@@ -10,8 +10,12 @@
  *   (common/ts_clock.h: dependent integer adds, median of ~135 us chunks), measured before and after;
  *   so a core whose clock drops shows the same cycles (and a lower effective clock in the summary), and a
  *   unit that lost pipelining (SJTU: FP64 FMA throughput halved) shows more cycles.
- *   FP16 is measured only where the ISA has FP16 arithmetic (x86: AVX512-FP16); elsewhere it is listed
- *   under summary.skipped with the reason.
+ *   FP16 is measured only where the ISA has FP16 arithmetic: x86 AVX512-FP16 (CPUID.(7,0):EDX[23], with
+ *   512-bit registers in use: scalar vaddsh.. and 512-bit vaddph..), aarch64 FEAT_FP16 when built with a
+ *   -march that has it (scalar _Float16); elsewhere it is listed under summary.skipped with the reason.
+ *   FP16 operands are the FP32 ones rounded to FP16 (mul and fma then multiply by 1 and add 0, since
+ *   1 + 2^-20 and 2^-30 round to 1 and 0: the timing of IEEE operations on normal numbers does not depend
+ *   on the values); the replay rounds each operation from FP32 (FP64 for fma) once, which is exact FP16.
  *
  * WHAT COUNTS
  *   One operation = one instruction on one register (a SIMD operation on all its lanes counts once).
@@ -57,7 +61,8 @@
  * KERNELS
  *   arith_PRECISION_WIDTH_OP_{lat,thr} (arith_kernels.h): x86 intrinsics, compiled per function for their
  *   instruction set (scalar: SSE2 and, with FMA3, AVX2+FMA; SIMD: the widest of AVX-512F, AVX2+FMA, SSE2;
- *   TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width). Elsewhere: portable scalar C only.
+ *   TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width; FP16: AVX512-FP16, GCC >= 12). Elsewhere:
+ *   portable scalar C only (plus _Float16 on aarch64 with FEAT_FP16).
  */
 #define _GNU_SOURCE
 #include "ts_clock.h"
@@ -85,7 +90,7 @@
 
 #define CHAINS 12
 #define NOPS 5
-#define MAX_LANES 16
+#define MAX_LANES 32 /* FP16 in 512 bits */
 
 typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 
@@ -275,6 +280,54 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef FMA
 #undef STOREU
 
+/* FP16, AVX512-FP16 (Sapphire Rapids and later; GCC >= 12): scalar (vaddsh ...) and 512-bit (vaddph ...).
+ * Run only where CPUID says the CPU has it; untested on such hardware here (Zen 5 has no AVX512-FP16). */
+#ifdef TS_HAVE_AVX512FP16
+#define ARITH_HAVE_FP16 1
+#define FL fp16_scalar
+#define TGT __attribute__((target("avx512fp16")))
+#define VT __m128h
+#define ET _Float16
+#define SET1(v) _mm_set1_ph(v)
+#define ADD(a, b) _mm_add_sh(a, b)
+#define MUL(a, b) _mm_mul_sh(a, b)
+#define DIV(a, b) _mm_div_sh(a, b)
+#define SQRT(a) _mm_sqrt_sh(a, a)
+#define FMA(a, b, c) _mm_fmadd_sh(a, b, c)
+#define STOREU(p, v) _mm_storeu_ph(p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef SET1
+#undef ADD
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp16_avx512fp16
+#define VT __m512h
+#define SET1(v) _mm512_set1_ph(v)
+#define ADD(a, b) _mm512_add_ph(a, b)
+#define MUL(a, b) _mm512_mul_ph(a, b)
+#define DIV(a, b) _mm512_div_ph(a, b)
+#define SQRT(a) _mm512_sqrt_ph(a)
+#define FMA(a, b, c) _mm512_fmadd_ph(a, b, c)
+#define STOREU(p, v) _mm512_storeu_ph(p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#endif /* TS_HAVE_AVX512FP16 */
+
 #else /* portable scalar C: every operation a C operator or builtin on one scalar */
 #if defined(__aarch64__)
 #define HIDE(v) __asm__ volatile("" : "+w"(v))
@@ -304,6 +357,23 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define SQRT(a) __builtin_sqrtf(a)
 #define FMA(a, b, c) __builtin_fmaf(a, b, c)
 #include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef SQRT
+#undef FMA
+#if defined(__aarch64__) && defined(__ARM_FEATURE_FP16_SCALAR_ARITHMETIC)
+/* FP16 on aarch64 with FEAT_FP16 (Armv8.2-A; built with -march that has it, e.g. TAILSCOPE_MARCH=native on
+ * Kunpeng 920 / Neoverse): _Float16 operators compile to fadd/fmul/fdiv/fsqrt/fmadd on h registers.
+ * Not compiled or run here (no aarch64 compiler or machine). */
+#define ARITH_HAVE_FP16 1
+#define FL fp16_scalar_c
+#define VT _Float16
+#define ET _Float16
+#define SQRT(a) ((_Float16)__builtin_sqrtf((float)(a)))
+#define FMA(a, b, c) ((_Float16)__builtin_fmaf((float)(a), (float)(b), (float)(c)))
+#include "arith_kernels.h"
+#endif
 #endif
 
 /* ---- the table of what runs ---------------------------------------------------------------------------- */
@@ -410,6 +480,27 @@ static float replay32(int op, uint64_t n)
     return x;
 }
 
+#ifdef ARITH_HAVE_FP16
+/* FP16 replay: each operation computed exactly or correctly rounded in a wider type, then rounded to FP16
+ * once; double rounding is innocuous for +, x, /, sqrt from FP32 (24 >= 2 x 11 + 2 bits) and for fma from
+ * FP64 (the product of two FP16 values is exact there, the sum one correctly rounded addition). */
+static _Float16 replay16(int op, uint64_t n)
+{
+    double v[3];
+    operands(op, v);
+    _Float16 x = (_Float16)v[0], y = (_Float16)v[1], z = (_Float16)v[2];
+    for (uint64_t i = 0; i < n; i++)
+        switch (op) {
+        case 0: x = (_Float16)((float)x + (float)y); break;
+        case 1: x = (_Float16)((float)x * (float)y); break;
+        case 2: x = (_Float16)((float)y / (float)x); break;
+        case 3: x = (_Float16)((double)x * (double)y + (double)z); break;
+        default: x = (_Float16)sqrtf((float)x); break;
+        }
+    return x;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     int64_t ops = 16384, iterations = 31, clock_chunks = 200;
@@ -443,37 +534,68 @@ int main(int argc, char **argv)
     const bool fma3 = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
     bool isa_forced;
     const ts_isa isa = ts_isa_select(&isa_forced);
-    const flavour *flavours[4] = {
-        fma3 ? &f32s_fma : &f32s_sse2,
-        isa == TS_ISA_AVX512F ? &f32_avx512 : isa == TS_ISA_AVX2 ? &f32_avx2 : &f32_sse2,
-        fma3 ? &f64s_fma : &f64s_sse2,
-        isa == TS_ISA_AVX512F ? &f64_avx512 : isa == TS_ISA_AVX2 ? &f64_avx2 : &f64_sse2,
-    };
-    const int nflav = 4;
+    const bool fp16_cpu = have_fp16(), fp16 = fp16_cpu && isa == TS_ISA_AVX512F;
+    (void)fp16; /* unused in a build without AVX512-FP16 intrinsics */
+    const flavour *flavours[6];
+    int nflav = 0;
+#ifdef ARITH_HAVE_FP16
+    static const flavour f16s = {"fp16", "scalar", "fp16_scalar", 16, 1, 8, 2, KERNELS(fp16_scalar)};
+    static const flavour f16_512 = {"fp16", "avx512fp16", "fp16_avx512fp16", 512, 32, 32, 2,
+                                    KERNELS(fp16_avx512fp16)};
+    if (fp16) {
+        flavours[nflav++] = &f16s;
+        flavours[nflav++] = &f16_512;
+    }
+#endif
+    flavours[nflav++] = fma3 ? &f32s_fma : &f32s_sse2;
+    flavours[nflav++] = isa == TS_ISA_AVX512F ? &f32_avx512 : isa == TS_ISA_AVX2 ? &f32_avx2 : &f32_sse2;
+    flavours[nflav++] = fma3 ? &f64s_fma : &f64s_sse2;
+    flavours[nflav++] = isa == TS_ISA_AVX512F ? &f64_avx512 : isa == TS_ISA_AVX2 ? &f64_avx2 : &f64_sse2;
     const char *isa_name = ts_isa_name(isa);
 #else
     static const flavour f32s = {"fp32", "scalar", "fp32_scalar_c", 32, 1, 1, 4, KERNELS(fp32_scalar_c)};
     static const flavour f64s = {"fp64", "scalar", "fp64_scalar_c", 64, 1, 1, 8, KERNELS(fp64_scalar_c)};
+#ifdef ARITH_HAVE_FP16
+    static const flavour f16s = {"fp16", "scalar", "fp16_scalar_c", 16, 1, 1, 2, KERNELS(fp16_scalar_c)};
+    const flavour *flavours[3] = {&f16s, &f32s, &f64s};
+    const int nflav = 3;
+#else
     const flavour *flavours[2] = {&f32s, &f64s};
     const int nflav = 2;
+#endif
     const bool isa_forced = false;
     const char *isa_name = "portable-c";
 #endif
 
-    kernel ks[4 * NOPS * 2];
+    kernel ks[6 * NOPS * 2];
     int nk = 0;
-    skip skips[4 * NOPS + 2];
+    skip skips[6 * NOPS + 2];
     int nskip = 0;
-    skip *s16 = &skips[nskip++];
-    s16->precision = "fp16";
-    s16->width = "all";
-    s16->op = "all";
-    if (have_fp16())
-        snprintf(s16->reason, sizeof s16->reason,
-                 "the CPU has AVX512-FP16, but this build has no FP16 kernels yet: FP16 not measured");
-    else
-        snprintf(s16->reason, sizeof s16->reason,
+    char fp16_why[200] = "";
+#if TS_X86 && !defined(ARITH_HAVE_FP16)
+    snprintf(fp16_why, sizeof fp16_why,
+             "this build's compiler has no AVX512-FP16 intrinsics (GCC >= 12, Clang >= 14): FP16 not measured%s",
+             fp16_cpu ? " although the CPU has AVX512-FP16" : "");
+#elif TS_X86
+    if (!fp16_cpu)
+        snprintf(fp16_why, sizeof fp16_why,
                  "the CPU has no FP16 arithmetic (x86: AVX512-FP16, CPUID.(EAX=7,ECX=0):EDX[23] is clear)");
+    else if (!fp16)
+        snprintf(fp16_why, sizeof fp16_why,
+                 "the CPU has AVX512-FP16 but the kernels run at %s (TAILSCOPE_KERNEL_ISA, or the OS does not "
+                 "save 512-bit registers)", isa_name);
+#elif !defined(ARITH_HAVE_FP16)
+    snprintf(fp16_why, sizeof fp16_why,
+             "this build has no FP16 kernels (aarch64: build with a -march that has FEAT_FP16, e.g. "
+             "TAILSCOPE_MARCH=native on the node)");
+#endif
+    if (fp16_why[0]) {
+        skip *s16 = &skips[nskip++];
+        s16->precision = "fp16";
+        s16->width = "all";
+        s16->op = "all";
+        snprintf(s16->reason, sizeof s16->reason, "%s", fp16_why);
+    }
     for (int f = 0; f < nflav; f++)
         for (int op = 0; op < NOPS; op++) {
             if (!flavours[f]->lat[op]) {
@@ -516,7 +638,13 @@ int main(int argc, char **argv)
     const size_t per_k = (size_t)iterations + 1;
     /* stamps[(t * nk + k) * per_k + it]: CPU t, kernel k, iteration it */
     stamp *st = ts_xcalloc((size_t)n * (size_t)nk * per_k, sizeof *st);
-    union { double d[CHAINS * MAX_LANES]; float f[CHAINS * MAX_LANES]; } out; /* the kernels' stores */
+    union {
+        double d[CHAINS * MAX_LANES];
+        float f[CHAINS * MAX_LANES];
+#ifdef ARITH_HAVE_FP16
+        _Float16 h[CHAINS * MAX_LANES];
+#endif
+    } out; /* the kernels' stores */
     int64_t wrong = 0, checked = 0;
     char first_wrong[256] = "";
     ts_effclock *clk = ts_xcalloc(2 * (size_t)n, sizeof *clk);
@@ -537,6 +665,12 @@ int main(int argc, char **argv)
             operands(op, in64);
             float in32[3] = {(float)in64[0], (float)in64[1], (float)in64[2]};
             const void *in = f->esize == 8 ? (const void *)in64 : (const void *)in32;
+#ifdef ARITH_HAVE_FP16
+            _Float16 in16[3] = {(_Float16)in64[0], (_Float16)in64[1], (_Float16)in64[2]};
+            const _Float16 want16 = f->esize == 2 ? replay16(op, (uint64_t)ops) : (_Float16)0;
+            if (f->esize == 2)
+                in = in16;
+#endif
             const double want64 = replay64(op, (uint64_t)ops);
             const float want32 = replay32(op, (uint64_t)ops);
             const int nchains = ks[k].thr ? CHAINS : 1;
@@ -548,19 +682,30 @@ int main(int argc, char **argv)
                 if (ts_probe_corrupt_for_test() && t == 0 && k == 0 && it == iterations) {
                     if (f->esize == 8)
                         out.d[0] += 1.0;
-                    else
+                    else if (f->esize == 4)
                         out.f[0] += 1.0f;
+#ifdef ARITH_HAVE_FP16
+                    else
+                        out.h[0] = (_Float16)((float)out.h[0] + 1.0f);
+#endif
                 }
                 checked++;
                 for (int c = 0; c < nchains * f->lanes; c++) {
                     int v = c / f->lanes * f->stride + c % f->lanes; /* lane c % lanes of chain c / lanes */
-                    bool ok = f->esize == 8 ? out.d[v] == want64 : out.f[v] == want32;
+                    double got = f->esize == 8 ? out.d[v] : f->esize == 4 ? (double)out.f[v] : 0.0;
+                    double want = f->esize == 8 ? want64 : (double)want32;
+#ifdef ARITH_HAVE_FP16
+                    if (f->esize == 2) {
+                        got = (double)out.h[v];
+                        want = (double)want16;
+                    }
+#endif
+                    bool ok = f->esize == 8 ? out.d[v] == want64 : f->esize == 4 ? out.f[v] == want32 : got == want;
                     if (!ok) {
                         if (!wrong)
                             snprintf(first_wrong, sizeof first_wrong,
                                      "CPU %d %s iteration %" PRId64 " value %d: %.17g, replay %.17g", p.cpus[t],
-                                     ks[k].name, it, v, f->esize == 8 ? out.d[v] : (double)out.f[v],
-                                     f->esize == 8 ? want64 : (double)want32);
+                                     ks[k].name, it, v, got, want);
                         wrong++;
                         break;
                     }

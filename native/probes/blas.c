@@ -171,6 +171,9 @@ static _Noreturn void reexec(char **argv, const ts_probe *p, const ts_blas_info 
     set_env("MKL_NUM_THREADS", nthreads, true);
     set_env("BLIS_NUM_THREADS", nthreads, true);
     set_env("OMP_WAIT_POLICY", "passive", false); /* the init team must not spin beside the BLAS threads */
+    /* the BLAS's OpenMP runtime must not bind or limit its threads (OMP_PROC_BIND, OMP_THREAD_LIMIT, ...)
+     * inside the confined set: the child records this process's job_environment instead (ts_jobenv.h) */
+    ts_jobenv_handoff(&p->jobenv, true);
     int rc = ts_confine_self(p->cpus, p->nthreads);
     if (rc != 0)
         ts_die(TS_EXIT_RUNTIME, "--cpus: sched_setaffinity: %s", strerror(rc));

@@ -120,8 +120,11 @@ int main(int argc, char **argv)
     ts_probe p;
     ts_probe_init(&p, "c2c", C2C_MANUAL, argc, argv, opts, sizeof opts / sizeof opts[0]);
     const int n = p.nthreads;
-    if (n < 2)
-        ts_die(TS_EXIT_USAGE, "--cpus %s: c2c needs at least two CPUs (this process may use %d here)", p.cpus_spec, n);
+    if (n < 2) {
+        char why[2048];
+        ts_die(TS_EXIT_USAGE, "--cpus %s: c2c needs at least two CPUs (this process may use %d here%s)", p.cpus_spec,
+               n, ts_probe_cpus_restriction(&p, why, sizeof why));
+    }
 
     /* the pairs: all, or a random sample without repetition */
     int64_t all = (int64_t)n * (n - 1) / 2;

@@ -23,16 +23,22 @@
  * LAUNCHING
  *   Started by hand or by `tailscope run` (no MPI launcher around it), the probe re-executes itself as
  *   `MPIEXEC -n 2 <itself> <args>` with the launcher of the MPI it was built with (CMake's FindMPI), so it
- *   runs with the MPI found at build time. For Open MPI it sets, unless already set: binding off
- *   (OMPI_MCA_hwloc_base_binding_policy=none: the probe pins each rank itself), the shared-memory transport
+ *   runs with the MPI found at build time. For Open MPI it sets binding off (always:
+ *   OMPI_MCA_hwloc_base_binding_policy=none, the probe pins each rank itself; the job's OMP_PROC_BIND,
+ *   OMP_PLACES, GOMP_CPU_AFFINITY, KMP_AFFINITY are removed and recorded in job_environment) and, unless
+ *   already set, the shared-memory transport
  *   (OMPI_MCA_pml=ob1, OMPI_MCA_btl=self,vader: intra-node), and, as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1.
- *   Inside a launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set) it runs as is. Open MPI's launcher
- *   needs a network interface that is up: in a network namespace, `ip link set lo up` first.
+ *   Inside a launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set) it runs as is: --cpus is resolved
+ *   against the node as the job sees it (cgroup cpuset), the same list in every rank, and the rank that is
+ *   r-th on its node (MPI_COMM_TYPE_SHARED) must be allowed on the r-th CPU: a launcher that binds each
+ *   rank (srun --cpu-bind=cores, mpirun --bind-to core) to the r-th CPU works, another binding is refused
+ *   naming it. Open MPI's launcher needs a network interface that is up: in a network namespace,
+ *   `ip link set lo up` first.
  *   params.mpi_library is MPI_Get_library_version's first line; params.launcher what started the ranks.
  *
  * HOW IT RUNS
- *   Rank r pins itself to the r-th CPU of --cpus; rank 0 maps its send and receive buffers (--max-bytes each,
- *   page policy), rank 1 one buffer. For each size, smallest first, after a barrier: one warm-up iteration
+ *   The rank that is r-th on its node pins itself to the r-th CPU of --cpus (between two nodes: each the
+ *   first); rank 0 maps its send and receive buffers (--max-bytes each, page policy), rank 1 one buffer. For each size, smallest first, after a barrier: one warm-up iteration
  *   (warmup:true) and --iterations timed ones. Before each iteration rank 0 fills its send buffer with a
  *   pattern of (size, iteration); rank 1 echoes what it received. Validation: after every iteration the
  *   received message must equal the one sent, byte for byte: "Solution Validates: every echoed message
@@ -102,7 +108,7 @@ static void set_default(const char *name, const char *value)
 }
 
 /* Re-execute under the build's MPI launcher with two ranks; never returns. */
-static _Noreturn void relaunch(int argc, char **argv)
+static _Noreturn void relaunch(int argc, char **argv, const ts_jobenv *jobenv)
 {
     if (getenv("TAILSCOPE_MPI_EXEC"))
         ts_die(TS_EXIT_RESOURCE, "started by %s, but no MPI rank variables (OMPI_COMM_WORLD_SIZE, PMI_SIZE, "
@@ -113,7 +119,11 @@ static _Noreturn void relaunch(int argc, char **argv)
         ts_die(TS_EXIT_RUNTIME, "readlink /proc/self/exe: %s", strerror(errno));
     self[len] = '\0';
     set_default("TAILSCOPE_MPI_EXEC", "1");
-    set_default("OMPI_MCA_hwloc_base_binding_policy", "none");
+    /* the ranks see what this process found (job_environment) and bind nothing themselves: the probe pins each
+     * rank, so a job's OMPI_MCA_hwloc_base_binding_policy or OMP_PROC_BIND must not bind them first */
+    ts_jobenv_handoff(jobenv, true);
+    if (setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 1) != 0)
+        ts_die(TS_EXIT_RUNTIME, "setenv OMPI_MCA_hwloc_base_binding_policy: %s", strerror(errno));
     set_default("OMPI_MCA_pml", "ob1");
     set_default("OMPI_MCA_btl", "self,vader");
     if (geteuid() == 0) {
@@ -180,7 +190,7 @@ int main(int argc, char **argv)
         {"--iterations", TS_OPT_I64, &iterations, 1, 1e6, NULL},
     };
     const char *in_job = launcher_env();
-    int rank = 0, nranks = 1;
+    int rank = 0, nranks = 1, local = 0; /* local: the rank among this node's ranks */
     bool check_args = false;
     for (int i = 1; i < argc; i++)
         check_args |= strcmp(argv[i], "--check-args") == 0;
@@ -188,15 +198,33 @@ int main(int argc, char **argv)
         mpi_check(MPI_Init(&argc, &argv), "MPI_Init");
         mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
         mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &nranks), "MPI_Comm_size");
+        MPI_Comm node; /* the ranks on this node: between nodes, each is the first on its node */
+        mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                  "MPI_Comm_split_type");
+        mpi_check(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
+        mpi_check(MPI_Comm_free(&node), "MPI_Comm_free");
         if (rank != 0 && !freopen("/dev/null", "w", stdout)) /* only rank 0 writes records */
             ts_die(TS_EXIT_RUNTIME, "freopen /dev/null: %s", strerror(errno));
     }
     ts_probe p;
+    if (in_job)
+        ts_probe_cpus_from_node(); /* a launcher may have bound each rank to its own CPU: same list for all */
     ts_probe_init(&p, "mpi-p2p", MPI_P2P_MANUAL, argc, argv, opts, sizeof opts / sizeof opts[0]);
-    if (p.nthreads < 2)
-        ts_die(TS_EXIT_RESOURCE, "--cpus %s: the two ranks need two CPUs, this process may use %d", p.cpus_spec,
-               p.nthreads);
+    if (p.nthreads < 2) {
+        char why[2048];
+        ts_die(TS_EXIT_RESOURCE, "--cpus %s: the two ranks need two CPUs, this process may use %d%s", p.cpus_spec,
+               p.nthreads, ts_probe_cpus_restriction(&p, why, sizeof why));
+    }
     p.nthreads = 2; /* rank 0 and rank 1 */
+    if (in_job && local < 2 && !p.jobenv.inherited[p.cpus[local]]) {
+        char why[2048];
+        ts_die(TS_EXIT_USAGE,
+               "--cpus %s: rank %d is to run on CPU %d (number %d of that list on its node), but %s; let the "
+               "launcher bind the ranks to the CPUs of --cpus in rank order, or not at all (mpirun --bind-to none, "
+               "srun --cpu-bind=none)",
+               p.cpus_spec, rank, p.cpus[local], local + 1,
+               ts_jobenv_explain(&p.jobenv, p.cpus[local], why, sizeof why));
+    }
 
     uint64_t sizes[MAX_SIZES];
     int nsizes = 0;
@@ -222,7 +250,7 @@ int main(int argc, char **argv)
             biggest = sizes[s];
 
     if (!in_job && !check_args)
-        relaunch(argc, argv); /* the options are valid: the launched ranks write the records */
+        relaunch(argc, argv, &p.jobenv); /* the options are valid: the launched ranks write the records */
 
     char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int liblen = 0;
@@ -262,10 +290,10 @@ int main(int argc, char **argv)
         ts_die(TS_EXIT_USAGE, "started with %d ranks: mpi-p2p runs with exactly 2 (mpirun -n 2, srun -n 2)", nranks);
     ts_probe_config_end(&p);
 
-    int rc = ts_pin_self(p.cpus[rank]);
+    int rc = ts_pin_self(p.cpus[local]);
     if (rc != 0)
         ts_die(rc == EINVAL ? TS_EXIT_RESOURCE : TS_EXIT_RUNTIME, "--cpus: pinning rank %d to CPU %d failed: %s",
-               rank, p.cpus[rank], strerror(rc));
+               rank, p.cpus[local], strerror(rc));
     ts_probe_check_memory(&p, 2 * ts_region_footprint(p.page, p.offset, biggest));
     ts_region sr, rr;
     ts_probe_map(&p, &sr, "send", biggest);

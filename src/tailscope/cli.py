@@ -234,6 +234,8 @@ def _verdict(args: argparse.Namespace) -> int:
 
 
 def _print_outcome(outcome: RunOutcome) -> None:
+    for line in outcome.notices:  # what the job environment (OMP_PROC_BIND, taskset, srun) did to the probes
+        print(line, file=sys.stderr)
     if not outcome.committed:
         print(f"campaign: {outcome.campaign} (nothing stored)")
     else:

@@ -9,14 +9,22 @@ Step 2 runs the micro-architecture probes that isolate that probe's component, i
     fwq    (OS noise)               -> c2c (core-to-core), nothing else isolates noise better than fwq
 
 Step 3, counters, runs only where a PMU exists (`--events` on the default suite); in a VM it is skipped and
-said so. The chain (which probe, why it was followed, what each follow-up measured) is returned as lines
-and written to DIR/deep.json next to the report.
+said so. The chain (which probe, why it was followed, what each follow-up measured, what a healthy component
+would show and whether it did) is returned as lines, written to DIR/deep.json and drawn by the report's
+"Top-down follow-up" section (report/deep_section.py, read back with `load_deep`).
+
+Expectations (`_evidence`): arith, the effective clock at least 0.97 x the nominal (TSC) rate and steady
+(before/after within 3%), FP64 FMA latency 4 cycles on x86-64 (Skylake.., Zen 2..; vendor optimisation
+manuals); latency, each level no faster than the one before (5% slack); stream on 1..all cores, no core
+count more than 5% below the one before it; c2c is reported, not judged (no rule fits every topology).
 """
 
 from __future__ import annotations
 
 import json
+import platform
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +45,20 @@ FOLLOW_UPS: dict[str, tuple[tuple[str, dict[str, Any], int, str], ...]] = {
 }
 
 
+AS_EXPECTED, DIFFERS, NOT_JUDGED = "as expected", "differs", "not judged"
+CLOCK_FLOOR = 0.97  # effective clock below this fraction of the nominal (TSC) rate: the frequency dropped
+CLOCK_DRIFT = 0.03  # effective clock before vs after the kernels
+FMA_CYCLES_X86 = 4.0  # FP64 FMA latency, Intel Skylake.. and AMD Zen 2..5 (Intel SDM, AMD SOG, uops.info)
+LEVEL_SLACK = 0.95  # a cache level may read 5% faster than the one before it (noise) before it "differs"
+SCALING_SLACK = 0.95  # stream on k+1 cores may be 5% slower than on k before it "differs"
+
+
 @dataclass
 class Step:
     probe: str  # the degraded probe
     why: str  # what made it degraded
-    follow_ups: list[dict[str, Any]] = field(default_factory=list)  # {probe, isolates, finding}
+    # {probe, isolates, finding, expected, status (as expected | differs | not judged)}
+    follow_ups: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -58,6 +75,8 @@ class DeepResult:
             out.append(f"deep: {s.probe} degraded: {s.why}")
             for f in s.follow_ups:
                 out.append(f"  -> {f['probe']} ({f['isolates']}): {f['finding']}")
+                if f.get("expected"):
+                    out.append(f"     expected {f['expected']}: {f.get('status', NOT_JUDGED)}")
         out.append(f"deep: counters: {self.counters}")
         if self.dimms is not None:
             out.append(f"deep: DIMMs: {self.dimms.get('dimms_unreadable') or self.dimms.get('summary')}")
@@ -95,40 +114,91 @@ def follow_up_variants(probes: list[str]) -> list[tuple[str, ProbeVariant, int, 
     return out
 
 
-def _finding(probe: str, summaries: list[dict[str, Any]], values: list[float]) -> str:
-    """One sentence of evidence from a follow-up probe's stored summaries."""
+def _evidence(
+    probe: str, summaries: list[dict[str, Any]], values: list[float], tsc_hz: float | None
+) -> tuple[str, str, str]:
+    """(finding, expected, status) of a follow-up probe from its stored summaries: one sentence of what it
+    measured, what a healthy component shows, and whether it did."""
     if not summaries:
-        return "no successful trial"
+        return "no successful trial", "", NOT_JUDGED
     s = summaries[-1]
     if probe == "arith":
-        rows = {(r["precision"], r["width"], r["op"]): r for r in s.get("table", [])}
-        clock = s.get("clock", [{}])[0].get("effective_hz", 0) / 1e9
-        fma = [r for (p, _, op), r in rows.items() if p == "fp64" and op == "fma"]
-        parts = [f"effective clock {clock:.2f} GHz"]
-        for r in fma:
-            parts.append(
-                f"FP64 {r['width']} fma latency {r['latency_cycles']['median']:.2f} cycles, "
-                f"reciprocal throughput {r['rthroughput_cycles']['median']:.2f}"
-            )
-        return "; ".join(parts)
+        return _arith(s, tsc_hz)
     if probe == "latency":
-        sets = ", ".join(
-            f"{w['name']} {w['ns']['median']:.1f} ns ({w['cycles']['median']:.0f} cycles)"
-            for w in s.get("working_sets", [])
-        )
-        return sets
+        return _latency(s)
     if probe == "c2c":
         from tailscope.node.hwloc import HwlocError, read_topology, summarise_c2c
 
         pairs = [(p["a"], p["b"], p["ns"]["median"]) for p in s.get("pairs", [])]
+        expected = "pairs within one L3 complex faster than pairs across complexes, dies or sockets"
         try:  # hwloc's groups (L3 complex, die, socket) and what no pair covered
-            return "; ".join(summarise_c2c(pairs, read_topology()).lines())
+            return "; ".join(summarise_c2c(pairs, read_topology()).lines()), expected, NOT_JUDGED
         except HwlocError as exc:
             groups = ", ".join(f"{k} {v['median_ns']:.1f} ns" for k, v in s.get("groups", {}).items())
-            return f"one-way median {groups} (sysfs groups; hwloc: {exc})"
+            return f"one-way median {groups} (sysfs groups; hwloc: {exc})", expected, NOT_JUDGED
     if values:
-        return f"median {sorted(values)[len(values) // 2]:.3f} over {len(values)} trials"
-    return "measured"
+        return f"median {sorted(values)[len(values) // 2]:.3f} over {len(values)} trials", "", NOT_JUDGED
+    return "measured", "", NOT_JUDGED
+
+
+def _arith(s: dict[str, Any], tsc_hz: float | None) -> tuple[str, str, str]:
+    clock = s.get("clock", [{}])[0]
+    eff = clock.get("effective_hz", 0) / 1e9
+    before, after = clock.get("effective_hz_before"), clock.get("effective_hz_after")
+    rows = {(r["precision"], r["width"], r["op"]): r for r in s.get("table", [])}
+    fma = [r for (p, _, op), r in rows.items() if p == "fp64" and op == "fma"]
+    parts = [f"effective clock {eff:.2f} GHz"]
+    for r in fma:
+        parts.append(
+            f"FP64 {r['width']} fma latency {r['latency_cycles']['median']:.2f} cycles, "
+            f"reciprocal throughput {r['rthroughput_cycles']['median']:.2f}"
+        )
+    expected, bad = [], []
+    if tsc_hz:
+        floor = CLOCK_FLOOR * tsc_hz / 1e9
+        expected.append(f"effective clock at least {floor:.2f} GHz ({CLOCK_FLOOR:g} x the nominal TSC rate)")
+        if eff < floor:
+            bad.append(f"the clock ran at {eff / (tsc_hz / 1e9):.2f} of nominal")
+    if before and after:
+        expected.append(f"steady within {CLOCK_DRIFT:.0%} before and after the kernels")
+        if abs(after - before) / before > CLOCK_DRIFT:
+            bad.append(f"the clock moved {before / 1e9:.2f} -> {after / 1e9:.2f} GHz during the run")
+    if platform.machine() in ("x86_64", "AMD64") and fma:
+        expected.append(f"FP64 fma latency {FMA_CYCLES_X86:g} cycles (x86-64 since Skylake and Zen 2)")
+        off = [r for r in fma if abs(r["latency_cycles"]["median"] - FMA_CYCLES_X86) > 0.5]
+        bad += [f"{r['width']} fma took {r['latency_cycles']['median']:.2f} cycles" for r in off]
+    status = (DIFFERS if bad else AS_EXPECTED) if expected else NOT_JUDGED
+    finding = "; ".join(parts) + (f" ({'; '.join(bad)})" if bad else "")
+    return finding, "; ".join(expected), status
+
+
+def _latency(s: dict[str, Any]) -> tuple[str, str, str]:
+    sets = s.get("working_sets", [])
+    finding = ", ".join(
+        f"{w['name']} {w['ns']['median']:.1f} ns ({w['cycles']['median']:.0f} cycles)" for w in sets
+    )
+    bad = [
+        f"{b['name']} ({b['ns']['median']:.1f} ns) faster than {a['name']} ({a['ns']['median']:.1f} ns)"
+        for a, b in pairwise(sets)
+        if b["ns"]["median"] < LEVEL_SLACK * a["ns"]["median"]
+    ]
+    expected = "each level slower than the one before it (" + " < ".join(w["name"] for w in sets) + ")"
+    if bad:
+        finding += f" ({'; '.join(bad)})"
+    return finding, expected, (DIFFERS if bad else AS_EXPECTED) if len(sets) > 1 else NOT_JUDGED
+
+
+def _judge_scaling(follow_ups: list[dict[str, Any]]) -> None:
+    """stream on 1..all cores: each core count against the one before it (bandwidth must not drop)."""
+    scaling = [f for f in follow_ups if f["probe"].startswith("stream on ") and f.get("median") is not None]
+    if len(scaling) > 1:
+        scaling[0]["expected"] = "the reference for the core counts after it"
+    for prev, cur in pairwise(scaling):
+        cur["expected"] = (
+            f"at least {SCALING_SLACK:g} x the bandwidth on the fewer cores before it "
+            f"({prev['median']:.3f} on {prev['probe'].removeprefix('stream on ')})"
+        )
+        cur["status"] = DIFFERS if cur["median"] < SCALING_SLACK * prev["median"] else AS_EXPECTED
 
 
 def run_deep(
@@ -159,9 +229,21 @@ def run_deep(
         for probe, variant, _, isolates in planned:
             rows = con.ok_summaries(variant.variant_id)
             summaries = [json.loads(r[0]) for r in rows if r[0]]
-            finding = _finding(variant.probe, summaries, [r[1] for r in rows if r[1] is not None])
+            values = [r[1] for r in rows if r[1] is not None]
+            finding, expected, status = _evidence(variant.probe, summaries, values, _tsc_hz(con, variant))
             label = variant.probe + (f" on {variant.params['cpus']}" if "cpus" in variant.params else "")
-            steps[probe].follow_ups.append({"probe": label, "isolates": isolates, "finding": finding})
+            steps[probe].follow_ups.append(
+                {
+                    "probe": label,
+                    "isolates": isolates,
+                    "finding": finding,
+                    "expected": expected,
+                    "status": status,
+                    "median": sorted(values)[len(values) // 2] if values else None,
+                }
+            )
+        for step in steps.values():
+            _judge_scaling(step.follow_ups)
         hw_counts = con.hardware_counter_values()
     finally:
         con.close()
@@ -177,3 +259,31 @@ def run_deep(
     result = DeepResult(list(steps.values()), counters, dimms)
     (campaign / "deep.json").write_text(json.dumps(asdict(result), indent=1, default=str) + "\n")
     return result
+
+
+def _tsc_hz(con: Any, variant: ProbeVariant) -> float | None:
+    """The nominal rate the probe measured against (its config record's tsc_hz), from its last ok trial."""
+    row = con.execute(
+        "SELECT config FROM runs WHERE variant = ? AND status = 'ok' AND config IS NOT NULL "
+        "ORDER BY trial DESC LIMIT 1",
+        [variant.variant_id],
+    ).fetchone()
+    if not row or not row[0]:
+        return None
+    value = json.loads(row[0]).get("tsc_hz")
+    return float(value) if value else None
+
+
+def load_deep(campaign: Path) -> DeepResult | None:
+    """The chain `run_deep` wrote to DIR/deep.json, or None when the campaign had no `check --deep`."""
+    path = Path(campaign) / "deep.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        from tailscope.errors import InputError
+
+        raise InputError(f"{path}: not the deep.json `check --deep` writes ({exc})") from exc
+    steps = [Step(s["probe"], s["why"], list(s.get("follow_ups", []))) for s in doc.get("steps", [])]
+    return DeepResult(steps, str(doc.get("counters", "")), doc.get("dimms"))

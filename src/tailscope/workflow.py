@@ -57,11 +57,14 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     the campaign lock, so two `run`s into one campaign never run one trial twice.
     """
     from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, interleave, preflight
+    from tailscope.probes.jobenv import job_notices
     from tailscope.store.load import claim_run_trials, remove_empty_campaign
 
     node = request.node or node_name()
+    notices: list[str] = []
     for variant, _ in request.variants:
-        preflight(variant)  # raises ProbeUsageError before anything is created or stored
+        config = preflight(variant)  # raises ProbeUsageError before anything is created or stored
+        notices += [n for n in job_notices(variant, config) if n not in notices]
     if request.campaign_dir is None:
         if request.resume:
             raise StoreError("--resume needs --campaign DIR (the campaign to continue)")
@@ -119,6 +122,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             if request.resume and (root / MANIFEST).exists():
                 store_monitor_files(root, node)
         outcome.committed = runner.committed
+        outcome.notices = notices
         return outcome
     finally:
         claim.release()
@@ -296,6 +300,7 @@ def write_report(
     """The HTML report at `output`, and beside it `<stem>-runs.csv` and `<stem>-nodes.csv` (every row of
     the tables the report shortens to the slowest 20); nodes, timelines and samples read on `con` when
     given."""
+    from tailscope.deep import load_deep
     from tailscope.report.html import render_html, select_timeline_runs
 
     if not output.parent.is_dir():
@@ -310,6 +315,7 @@ def write_report(
         iterations = con.iterations(wanted)
         samples = con.timeline_samples(MAX_TIMELINE_ROWS)
         injections = _optional_table(con, "injections")
+        validation = _optional_table(con, "validation")
         hardware = con.hardware_counter_values()
     finally:
         if own:
@@ -328,16 +334,18 @@ def write_report(
         generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         samples=samples,
         injections=injections,
+        validation=validation,
         csv_files={k: p.name for k, p in csv_files.items()},
         campaign_dir=str(Path(campaign_dir).resolve()),
         hardware_counters=hardware > 0,
+        deep=load_deep(campaign_dir),
     )
     write_atomic_bytes(output, html.encode())
     return output
 
 
 def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
-    """A table some campaigns have (the injections of `validate`); None when it holds nothing."""
+    """A table some campaigns have (the injections and scores of `validate`); None when it holds nothing."""
     frame = con.table(name)
     return None if frame.empty else frame
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 
 import pytest
 
@@ -81,3 +82,75 @@ def test_check_deep_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc in (0, 1, 3)  # healthy, degraded, or inconclusive on a busy machine: the deep chain runs anyway
     assert "deep: " in out and (tmp_path / "c" / "deep.json").exists()
+
+
+def _arith_summary(before: float, after: float, fma: float) -> dict:
+    stats = {"median": fma, "min": fma, "max": fma, "mean": fma, "n": 3}
+    half = {"median": 0.5, "min": 0.5, "max": 0.5, "mean": 0.5, "n": 3}
+    return {
+        "clock": [
+            {"effective_hz": (before + after) / 2, "effective_hz_before": before, "effective_hz_after": after}
+        ],
+        "table": [
+            {
+                "precision": "fp64",
+                "width": "scalar",
+                "op": "fma",
+                "latency_cycles": stats,
+                "rthroughput_cycles": half,
+            }
+        ],
+    }
+
+
+def test_expectations_judge_each_follow_up():
+    """A healthy component reads 'as expected'; a clock drop, a slow FMA, a cache level faster than the one
+    before it, and less bandwidth on more cores read 'differs' and say what differed."""
+    from tailscope.deep import AS_EXPECTED, DIFFERS, _evidence, _judge_scaling
+
+    healthy = _evidence("arith", [_arith_summary(4.2e9, 4.2e9, 4.0)], [], 2.6e9)
+    assert healthy[2] == AS_EXPECTED and "at least 2.52 GHz" in healthy[1]
+    dropped = _evidence("arith", [_arith_summary(2.4e9, 2.0e9, 4.0)], [], 2.6e9)
+    assert dropped[2] == DIFFERS and "the clock ran at 0.85 of nominal" in dropped[0]
+    assert "the clock moved 2.40 -> 2.00 GHz" in dropped[0]
+    if platform.machine() == "x86_64":
+        slow_fma = _evidence("arith", [_arith_summary(4.2e9, 4.2e9, 5.0)], [], 2.6e9)
+        assert slow_fma[2] == DIFFERS and "scalar fma took 5.00 cycles" in slow_fma[0]
+
+    def level(name: str, ns: float) -> dict:
+        return {"name": name, "ns": {"median": ns}, "cycles": {"median": ns * 4}}
+
+    ok = _evidence(
+        "latency", [{"working_sets": [level("L1", 1), level("L2", 3), level("DRAM", 90)]}], [], None
+    )
+    assert ok[2] == AS_EXPECTED and "(L1 < L2 < DRAM)" in ok[1]
+    odd = _evidence(
+        "latency", [{"working_sets": [level("L1", 1), level("L3", 400), level("DRAM", 90)]}], [], None
+    )
+    assert odd[2] == DIFFERS and "DRAM (90.0 ns) faster than L3 (400.0 ns)" in odd[0]
+    ups = [{"probe": f"stream on {c}", "median": m} for c, m in (("0", 20.0), ("0-1", 30.0), ("0-2", 25.0))]
+    _judge_scaling(ups)
+    assert (
+        "status" not in ups[0]
+        and "reference" in ups[0]["expected"]
+        and ups[1]["status"] == AS_EXPECTED
+        and ups[2]["status"] == DIFFERS
+    )
+    assert "30.000 on 0-1" in ups[2]["expected"]
+
+
+def test_load_deep_reads_what_run_deep_wrote(tmp_path):
+    from tailscope.deep import DeepResult, Step, load_deep
+    from tailscope.errors import InputError
+
+    assert load_deep(tmp_path) is None
+    result = DeepResult(
+        [Step("stream", "slow", [{"probe": "latency", "isolates": "x", "finding": "y"}])], "none"
+    )
+    from dataclasses import asdict
+
+    (tmp_path / "deep.json").write_text(json.dumps(asdict(result)))
+    assert load_deep(tmp_path) == result
+    (tmp_path / "deep.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"deep\.json: not the deep\.json"):
+        load_deep(tmp_path)

@@ -198,3 +198,21 @@ def test_quiet_figures_leave_out_runs_that_outside_work_disturbed() -> None:
     s = score({"runs": runs}, [inj(10, 13, "cpuoccupy", 0.5)])
     assert s["clean_quiet"]["trials"] == 0 and not s["outside_known"]
     assert not any(r["measure"].endswith("_quiet") for r in validation_rows(s))
+
+
+def test_causes_found_by_elimination_are_also_scored_as_a_pair() -> None:
+    # cachecopy runs on a bandwidth-bound victim: named memory-bandwidth-contention (or cache-contention)
+    runs = [run(t, 1.0, False) for t in range(8)]
+    runs += [run(8, 0.6, True, [("memory-bandwidth-contention", 0.4)])]
+    runs += [run(9, 0.6, True, [("cache-contention", 0.35)])]
+    runs += [run(10, 0.6, True, [("cpu-contention", 0.9), ("cache-contention", 0.3)])]
+    runs += [run(11, 0.6, True, [("memory-bandwidth-contention", 0.4)])]
+    s = score({"runs": runs}, [inj(8, 10, "cachecopy", 0.6), inj(11, 11, "membw", 0.6)])
+    by = {c["expected_cause"]: c for c in s["causes"]}
+    assert by["cache-contention"]["top1"]["successes"] == 1  # strict: only run 9
+    (pair,) = s["causes_pooled"]
+    assert pair["expected_cause"] == "cache-contention or memory-bandwidth-contention"
+    assert (pair["top1"]["successes"], pair["top1"]["trials"]) == (3, 4)  # runs 8, 9, 11
+    assert (pair["top2"]["successes"], pair["top2"]["trials"]) == (4, 4)
+    assert any("cannot be told apart here" in n for n in s["notes"])
+    assert {"top1_pooled", "top2_pooled"} <= {r["measure"] for r in validation_rows(s)}

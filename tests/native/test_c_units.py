@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-UNITS = ("test_cpulist", "test_json", "test_parse", "test_topo", "test_tsc", "test_clock", "test_counters")
+UNITS = (
+    "test_cpulist",
+    "test_json",
+    "test_parse",
+    "test_topo",
+    "test_tsc",
+    "test_clock",
+    "test_jobenv",
+    "test_counters",
+)
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tailscope.node.dimms import collect, fleet_findings, parse_dmidecode, read_edac, summary
+from tailscope.node.dimms import collect, parse_dmidecode, read_edac, summary
+from tailscope.node.fleet import fleet_findings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DMI = FIXTURES / "dmidecode"
@@ -103,3 +104,35 @@ def test_this_vm_says_why_it_has_no_dimms():
         assert got["dimms_source"] in ("dmidecode -t 17", "edac sysfs")
     else:
         assert got["dimms_source"] is None and "EDAC" in got["dimms_unreadable"]
+
+
+def test_fleet_ignores_dimm_records_of_an_older_format():
+    """Campaigns collected before node/dimms.py stored dmidecode's raw fields under "dimms": compared on
+    their other facts, never a KeyError."""
+    old = {"dimms": [{"Size": "32 GB", "Locator": "A1", "Rank": "2"}], "microcode": "0x1"}
+    fleet = {"a": old, "b": old, "c": {**old, "microcode": "0x2"}}
+    assert [(f.node, f.field) for f in fleet_findings(fleet)] == [("c", "microcode")]
+
+
+def test_memtotal_compared_to_the_gib():
+    """MemTotal differs by a few MiB between identical nodes (firmware reservations): not a finding; a node
+    with 16 GiB less is."""
+    gib = 1 << 30
+    fleet = {n: {"memory_bytes": 256 * gib - k * (3 << 20)} for k, n in enumerate("abcd")}
+    assert fleet_findings(fleet) == []
+    fleet["e"] = {"memory_bytes": 240 * gib}
+    (finding,) = fleet_findings(fleet)
+    assert (finding.node, finding.field, finding.majority) == ("e", "memory_bytes", 256 * gib)
+
+
+def test_two_node_types_are_compared_within_their_cpu_model():
+    intel = {"cpu_model_name": "Xeon Gold 6248", "microcode": "0x5003006", "bios_version": "2.1"}
+    amd = {"cpu_model_name": "EPYC 7763", "microcode": "0xa001173", "bios_version": "M10"}
+    fleet = {f"i{k}": intel for k in range(4)} | {f"a{k}": amd for k in range(3)}
+    found = [(f.node, f.field) for f in fleet_findings(fleet)]
+    assert found == [("a0", "cpu_model_name"), ("a1", "cpu_model_name"), ("a2", "cpu_model_name")]
+    fleet["i3"] = {**intel, "microcode": "0x5003302"}  # the odd one among its own kind
+    (odd,) = [f for f in fleet_findings(fleet) if f.field == "microcode"]
+    assert (
+        odd.node == "i3" and odd.majority == "0x5003006" and "3 of 4 nodes with the same CPU" in odd.message
+    )

@@ -428,4 +428,5 @@ def render(analysis: CampaignAnalysis | None = None, **kw: object) -> str:
         nodes=kw.get("nodes", demo_nodes()),  # type: ignore[arg-type]
         iterations=kw.get("iterations", demo_iterations()),  # type: ignore[arg-type]
         generated_at="2026-11-02T12:00:00+00:00",
+        validation=kw.get("validation"),  # type: ignore[arg-type]
     )

@@ -159,6 +159,7 @@ def node_health(
     for summary in cluster:
         for effect in summary.nodes:
             screen[effect.node].append((summary, effect))
+    config = hardware_config.fleet(facts)  # node/fleet.py: the one comparison of node configuration
     groups_of: dict[str, list[GroupSummary]] = defaultdict(list)  # one pass, not one per node (5,000 nodes)
     for g in groups:
         groups_of[g.node].append(g)
@@ -167,7 +168,15 @@ def node_health(
         mine = groups_of[node]
         out.append(
             _one_node(
-                node, mine, by_scope, flagged, screen.get(node, []), settings, busy.get(node), facts, limits
+                node,
+                mine,
+                by_scope,
+                flagged,
+                screen.get(node, []),
+                settings,
+                busy.get(node),
+                config.get(node, []),
+                limits,
             )
         )
     return tuple(out)
@@ -192,7 +201,7 @@ def _one_node(
     screen: Sequence[tuple[Any, Any]],
     settings: Settings,
     busy: Busy | None,
-    facts: Mapping[str, Mapping[str, Any]],
+    config: Sequence[hardware_config.ConfigFinding],
     limits: tuple[str, ...],
 ) -> NodeHealth:
     degraded: list[str] = []
@@ -229,11 +238,10 @@ def _one_node(
                 f"(Benjamini-Hochberg at {summary.settings.alpha_retest:g}) but not significant after "
                 "Bonferroni: run a second batch of trials"
             )
-    if drained:
-        worst = max((e.slowdown for _, e in screen if e.drain), default=None)
-        hw = hardware_config.assess_node(node, facts, worst)
-        if hw is not None:
-            causes.append(hw)
+    worst = max((e.slowdown for _, e in screen if e.drain), default=None) if drained else None
+    hw = hardware_config.assess_node(node, config, worst)  # named even when the node is not (yet) slower
+    if hw is not None:
+        causes.append(hw)
     causes = _run_causes(slow_runs) + causes
     if busy is not None and busy.median_share > settings.max_busy_share:
         reasons = [_busy_text(busy, settings), *drains, *degraded, *unsure]
@@ -246,7 +254,7 @@ def _one_node(
         state, reasons = "inconclusive", unsure
     else:
         state = "healthy"
-        reasons = [_healthy_text(groups, busy)]
+        reasons = [_healthy_text(groups, busy), *([_cause_line(hw)] if hw is not None else [])]
     return NodeHealth(
         node=node,
         verdict=state,

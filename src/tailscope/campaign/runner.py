@@ -100,6 +100,7 @@ class RunOutcome:
     interrupted: bool = False
     stopped_reason: str | None = None
     committed: int = 0  # transactions committed (0: nothing was stored, no campaign was created)
+    notices: list[str] = field(default_factory=list)  # what the job environment did (probes/jobenv.py)
 
 
 def cpu_ranges(cpus: Sequence[int]) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tailscope.evidence.procfile import ProcFile
 from tailscope.evidence.procstat import TICKS_PER_S
 
 PROC = Path("/proc")
@@ -114,6 +115,21 @@ class CorunnerTracker:
     _latest: dict[int, ProcInfo] = field(default_factory=dict)
     _read_at: dict[int, float] = field(default_factory=dict)  # re-read since the baseline scan: when
     _cmdlines: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (pid, starttime) -> cmdline
+    # the active processes' stat files, kept open between full scans (two system calls per re-read; a
+    # descriptor stays bound to its process, so a reused pid reads as gone, not as someone else)
+    _files: dict[int, ProcFile] = field(default_factory=dict)
+
+    def _read_active(self, pid: int) -> ProcInfo | None:
+        f = self._files.get(pid)
+        if f is None:
+            f = self._files[pid] = ProcFile(f"{self.proc}/{pid}/stat")
+        text = f.read()
+        if text is None:
+            return None
+        try:
+            return parse_stat(text, pid)
+        except (ValueError, IndexError):
+            return None
 
     def start(self) -> None:
         if self.baseline is None:
@@ -124,7 +140,7 @@ class CorunnerTracker:
         """Re-read the processes that were active at the last scan (cheap: a few files; a process that
         started since is seen by the end scan, on the CPU it ran on last)."""
         for pid in self.active:
-            info = read_one(pid, self.proc)
+            info = self._read_active(pid)
             if info is not None:
                 self._note(info)
 
@@ -154,7 +170,7 @@ class CorunnerTracker:
         if scan_now:
             end = scan(self.proc)
         elif busy and self.active:
-            end = {pid: info for pid in self.active if (info := read_one(pid, self.proc)) is not None}
+            end = {pid: info for pid in self.active if (info := self._read_active(pid)) is not None}
         else:
             return []
         for info in end.values():
@@ -185,6 +201,8 @@ class CorunnerTracker:
             self.baseline, self.baseline_at, self._read_at = end, now, {}
             # the busiest processes of this trial are the ones re-read while the next ones run
             self.active = set(sorted(active, key=lambda p: -active[p])[:ACTIVE_MAX])
+            for pid in [p for p in self._files if p not in self.active]:
+                self._files.pop(pid).close()
         else:
             for pid, info in end.items():
                 self.baseline[pid] = info

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,34 +17,43 @@ class Interrupts:
     local_timer: dict[int, int]  # CPU -> the LOC line (x86) or arch_timer (Arm), when present
 
 
-def parse(text: str) -> Interrupts:
+def parse(text: str, cpus: Collection[int] | None = None) -> Interrupts:
+    """Per-CPU totals and local-timer counts; with `cpus`, only those CPUs' columns are converted (a node
+    with many CPUs has a wide file: every line is still split, in C, but only the wanted counts are
+    turned into numbers)."""
     lines = text.splitlines()
     if not lines:
         return Interrupts({}, {})
-    cpus = [int(tok[3:]) for tok in lines[0].split() if tok.startswith("CPU") and tok[3:].isdigit()]
-    n = len(cpus)
-    sums = [0] * n
+    header = [int(tok[3:]) for tok in lines[0].split() if tok.startswith("CPU") and tok[3:].isdigit()]
+    n = len(header)
+    picked = [(i, c) for i, c in enumerate(header) if cpus is None or c in cpus]
+    sums = dict.fromkeys((c for _, c in picked), 0)
     local: dict[int, int] = {}
     for line in lines[1:]:
         name, sep, rest = line.partition(":")
+        if not sep:
+            continue
         name = name.strip()
-        if not sep or name in _NOT_PER_CPU:
+        if name in _NOT_PER_CPU:
             continue
         toks = rest.split(None, n)[:n]
-        if len(toks) == n and all(t.isdigit() for t in toks):
-            counts = [int(t) for t in toks]
-        else:  # a short line (fewer columns than CPUs): the leading numbers only
-            counts = []
-            for tok in toks:
-                if not tok.isdigit():
-                    break
-                counts.append(int(tok))
-        for i, c in enumerate(counts):
-            sums[i] += c
-        if len(counts) == n and (name == "LOC" or rest.rstrip().endswith("arch_timer")):
-            for cpu, c in zip(cpus, counts, strict=True):
-                local[cpu] = local.get(cpu, 0) + c
-    return Interrupts(dict(zip(cpus, sums, strict=True)), local)
+        full = len(toks) == n and "".join(toks).isdigit()
+        if full:
+            for i, c in picked:
+                sums[c] += int(toks[i])
+            if name == "LOC" or rest.rstrip().endswith("arch_timer"):
+                for i, c in picked:
+                    local[c] = local.get(c, 0) + int(toks[i])
+            continue
+        leading = 0  # a short line (fewer columns than CPUs): the leading numbers only
+        for tok in toks:
+            if not tok.isdigit():
+                break
+            leading += 1
+        for i, c in picked:
+            if i < leading:
+                sums[c] += int(toks[i])
+    return Interrupts(sums, local)
 
 
 def read(proc: Path = PROC) -> Interrupts:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -14,13 +15,19 @@ TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 CpuTimes = dict[int, tuple[int, ...]]
 
 
-def parse(text: str) -> CpuTimes:
-    """`cpuN ...` lines of /proc/stat -> {N: ticks per field} (the aggregate `cpu` line is skipped)."""
+def parse(text: str, cpus: Collection[int] | None = None) -> CpuTimes:
+    """`cpuN ...` lines of /proc/stat -> {N: ticks per field} (the aggregate `cpu` line is skipped); with
+    `cpus`, only theirs."""
     out: CpuTimes = {}
+    wanted = None if cpus is None else {f"cpu{c}" for c in cpus}
     for line in text.splitlines():
-        if line.startswith("cpu") and line[3:4].isdigit():
-            name, *fields = line.split()
-            out[int(name[3:])] = tuple(int(f) for f in fields)
+        if not line.startswith("cpu"):
+            continue
+        name, _, rest = line.partition(" ")
+        if wanted is not None and name not in wanted:
+            continue
+        if name[3:].isdigit():
+            out[int(name[3:])] = tuple(map(int, rest.split()))
     return out
 
 

@@ -40,7 +40,7 @@ _cpus_without: set[tuple[Path, int]] = set()  # CPUs that had neither file: not 
 
 
 def read_cpu(cpu: int, root: Path = SYS_CPU, *, with_freq: bool = True) -> CpuSysfs:
-    if (root, cpu) in _cpus_without:
+    if (root, cpu) in _cpus_without:  # checked before any path is built: a VM reads nothing per trial
         return _NONE
     base = root / f"cpu{cpu}"
     found = CpuSysfs(
@@ -53,4 +53,5 @@ def read_cpu(cpu: int, root: Path = SYS_CPU, *, with_freq: bool = True) -> CpuSy
 
 
 def read(cpus: list[int], root: Path = SYS_CPU, *, with_freq: bool = True) -> dict[int, CpuSysfs]:
-    return {cpu: read_cpu(cpu, root, with_freq=with_freq) for cpu in cpus}
+    no = _cpus_without
+    return {cpu: _NONE if (root, cpu) in no else read_cpu(cpu, root, with_freq=with_freq) for cpu in cpus}

@@ -45,6 +45,10 @@ from tailscope.analysis import binomial
 from tailscope.inject.kinds import CAUSES
 
 NONE = "none"
+# Causes found only by elimination without a PMU: nothing in /proc or /sys tells one from the other, so on a
+# node without hardware counters their accuracy is also given for the pair (`causes_pooled`), never claimed
+# for each alone. With a PMU, cache-miss and memory-controller counts would part them.
+ALIKE_WITHOUT_PMU = (frozenset({"cache-contention", "memory-bandwidth-contention"}),)
 QUIET_LIMIT = 0.05  # a run is quiet when less than this share of the probe CPUs went to outside work
 
 
@@ -118,6 +122,7 @@ def score(
     reference_window: int | None = 8,
     outside: Mapping[str, float] | None = None,
     quiet_limit: float = QUIET_LIMIT,
+    alike: Sequence[frozenset[str]] = ALIKE_WITHOUT_PMU,
 ) -> dict[str, Any]:
     runs: Iterable[Mapping[str, Any]] = analysis.get("runs") or []
     outside = outside or {}
@@ -138,6 +143,7 @@ def score(
     slowdowns: dict[tuple[str, float], list[float]] = defaultdict(list)
     top1: dict[str, Counter[str]] = defaultdict(Counter)
     top1_quiet: dict[str, Counter[str]] = defaultdict(Counter)
+    pooled: dict[str, Counter[str]] = defaultdict(Counter)
     confusion: dict[str, Counter[str]] = defaultdict(Counter)
     per_run = []
     for r in runs:
@@ -189,6 +195,12 @@ def score(
         top1[expected]["top1"] += int(first == expected)
         top1[expected]["top2"] += int(expected in predicted[:2])
         confusion[expected][first] += 1
+        for group in alike:
+            if expected in group:
+                name = " or ".join(sorted(group))
+                pooled[name]["runs"] += 1
+                pooled[name]["top1"] += int(first in group)
+                pooled[name]["top2"] += int(any(p in group for p in predicted[:2]))
         if is_quiet:
             top1_quiet[expected]["runs"] += 1
             top1_quiet[expected]["top1"] += int(first == expected)
@@ -229,6 +241,12 @@ def score(
             "analyze --json gave no `causes` for any run: cause accuracy counts every run as `none` "
             "(the cause catalogue is not wired into analyze yet)"
         )
+    if pooled:
+        notes.append(
+            "without a PMU, " + "; ".join(" and ".join(sorted(g)) for g in alike)
+            + " are found by elimination and cannot be told apart here: their accuracy is also given for "
+            "the pair (either one named counts)"
+        )
     if unknown_names:
         notes.append(f"causes outside the vocabulary: {', '.join(sorted(unknown_names))}")
     return {
@@ -246,6 +264,7 @@ def score(
         "detection": detection,
         "causes": cause_rows,
         "causes_quiet": cause_rows_of(top1_quiet),
+        "causes_pooled": cause_rows_of(pooled),
         "confusion": {
             "labels": labels,
             "rows": {e: {p: confusion[e][p] for p in labels if confusion[e][p]} for e in sorted(confusion)},
@@ -278,6 +297,9 @@ def validation_rows(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = [row("false_positive_rate", scores["clean"])]
     if "placebo" in scores:
         rows.append(row("placebo_rate", scores["placebo"]))
+    for c in scores.get("causes_pooled") or []:
+        rows.append(row("top1_pooled", c["top1"], expected_cause=c["expected_cause"]))
+        rows.append(row("top2_pooled", c["top2"], expected_cause=c["expected_cause"]))
     if scores.get("outside_known"):
         rows.append(row("false_positive_rate_quiet", scores["clean_quiet"]))
         rows.append(row("placebo_rate_quiet", scores["placebo_quiet"]))

@@ -462,6 +462,9 @@ def render_scores(result: dict[str, Any]) -> list[str]:
     lines.append("cause accuracy (top-1 | top-2):")
     for c in s["causes"]:
         lines.append(f"  {c['expected_cause']:28s} {_pct(c['top1'])} | {_pct(c['top2'])}")
+    for c in s.get("causes_pooled") or []:
+        pair = c["expected_cause"]
+        lines.append(f"  {pair:28s} {_pct(c['top1'])} | {_pct(c['top2'])} (either counts)")
     if s.get("outside_known") and s.get("causes_quiet"):
         lines.append(f"cause accuracy on quiet runs (outside work < {s['quiet_limit']:.0%}; top-1 | top-2):")
         for c in s["causes_quiet"]:

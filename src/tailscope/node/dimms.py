@@ -1,4 +1,4 @@
-"""Memory modules of a node (DIMMs), and the node-configuration differences across a fleet.
+"""Memory modules of a node (DIMMs); node/fleet.py compares them (and the other node facts) across a fleet.
 
 SJTU (seed 003) found nodes with 1-rank and 2-rank DDR4 modules mixed, and a memory bandwidth that followed;
 other causes of the same symptom are a missing DIMM (a channel unpopulated) and a lower configured speed.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -186,74 +185,3 @@ def summary(dimms: list[dict[str, Any]]) -> dict[str, Any]:
         "types": sorted({d["type"] for d in pop if d["type"]}),
         "part_numbers": sorted({d["part_number"] for d in pop if d["part_number"]}),
     }
-
-
-@dataclass(frozen=True)
-class ConfigFinding:
-    """A node whose configuration differs from the majority of its peers (cause `hardware-config`)."""
-
-    node: str
-    field: str
-    value: Any
-    majority: Any
-    message: str
-    cause: str = "hardware-config"
-
-
-# Fields compared across nodes; "microcode" comes from the node facts, the others from summary().
-COMPARED = ("populated", "total_bytes", "ranks", "min_configured_speed_mts", "types", "microcode")
-
-
-def fleet_findings(facts_by_node: dict[str, dict[str, Any]]) -> list[ConfigFinding]:
-    """Nodes that differ from the majority in a compared field, and nodes that mix ranks within themselves.
-
-    The majority is the most common value among the nodes that have the field; with no strict majority (a
-    tie) nothing is flagged for that field, because there is no reference to differ from.
-    """
-    rows = {}
-    for node, facts in facts_by_node.items():
-        row = summary(facts.get("dimms") or [])
-        row["microcode"] = facts.get("microcode")
-        rows[node] = row
-    findings = []
-    for node, row in sorted(rows.items()):
-        if row["mixed_ranks"]:
-            findings.append(
-                ConfigFinding(
-                    node,
-                    "ranks",
-                    row["ranks"],
-                    None,
-                    f"{node}: DIMMs of {' and '.join(map(str, row['ranks']))} ranks mixed on one node "
-                    "(SJTU: mixed 1-rank/2-rank nodes had lower memory bandwidth)",
-                )
-            )
-    for field in COMPARED:
-        values = {n: _key(r[field]) for n, r in rows.items() if r[field] not in (None, [], 0)}
-        if len(values) < 3:
-            continue
-        counts = Counter(values.values())
-        (top, n_top), *rest = counts.most_common()
-        if rest and rest[0][1] == n_top:
-            continue  # a tie: no majority
-        for node, value in sorted(values.items()):
-            if value != top and not (field == "ranks" and rows[node]["mixed_ranks"]):
-                findings.append(
-                    ConfigFinding(
-                        node,
-                        field,
-                        rows[node][field],
-                        _unkey(top),
-                        f"{node}: {field} is {rows[node][field]}, {n_top} of {len(values)} nodes have "
-                        f"{_unkey(top)}",
-                    )
-                )
-    return findings
-
-
-def _key(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
-def _unkey(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value

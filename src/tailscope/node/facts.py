@@ -202,6 +202,21 @@ def dimms() -> list[dict[str, str]] | None:
     return found
 
 
+def firmware_and_cpufreq() -> dict[str, Any]:
+    """BIOS vendor/version/date (SMBIOS via /sys/class/dmi/id, world-readable) and the cpufreq driver and
+    maximum frequency of CPU 0; None where the kernel exposes none (a VM without SMBIOS, no cpufreq driver).
+    Compared across nodes by node/fleet.py."""
+    dmi = Path("/sys/class/dmi/id")
+    cpufreq = Path("/sys/devices/system/cpu/cpu0/cpufreq")
+    return {
+        "bios_vendor": read_text(dmi / "bios_vendor"),
+        "bios_version": read_text(dmi / "bios_version"),
+        "bios_date": read_text(dmi / "bios_date"),
+        "cpufreq_driver": read_text(cpufreq / "scaling_driver"),
+        "cpufreq_max_khz": read_int(cpufreq / "cpuinfo_max_freq"),
+    }
+
+
 def virtualization() -> str:
     """`none`, or the hypervisor as the firmware/kernel name it (kvm, vmware, xen, microsoft, ...)."""
     hv = read_text("/sys/hypervisor/type")
@@ -248,6 +263,7 @@ def collect() -> dict[str, Any]:
     facts["os"] = os_release()
     facts["virtualization"] = virtualization()
     facts["boot_cmdline"] = read_text("/proc/cmdline")
+    facts.update(firmware_and_cpufreq())
     for knob in KNOBS:
         facts[knob.name] = knob.read()
     from tailscope.node import hugepages  # pools per NUMA node, glibc, hugectl: the mitigation advice's facts

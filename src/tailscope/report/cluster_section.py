@@ -8,6 +8,7 @@ analysis/cluster.py; nothing is computed here except formatting.
 
 from __future__ import annotations
 
+from tailscope.analysis.causes.hardware_config import fact_text
 from tailscope.analysis.cluster import ClusterSummary, NodeEffect
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.analysis.wording import pct
@@ -20,13 +21,44 @@ MAX_NODE_ROWS = 40  # ranked nodes listed per variant (flagged nodes always are)
 
 
 def render_cluster_section(analysis: CampaignAnalysis) -> str:
-    """The HTML of the section, or "" when no variant has 3 or more nodes."""
-    if not analysis.cluster:
+    """The HTML of the section, or "" when no variant has 3 or more nodes and no node is configured unlike
+    its peers."""
+    config = _config_table(analysis)
+    if not analysis.cluster and not config:
         return ""
     parts = ['<h2 id="cluster">Nodes against their peers</h2>', _explain(_INTRO)]
+    if config:
+        parts.append(config)
     for summary in analysis.cluster:
         parts.append(_variant(summary))
     return "\n".join(parts)
+
+
+def _config_table(analysis: CampaignAnalysis) -> str:
+    """Nodes configured unlike the majority: the node verdicts' hardware-config causes (node/fleet.py)."""
+    rows = []
+    for n in analysis.nodes:
+        for c in n.causes:
+            if c.cause != "hardware-config":
+                continue
+            slower = "slower than its peers (drained)" if n.drain else "not slower"
+            for field, v in c.evidence.get("differs", {}).items():
+                peers = "(ranks mixed on this node)" if v["peers"] is None else fact_text(field, v["peers"])
+                rows.append(
+                    [_td(n.node), _td(field), _td(fact_text(field, v["node"])), _td(peers), _td(slower)]
+                )
+    if not rows:
+        return ""
+    return (
+        '<h3 id="hwconfig">Configured unlike the majority (hardware-config)</h3>'
+        + _explain(
+            "Node facts compared across the campaign's nodes (DIMM ranks, sizes, configured speed and "
+            "population; CPU, microcode, BIOS, cpufreq, governor, turbo, THP, kernel): a node is listed "
+            "where its value is not the one most nodes have. A slower node that is listed has a likely "
+            "cause; one that is not slower is worth fixing before it costs anything."
+        )
+        + _table(["node", "field", "this node", "most nodes", "performance"], rows)
+    )
 
 
 _INTRO = (

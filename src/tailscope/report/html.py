@@ -6,10 +6,12 @@ variants compared when a probe has variants differing in one option (compare.py)
 interactive figures (value against time, sorted node-scaled values, ECDF, per-node min/median/max: see
 plotly_figures.py) and then, collapsed, its node table and slow runs (the slowest 20; all rows in the CSV
 files written beside the report) and iteration timelines; then all findings, counters, the node screen,
-node facts, pages, settings and methods.
+node facts, pages, settings and methods; a `tailscope validate` campaign's scores come before the findings
+(validation_section.py).
 
 The caller (workflow.write_report) passes the store's `nodes` table, the `iterations` rows of the runs that
-`select_timeline_runs` names, the monitor samples and, when the store has one, the `injections` table.
+`select_timeline_runs` names, the monitor samples and, when the store has them, the `injections` and
+`validation` tables.
 A Content-Security-Policy meta tag forbids any network access (scripts run inline only: the Plotly library,
 embedded once, and the figure drawer), so even a stray URL in a node fact cannot make the browser fetch.
 """
@@ -34,12 +36,14 @@ from tailscope.analysis.model import (
     VariantSummary,
 )
 from tailscope.analysis.wording import p_value, pct, period
+from tailscope.deep import DeepResult
 from tailscope.probes.catalogue import variant_name
 from tailscope.report import explain
 from tailscope.report import plotly_figures as plots
 from tailscope.report.answer import Answer, answer_of, terms
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
+from tailscope.report.deep_section import deep_section
 from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
@@ -55,6 +59,7 @@ from tailscope.report.numbers import (
 )
 from tailscope.report.pages_section import pages_section, virtual_nodes
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
+from tailscope.report.validation_section import validation_section
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
 
@@ -94,6 +99,8 @@ figure{margin:0;max-width:100%}svg.chart{max-width:100%;height:auto;border:1px s
 figcaption{font-size:12px;color:#555;max-width:640px}
 .bad{color:#b71c1c;font-weight:bold}.good{color:#1b5e20}.warn{color:#8d6e00;font-weight:bold}
 .differ{background:#fff3e0}
+ol.chain{padding-left:22px}ol.chain>li{margin:5px 0}
+ol.chain th:last-child,ol.chain td:last-child{white-space:nowrap}
 details>summary{cursor:pointer;font-weight:bold;margin:6px 0}
 code{font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
@@ -119,15 +126,19 @@ def render_html(
     generated_at: str,
     samples: pd.DataFrame | None = None,
     injections: pd.DataFrame | None = None,
+    validation: pd.DataFrame | None = None,
     csv_files: Mapping[str, str] | None = None,
     campaign_dir: str = "DIR",
     hardware_counters: bool | None = None,
+    deep: DeepResult | None = None,
 ) -> str:
     """The whole report as one HTML document (str).
 
     `csv_files` names the CSV files written beside the report (keys `runs`, `nodes`), linked from the long
-    tables; `injections` (node, start, end) shades injected windows; `hardware_counters` says whether any
-    perf counter was recorded (None: unknown), for the caveat beside the verdict.
+    tables; `injections` (node, start, end) shades injected windows; `validation` (the table of that name,
+    a `tailscope validate` campaign's scores) gets its own section; `hardware_counters` says whether any
+    perf counter was recorded (None: unknown), for the caveat beside the verdict; `deep` is the chain of
+    `check --deep` (tailscope.deep.load_deep), drawn right after the verdict.
     """
     from tailscope.compare import compare
 
@@ -150,6 +161,10 @@ def render_html(
     screens = {c.variant: {n.node: n.verdict for n in c.nodes} for c in analysis.cluster}
 
     sections: list[tuple[str, str, str]] = []  # (anchor, heading, html)
+    if deep is not None:  # the top-down chain follows the verdict it explains
+        probe_of = {v.variant: v.probe for v in analysis.variants}
+        html_deep = deep_section(deep, analysis.attribution, probe_of)
+        sections.append(("deep", "Top-down follow-up (check --deep)", html_deep))
     if comparisons:
         sections.append(("compare", "Variants compared", _comparisons_section(comparisons, figs)))
     for variant in sorted(variants.values(), key=lambda v: (v.probe, names[v.variant])):
@@ -173,7 +188,9 @@ def render_html(
                 ),
             )
         )
+    validated = validation_section(validation, figs, hardware_counters=hardware_counters)
     extra = [
+        ("validation", "Validation", validated),
         ("findings", "All findings", _notes_section(analysis.notes)),
         ("counters", "Counters", counters_section(analysis, samples, figs)),
         ("cluster", "Nodes against the fleet", render_cluster_section(analysis)),
