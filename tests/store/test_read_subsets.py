@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from test_campaign_store import run_row, table
 
-from tailscope.store.campaign import Campaign
+from tailscope.store.campaign import Campaign, StoreError
 from tailscope.store.load import load_into
 from tailscope.store.read import connect
 
@@ -118,3 +118,19 @@ def test_iterations_of_runs_by_arrow_are_the_views_rows(tmp_path):
 
     pd.testing.assert_frame_equal(ordered(fast), ordered(view))
     assert len(fast) == 9 and "never-a-run" not in set(fast["run_id"])
+
+
+def test_a_truncated_shard_the_read_leaves_out_is_still_named(tmp_path):
+    c = Campaign.create(tmp_path / "c")
+    stored = [_store(c, f"n{i}", range(3)) for i in range(3)]
+    other = Campaign.open(c.root).shard_files("iterations")
+    with connect(Campaign.open(c.root)) as con:
+        mine = con._child_shards("iterations", [stored[0][0]["run_id"]])
+    (victim,) = [f for f in other if f not in mine][:1]
+    victim.write_bytes(victim.read_bytes()[:200])
+    with connect(Campaign.open(c.root)) as con, pytest.raises(StoreError) as caught:
+        con.iterations_of_runs(run_ids=[stored[0][0]["run_id"]])
+    assert str(victim) in str(caught.value) and "campaign collect" in str(caught.value)
+    victim.unlink()
+    with connect(Campaign.open(c.root)) as con, pytest.raises(StoreError, match="missing"):
+        con.iterations_of_runs(run_ids=[stored[0][0]["run_id"]])

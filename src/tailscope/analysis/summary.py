@@ -212,7 +212,8 @@ def _iterations_needed(
     group = scored["variant"].astype(str) + "\0" + scored["node"].astype(str)
     wanted = group.isin(set(group[scored["flagged"].to_numpy(dtype=bool)])) | (scored["probe"] == "fwq")
     run_ids = scored.loc[wanted, "run_id"].astype(str).tolist()
-    if not run_ids:  # nothing flagged, no fwq: no iteration is read, and no note needs them
+    if not run_ids:  # nothing flagged, no fwq: no iteration row is needed, and no note needs them
+        source([])  # the store still names a truncated or missing shard (store/read.py, _check_ends)
         return pd.DataFrame(), False
     frame = source(run_ids)
     return frame, len(frame) > 0 or len(source(None)) > 0

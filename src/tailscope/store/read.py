@@ -175,6 +175,32 @@ def _read_with_files(
     return pa.concat_tables(tables), files, file_of
 
 
+def _end_damage(path: Path) -> str | None:
+    """Why a shard's end is not a Parquet file's end (missing, truncated, its footer gone), or None."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size < 12:
+                return "truncated (shorter than any Parquet file)"
+            fh.seek(-8, os.SEEK_END)
+            tail = fh.read(8)
+    except FileNotFoundError:
+        return "missing (named by a commit record but not on disk)"
+    except OSError as exc:
+        return f"not readable ({_first_line(exc)})"
+    if tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") + 12 > size:
+        return "not a readable Parquet shard (truncated: no Parquet footer at its end)"
+    return None
+
+
+def _check_ends(campaign: Campaign, files: Sequence[Path]) -> None:
+    """The shards a read leaves out (`iterations(run_ids)`) still end as Parquet files: a truncated or
+    missing one is named as if it had been read (their pages are checked when a read needs them)."""
+    damaged = [DamagedShard(f, reason) for f in files if (reason := _end_damage(f)) is not None]
+    if damaged:
+        raise _damaged_error(campaign, damaged)
+
+
 def validate_shards(campaign: Campaign) -> tuple[int, list[DamagedShard]]:
     """Read every committed shard in full (page checksums, schema): the damaged ones are named, the others
     are unaffected. Used by `campaign collect`."""
@@ -412,6 +438,8 @@ class CampaignConnection:
         files = None if "iterations_all" in self._loaded else self._child_shards("iterations", ids)
         if files is None:  # read already, or no commit records to tell: the view of every shard
             return self.df(query.format("iterations"), [ids])
+        read = set(files)
+        _check_ends(self.campaign, [f for f in self.campaign.shard_files("iterations") if f not in read])
         part = read_table(self.campaign, "iterations", files=files)
         if not self._runs_table and self._runs_read is not None and columns != "*":
             # every stored run is visible (runs view = runs_all): the rows of the runs asked for, by Arrow
