@@ -127,6 +127,9 @@ def test_runs_csv_is_what_pandas_wrote() -> None:
     # awkward values too: a comma and a quote in a unit, a NaN, a huge and a tiny number
     runs[0] = dataclasses.replace(runs[0], unit='GB/s, "per node"', scaled_value=math.nan)
     runs[1] = dataclasses.replace(runs[1], value=1e300, scaled_value=1e-7)
+    # ties in the sort key: the same ratio on two nodes (node decides), then on one node (trial decides)
+    for i, node in ((2, "n2"), (3, "n0"), (4, "n2"), (5, "n1")):
+        runs[i] = dataclasses.replace(runs[i], perf_ratio=0.9, node=node)
     analysis = dataclasses.replace(analysis, runs=tuple(runs))
     got = runs_csv(analysis)
     assert got == _pandas_runs_csv(analysis)
