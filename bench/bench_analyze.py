@@ -18,8 +18,11 @@ Targets (issue 11): analyze <= 1.5x the peer's time and <= 2x its memory, buffer
 and at 10 (fixed cost); report <= 2x the peer's time; --help <= 2x `python -c "import argparse"`.
 `--curve` adds the cost curve of analyze --json (10, 100, 1,000, 5,000 nodes: time and peak memory);
 `--phases` prints where analyze's time and peak memory go (imports, store read, analysis, JSON), in one
-fresh process; `--source` measures another checkout's src (a before/after pair on the same machine);
-`--keep` writes the campaigns there once and reuses them.
+fresh process, through analyze's own path (the narrow runs read, the iterations it needs: this checkout's
+API, not for --source); `--source` measures another checkout's src (a before/after pair on the same
+machine; it is byte-compiled too, so give it a copy: `git archive main src | tar -x -C /tmp/before`);
+`--keep` writes the campaigns there once and reuses them. Ratios move by +-15% between runs minutes apart
+on this shared 2-vCPU guest: print `uptime` beside them.
 
 stdout of every command goes to a file (not a pipe), so the write() pattern is the one a user gets.
 The measured src is byte-compiled first (compileall), as an installed tailscope is: with
