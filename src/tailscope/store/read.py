@@ -483,14 +483,20 @@ class CampaignConnection:
         return self.df(
             "SELECT run_id, source, pmu, unit, event, value FROM counters "
             f"WHERE run_id IN (SELECT unnest(?::VARCHAR[])) {extra}",
-            [list(run_ids), *params],
+            [self._ids_for("counters", run_ids), *params],
         )
 
     def corunners(self, run_ids: Sequence[str]) -> pd.DataFrame:
         """Other processes that ran on the probe CPUs during the given runs (per-trial evidence)."""
         return self.df(
-            "SELECT * FROM corunners WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
+            "SELECT * FROM corunners WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+            [self._ids_for("corunners", run_ids)],
         )
+
+    def _ids_for(self, table: str, run_ids: Sequence[str]) -> list[str]:
+        """The run ids a query of `table` is given: none when the campaign stored no shard of it (the same
+        empty, typed answer without handing DuckDB 50,000 ids)."""
+        return list(run_ids) if self.campaign.shard_files(table) else []
 
     def has_rows(self, table: str) -> bool:
         if table not in TABLES:
