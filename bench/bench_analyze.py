@@ -18,15 +18,22 @@ Targets (issue 11): analyze <= 1.5x the peer's time and <= 2x its memory, buffer
 and at 10 (fixed cost); report <= 2x the peer's time; --help <= 2x `python -c "import argparse"`.
 `--curve` adds the cost curve of analyze --json (10, 100, 1,000, 5,000 nodes: time and peak memory);
 `--phases` prints where analyze's time and peak memory go (imports, store read, analysis, JSON), in one
-fresh process; `--source` measures another checkout's src (a before/after pair on the same machine);
-`--keep` writes the campaigns there once and reuses them.
+fresh process, through analyze's own path (the narrow runs read, the iterations it needs: this checkout's
+API, not for --source); `--source` measures another checkout's src (a before/after pair on the same
+machine; it is byte-compiled too, so give it a copy: `git archive main src | tar -x -C /tmp/before`);
+`--keep` writes the campaigns there once and reuses them. Ratios move by +-15% between runs minutes apart
+on this shared 2-vCPU guest: print `uptime` beside them.
 
 stdout of every command goes to a file (not a pipe), so the write() pattern is the one a user gets.
+The measured src is byte-compiled first (compileall), as an installed tailscope is: with
+PYTHONDONTWRITEBYTECODE set (as in this project's shells) a src checkout would otherwise be compiled from
+source by every run, which the peer's site-packages never are (0.2-0.3 s of analyze's start-up).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -59,7 +66,7 @@ from pathlib import Path
 from tailscope import workflow
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import Settings
-from tailscope.analysis.summary import analyze
+from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
 from tailscope.jsonout import encode
 from tailscope.store.campaign import Campaign
 from tailscope.store.read import connect
@@ -72,13 +79,15 @@ def mark(name, since):
 t = time.perf_counter()
 campaign = Campaign.open(Path(sys.argv[1]))
 con = connect(campaign)
-runs = con.runs()
-t = mark("store: runs shards read, checked, runs table, to pandas", t)
-iterations = con.iterations_of_runs()
-t = mark("store: iterations shards read and checked, to pandas", t)
+runs = con.runs(columns=STORE_RUN_COLUMNS)
+t = mark("store: runs shards read and checked, runs view, to pandas", t)
+counters, corunners, nodes = workflow.load_evidence(con, runs["run_id"].astype(str).tolist())
+t = mark("store: evidence of the runs (os counters, co-runners, facts)", t)
+source = workflow._iteration_source(con, None, None)
 settings = cluster_settings_of(campaign.manifest.cluster)
-analysis = analyze(runs, iterations, Settings(), campaign.campaign_id, settings)
-t = mark("analysis (summary.analyze)", t)
+evidence = {"counters": counters, "corunners": corunners, "nodes": nodes}
+analysis = analyze(runs, source, Settings(), campaign.campaign_id, settings, **evidence)
+t = mark("analysis (summary.analyze, with the iterations it reads)", t)
 analysis = workflow.with_attribution(con, analysis, runs)
 con.close()
 t = mark("counter attribution check", t)
@@ -228,6 +237,7 @@ def main() -> None:
         global SOURCE
         SOURCE = args.source.resolve()
     print(f"tailscope from {SOURCE}, python {sys.version.split()[0]}")
+    compileall.compile_dir(SOURCE / "tailscope", quiet=1)  # as installed: bytecode beside the sources
     if not args.no_start_up:
         start_up(max(args.repeats, 5))
     for nodes in args.nodes:

@@ -7,6 +7,7 @@ it imports, makes these fail; the verbs that need them import them when they run
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -77,3 +78,127 @@ def test_version_is_the_installed_one() -> None:
     assert got == 0
     assert output.startswith("tailscope ")
     assert output.split()[1][0].isdigit()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["report"], 2),  # missing DIR and -o
+        (["report", "--help"], 0),
+        (["validate", "--help"], 0),
+        (["inject", "--help"], 0),
+        (["campaign", "--help"], 0),
+        (["verdict", "--help"], 0),
+        (["trace", "--help"], 0),
+        (["check", "--page", "5k"], 2),
+    ],
+)
+def test_more_verbs_load_nothing_heavy(argv: list[str], code: int) -> None:
+    got, heavy, output = _loaded(*argv)
+    assert got == code, output
+    assert heavy == [], f"tailscope {' '.join(argv)} loaded {heavy}"
+
+
+def _sub_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def _verb_help(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {a.dest: a.help for a in action._choices_actions}
+
+
+def test_lazy_parser_is_the_full_one() -> None:
+    # The top level lists each verb from cli.VERBS, and a named verb's parser is built alone: both must be
+    # what the whole parser (every builder run) gives, help line for help line.
+    from tailscope import cli
+
+    full = cli.build_parser()
+    assert list(_sub_parsers(full)) == list(cli.VERBS)
+    assert _verb_help(full) == cli.VERBS
+    bare = cli.build_parser(verb="")
+    assert bare.format_help() == full.format_help()
+    for verb in cli.VERBS:
+        lazy = cli.build_parser(verb=verb)
+        assert _sub_parsers(lazy)[verb].format_help() == _sub_parsers(full)[verb].format_help(), verb
+        assert lazy.format_help() == full.format_help()
+    # the control: a verb not named is a name and help only (no options)
+    assert _sub_parsers(bare)["analyze"].format_help() != _sub_parsers(full)["analyze"].format_help()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["analyze"],
+        ["analyze", "x", "--threshold", "2"],
+        ["run", "l2sum", "--trials", "x"],
+        ["run", "l2sum", "--trials", "0"],
+        ["report", "x"],
+        ["no-such-verb"],
+        ["addr"],
+        ["validate", "--block", "0"],
+    ],
+)
+def test_errors_are_the_full_parsers(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # The same one-line error and exit 2 as the parser with every verb built.
+    from tailscope import cli
+
+    with pytest.raises(SystemExit) as full_exit:
+        cli.build_parser(cli._probe_named(argv)).parse_args(argv)
+    full_err = capsys.readouterr().err
+    code = None
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    lazy_err = capsys.readouterr().err
+    assert full_exit.value.code == 2 and code == 2
+    assert lazy_err == full_err
+    assert ": error: " in lazy_err.splitlines()[-1]  # usage, then the one error line
+
+
+def _small_campaign(root: Path) -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.load import load_into
+    from tailscope.store.schema import TABLES
+
+    c = Campaign.create(root)
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    rows = [
+        {"run_id": f"r{n}-{t}", "campaign": c.campaign_id, "node": f"n{n}", "probe": "l2sum",
+         "variant": "l2sum-x", "params": "{}", "trial": t, "started_at": start + dt.timedelta(seconds=t),
+         "metric": "bandwidth", "value": 100.0 - (15.0 if (n, t) == (1, 3) else 0.0) + 0.01 * t,
+         "unit": "GB/s", "higher_is_better": True, "status": "ok", "source": "probe", "task": "t"}
+        for n in range(4)
+        for t in range(12)
+    ]  # fmt: skip
+    with load_into(root, "test") as load:
+        load.write("runs", pa.Table.from_pylist(rows, schema=TABLES["runs"].schema), node="n")
+
+
+@pytest.mark.parametrize("verb", [["analyze", "--json"], ["analyze"], ["report", "-o", "REPORT"]])
+def test_the_command_ends_with_its_output_and_code(tmp_path: Path, verb: list[str]) -> None:
+    # Read-only verbs end without the interpreter's teardown (cli.entry): the output must still be whole
+    # and the exit code the verb's, as main() gives them in this process.
+    from tailscope.cli import main
+
+    root = tmp_path / "c"
+    _small_campaign(root)
+    argv = [verb[0], str(root), *[str(tmp_path / "r.html") if a == "REPORT" else a for a in verb[1:]]]
+    out = tmp_path / "out.txt"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])))
+    env.pop("PYTHONUNBUFFERED", None)  # a block-buffered stdout: what a flush must not lose
+    with out.open("wb") as fh:
+        proc = subprocess.run([sys.executable, "-m", "tailscope", *argv], stdout=fh, env=env, timeout=300)
+    code = main(argv)
+    assert proc.returncode == code and code in (0, 1, 3)
+    text = out.read_text()
+    if "--json" in verb:
+        assert json.loads(text)["campaign"]
+    else:
+        assert text.endswith("\n") and len(text) > 20

@@ -1,3 +1,3 @@
-from tailscope.cli import main
+from tailscope.cli import entry
 
-raise SystemExit(main())
+entry()

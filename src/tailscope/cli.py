@@ -4,43 +4,32 @@ Exit codes (for scripts and health checkers; `check`, `analyze`, `verdict --nhc`
 node failed a limit or is slower than its peers; `run`: trials failed), 2 usage or input error,
 3 inconclusive (a node too busy or too noisy to judge), 130 interrupted (finished trials are stored;
 `--resume` continues).
+
+A new verb: its name and one-line help in VERBS (the order of `tailscope --help`), a `_build_<verb>(sub,
+probe)` that registers its parser (importing what it needs inside), and its entry in _BUILDERS. Only the
+named verb's builder runs (tests/test_cli_startup.py checks the help lines and the errors against the parser
+with every verb built).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
-import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-# Only modules that load nothing heavy at import (no numpy, pandas, pyarrow, duckdb, scipy): `--help`,
-# `--version`, `probes` and argument errors must stay as fast as a bare Python start
-# (tests/test_cli_startup.py). Each verb imports what it needs when it runs.
-from tailscope.addr.cli import add_addr_parser
-from tailscope.campaign.cli import add_campaign_parser
-from tailscope.counters.metrics_cli import add_metrics_parser
-from tailscope.counters.monitor_cli import add_monitor_parser, parse_interval
+# Only argparse and tailscope.errors at import: `--help`, `--version`, `probes` and argument errors must stay
+# close to a bare Python start (tests/test_cli_startup.py, bench/bench_analyze.py). The top-level parser knows
+# each verb's name and one-line help (VERBS); a verb's own parser is built only when that verb is named
+# (`_build`), and each verb imports what it needs when it runs.
 from tailscope.errors import InputError, describe_os_error
-from tailscope.importers.cli import COUNTER_FORMATS, add_export_parser
-from tailscope.inject.cli import add_inject_parsers
-from tailscope.options import FRACTION, NON_NEGATIVE, SECONDS, SHARE, TRIALS, number
-from tailscope.printable import printable
-from tailscope.probes.catalogue import (
-    COMMON_OPTIONS,
-    PROBES,
-    ProbeSpec,
-    ProbeVariant,
-    UnknownProbeError,
-    probe_spec,
-)
-from tailscope.report.verdict_cli import add_verdict_parser
 
+TYPE_CHECKING = False  # typing costs more than argparse to import; mypy treats this name as typing's
 if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
     from tailscope.analysis.model import Settings
     from tailscope.campaign.runner import RunOutcome
+    from tailscope.probes.catalogue import ProbeSpec, ProbeVariant
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # The analysis' campaign state (the worst node verdict, analysis/health.py) -> exit code.
@@ -57,6 +46,8 @@ def _add_probe_options(
 ) -> None:
     """Options forwarded to the probe: the common ones always, the probe's own when it is known.
     With `list_values` the values stay text for `_probe_variants` (comma lists become variants)."""
+    from tailscope.probes.catalogue import COMMON_OPTIONS
+
     options = spec.all_options if spec else COMMON_OPTIONS
     group = parser.add_argument_group(f"{spec.name} options" if spec else "probe options")
     for option in options:
@@ -98,6 +89,10 @@ _COMMA_SYNTAX = {"cpus", "events"}
 def _probe_variants(probe: str, args: argparse.Namespace) -> list[ProbeVariant]:
     """The variants a `run` command line asks for: one per combination of comma-listed option values
     (`--page 2m,1g --offset 0,64m` is four), in the order given."""
+    import itertools
+
+    from tailscope.probes.catalogue import ProbeVariant, probe_spec
+
     spec = probe_spec(probe)
     by_dest = {o.dest: o for o in spec.all_options}
     choices: list[list[tuple[str, Any]]] = []
@@ -128,6 +123,8 @@ def _probe_variants(probe: str, args: argparse.Namespace) -> list[ProbeVariant]:
 
 
 def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
+    from tailscope.options import FRACTION, NON_NEGATIVE, SHARE, number
+
     g = parser.add_argument_group("statistics")
     g.add_argument(
         "--threshold",
@@ -264,6 +261,8 @@ def _outcome_code(outcome: RunOutcome) -> int:
 
 # --- verbs ----------------------------------------------------------------------------------------
 def cmd_probes(args: argparse.Namespace) -> int:
+    from tailscope.probes.catalogue import PROBES
+
     for spec in PROBES.values():
         direction = "higher is better" if spec.higher_is_better else "lower is better"
         print(f"{spec.name:8s} {spec.summary} [{spec.metric}, {spec.unit}, {direction}]")
@@ -271,6 +270,7 @@ def cmd_probes(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from tailscope.counters.monitor_cli import parse_interval
     from tailscope.workflow import RunRequest, run_campaign
 
     if args.probe is None and not args.resume:
@@ -497,20 +497,50 @@ _NO_EVIDENCE_HELP = (
     "docs/evidence.md); causes then read 'no evidence recorded'"
 )
 
+_RUN_HELP = (
+    "run N trials of a probe, each a fresh process, into a campaign; an option given a comma list "
+    "(--page 2m,1g) runs one variant per value, interleaved trial by trial"
+)
 
-def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
-    parser.add_argument("--version", action=_VersionAction)
-    sub = parser.add_subparsers(dest="command", metavar="VERB", required=True)
+# Every verb in `tailscope --help` order with its one-line help: the top-level parser is built from this
+# table alone. A verb's own parser (its options) is built by its builder below only when the verb is named;
+# tests/test_cli_startup.py checks that this help is the one each builder registers.
+VERBS: dict[str, str] = {
+    "probes": "list the probes",
+    "run": _RUN_HELP,
+    "import": "import results of other tools into a campaign",
+    "analyze": "statistics, slow runs and verdicts of a campaign",
+    "report": "one self-contained HTML report of a campaign",
+    "compare": "variants of a probe differing in one option (page policy, offset) as an experiment",
+    "check": "the default probe suite on this node, analysis and report",
+    "facts": "this node's facts and tuning advice",
+    "trace": "OpenMP regions, memory placement and socket traffic of an unmodified program (OMPT)",
+    "addr": "physical addresses and the L3 slice hash: map, properties, infer, measure, explain",
+    "campaign": "cluster campaigns on Slurm: submit, status, collect, resume, srun",
+    "verdict": "per-node verdicts of a cluster campaign: NHC, drain, Prometheus",
+    "export": "export a campaign's samples to a foreign format",
+    "metrics": "the seed's derived counter metrics over an interval of a node's samples",
+    "monitor": "sample counters in the background (pinned, streaming to disk)",
+    "inject": "run one fault injector in the foreground (until --duration or Ctrl-C)",
+    "validate": "a campaign with a random, recorded schedule of injections; scores tailscope's answers",
+}
 
-    p = sub.add_parser("probes", help="list the probes")
+if TYPE_CHECKING:
+    _Sub: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _build_probes(sub: _Sub, probe_for_run: str | None) -> None:
+    p = sub.add_parser("probes", help=VERBS["probes"])
     p.set_defaults(func=cmd_probes)
 
-    p = sub.add_parser(
-        "run",
-        help="run N trials of a probe, each a fresh process, into a campaign; an option given a comma list "
-        "(--page 2m,1g) runs one variant per value, interleaved trial by trial",
-    )
+
+def _build_run(sub: _Sub, probe_for_run: str | None) -> None:
+    from pathlib import Path
+
+    from tailscope.options import SECONDS, TRIALS
+    from tailscope.probes.catalogue import PROBES, probe_spec
+
+    p = sub.add_parser("run", help=VERBS["run"])
     p.add_argument("probe", nargs="?", metavar="PROBE", help=f"one of: {', '.join(PROBES)}")
     p.add_argument("--trials", type=TRIALS, metavar="N", help="trials to run (with --resume: to complete)")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
@@ -530,7 +560,13 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None, list_values=True)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("import", help="import results of other tools into a campaign")
+
+def _build_import(sub: _Sub, probe_for_run: str | None) -> None:
+    from pathlib import Path
+
+    from tailscope.importers.cli import COUNTER_FORMATS
+
+    p = sub.add_parser("import", help=VERBS["import"])
     p.add_argument(
         "format",
         choices=["iterations", "hpl", *COUNTER_FORMATS],
@@ -559,7 +595,11 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     d.add_argument("--lower-is-better", dest="higher_is_better", action="store_const", const=False)
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("analyze", help="statistics, slow runs and verdicts of a campaign")
+
+def _build_analyze(sub: _Sub, probe_for_run: str | None) -> None:
+    from pathlib import Path
+
+    p = sub.add_parser("analyze", help=VERBS["analyze"])
     p.add_argument("campaign", type=Path, metavar="DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output (every run)")
     p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
@@ -568,15 +608,21 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     _add_analysis_options(p)
     p.set_defaults(func=cmd_analyze)
 
-    p = sub.add_parser("report", help="one self-contained HTML report of a campaign")
+
+def _build_report(sub: _Sub, probe_for_run: str | None) -> None:
+    from pathlib import Path
+
+    p = sub.add_parser("report", help=VERBS["report"])
     p.add_argument("campaign", type=Path, metavar="DIR")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
     _add_analysis_options(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser(
-        "compare", help="variants of a probe differing in one option (page policy, offset) as an experiment"
-    )
+
+def _build_compare(sub: _Sub, probe_for_run: str | None) -> None:
+    from pathlib import Path
+
+    p = sub.add_parser("compare", help=VERBS["compare"])
     p.add_argument("campaign", type=Path, metavar="DIR")
     p.add_argument(
         "--by",
@@ -587,7 +633,13 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     _add_analysis_options(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("check", help="the default probe suite on this node, analysis and report")
+
+def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
+    from pathlib import Path
+
+    from tailscope.options import TRIALS
+
+    p = sub.add_parser("check", help=VERBS["check"])
     p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
     p.add_argument(
         "--deep",
@@ -605,13 +657,19 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     _add_analysis_options(p)
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("facts", help="this node's facts and tuning advice")
+
+def _build_facts(sub: _Sub, probe_for_run: str | None) -> None:
+    p = sub.add_parser("facts", help=VERBS["facts"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_facts)
 
+
+def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
+    from pathlib import Path
+
     p = sub.add_parser(
         "trace",
-        help="OpenMP regions, memory placement and socket traffic of an unmodified program (OMPT)",
+        help=VERBS["trace"],
         description="Run PROGRAM under tailscope's OMPT tool (on LLVM's libomp; a gcc-built program runs on "
         "it through a libgomp.so.1 link) and store its regions, placement and traffic; writes an OTF2 "
         "archive and a Chrome trace JSON beside the campaign's shards.",
@@ -635,16 +693,85 @@ def build_parser(probe_for_run: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
     p.set_defaults(func=cmd_trace)
 
+
+def _build_addr(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.addr.cli import add_addr_parser
+
     add_addr_parser(sub)
+
+
+def _build_campaign(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.campaign.cli import add_campaign_parser
+
     add_campaign_parser(sub)
+
+
+def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.report.verdict_cli import add_verdict_parser
+
     p = add_verdict_parser(sub)
     _add_analysis_options(p)
     p.set_defaults(func=_verdict)
+
+
+def _build_export(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.importers.cli import add_export_parser
+
     add_export_parser(sub)
+
+
+def _build_metrics(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.counters.metrics_cli import add_metrics_parser
+
     add_metrics_parser(sub)
+
+
+def _build_monitor(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.counters.monitor_cli import add_monitor_parser
+
     add_monitor_parser(sub)
-    add_inject_parsers(sub)
+
+
+def _build_inject(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.inject.cli import add_inject_parsers
+
+    add_inject_parsers(sub)  # `inject` and `validate`
+
+
+# verb -> the builder that registers it (one builder may register several verbs, in VERBS order)
+_BUILDERS: dict[str, Callable[[Any, str | None], None]] = {
+    "probes": _build_probes, "run": _build_run, "import": _build_import, "analyze": _build_analyze,
+    "report": _build_report, "compare": _build_compare, "check": _build_check, "facts": _build_facts,
+    "trace": _build_trace, "addr": _build_addr, "campaign": _build_campaign, "verdict": _build_verdict,
+    "export": _build_export, "metrics": _build_metrics, "monitor": _build_monitor, "inject": _build_inject,
+    "validate": _build_inject,
+}  # fmt: skip
+
+
+def build_parser(probe_for_run: str | None = None, *, verb: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. Every verb's own parser is built (the whole command line, for tests and
+    recipes) unless `verb` is given: then only that verb's, the others are names and one-line help (what
+    `tailscope --help` and an unknown verb's error need), so a command builds and imports one verb."""
+    parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action=_VersionAction)
+    sub = parser.add_subparsers(dest="command", metavar="VERB", required=True)
+    built: set[Callable[[Any, str | None], None]] = set()
+    for name, help_text in VERBS.items():
+        builder = _BUILDERS[name]
+        if builder in built:
+            continue
+        if verb is None or builder is _BUILDERS.get(verb):
+            builder(sub, probe_for_run)
+            built.add(builder)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
+
+
+def _verb_named(argv: Sequence[str]) -> str | None:
+    """The verb of a command line: its first word that is not an option (the top level has no option that
+    takes a value), or None (`tailscope --help`, `tailscope`)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _probe_named(argv: Sequence[str]) -> str | None:
@@ -657,12 +784,15 @@ def _probe_named(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    probe = _probe_named(argv)
-    parser = build_parser(probe)
+    verb = _verb_named(argv)
+    parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
     args = parser.parse_args(argv)
-    if args.command == "run" and args.probe is not None and args.probe not in PROBES:
-        print(f"tailscope: error: {UnknownProbeError(args.probe)}", file=sys.stderr)
-        return EXIT_USAGE
+    if args.command == "run" and args.probe is not None:
+        from tailscope.probes.catalogue import PROBES, UnknownProbeError
+
+        if args.probe not in PROBES:
+            print(f"tailscope: error: {UnknownProbeError(args.probe)}", file=sys.stderr)
+            return EXIT_USAGE
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
@@ -673,6 +803,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tailscope: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
+        import os
+
         # `tailscope analyze --json | head`: the reader left; silence the flush at exit too.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -682,7 +814,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+# Verbs that only read a campaign and write their output before they return: their process may end without
+# the interpreter's teardown (freeing pandas', pyarrow's and DuckDB's objects one by one: 0.1 s, a fifth
+# of `analyze` on a small campaign). Verbs that run probes, hold claims or start processes end normally.
+_READ_ONLY_VERBS = frozenset({"analyze", "report", "compare", "verdict"})
+
+
+def entry() -> None:
+    """The `tailscope` command (pyproject's script and `python -m tailscope`): `main`, then exit."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if _verb_named(argv) in _READ_ONLY_VERBS:
+        import os
+
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:  # `tailscope analyze --json | head`: the reader left
+            pass
+        except OSError as exc:  # the output could not be written (disk full): one line, exit 2
+            print(f"tailscope: error: {describe_os_error(exc)}", file=sys.stderr)
+            sys.stderr.flush()
+            code = EXIT_USAGE
+        os._exit(code)
+    raise SystemExit(code)
+
+
 def one_line(exc: BaseException) -> str:
     """The error's message on one line (a message never spans lines on the terminal)."""
+    from tailscope.printable import printable
+
     text = str(exc)
     return " ".join(printable(part) for part in text.splitlines() if part.strip()) or type(exc).__name__

@@ -385,9 +385,17 @@ def optimal_bins_upto(x: np.ndarray, k_max: int) -> list[np.ndarray]:
         j = np.arange(j0, j1, dtype=float)[None, :]  # segment end (inclusive)
         sum1 = s1[j0 + 1 : j1 + 1][None, :] - s1[i0:i1][:, None]  # slices: no gathers
         sum2 = s2[j0 + 1 : j1 + 1][None, :] - s2[i0:i1][:, None]
+        # sum2 - sum1**2 / (j - i + 1), floored at 0, in place: the same numbers with 3 temporaries of the
+        # block's size instead of 9 (memory traffic is this function's cost)
+        size = j - i
+        size += 1.0
+        np.square(sum1, out=sum1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            c = sum2 - sum1**2 / (j - i + 1.0)
-        return np.where(j >= i, np.maximum(c, 0.0), np.inf)
+            np.divide(sum1, size, out=sum1)
+        np.subtract(sum2, sum1, out=sum2)
+        np.maximum(sum2, 0.0, out=sum2)
+        sum2[size <= 0.0] = np.inf  # j < i: no such bin
+        return sum2
 
     # Column blocks of about 2 million cells, left to right, every level per block: the level-b value at
     # end j needs level b-1 only before j. Never the whole n x n table (200 MB at 5,000 nodes), and only
@@ -399,8 +407,9 @@ def optimal_bins_upto(x: np.ndarray, k_max: int) -> list[np.ndarray]:
     for j0 in range(0, n, width) if k_max > 1 else ():
         j1 = min(n, j0 + width)
         block = cost(1, max(j1, 2), j0, j1)  # row r: the bin starting at i = r + 1
+        total = np.empty_like(block)
         for b in range(1, k_max):
-            total = best[b - 1, : block.shape[0], None] + block  # bins before i, plus the bin i..j
+            np.add(best[b - 1, : block.shape[0], None], block, out=total)  # bins before i, plus the bin i..j
             arg = np.argmin(total, axis=0)
             back[b, j0:j1] = arg + 1
             best[b, j0:j1] = total[arg, np.arange(j1 - j0)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,7 +57,14 @@ from tailscope.analysis.quantiles import quantile_ci
 from tailscope.analysis.settings import settings_from_dict, validate_settings
 from tailscope.analysis.verdict import make_verdict
 
-__all__ = ["ITERATION_COLUMNS", "RUN_COLUMNS", "analyze", "score_runs", "settings_from_dict"]
+__all__ = [
+    "ITERATION_COLUMNS",
+    "RUN_COLUMNS",
+    "STORE_RUN_COLUMNS",
+    "analyze",
+    "score_runs",
+    "settings_from_dict",
+]
 
 RUN_COLUMNS = (
     "run_id",
@@ -73,6 +80,9 @@ RUN_COLUMNS = (
     "higher_is_better",
     "status",
 )
+# The runs columns analyze and the counter attribution (attribution.py: threads, seconds, wall_s) read, and
+# notes (error): `analyze` reads only these from the store.
+STORE_RUN_COLUMNS = (*RUN_COLUMNS, "error", "threads", "wall_s", "seconds")
 ITERATION_COLUMNS = ("run_id", "iteration", "thread", "kernel", "warmup", "value")
 FWQ_ITERATION_COLUMNS = ("seconds",)  # mono_start_ns is used when present
 
@@ -91,9 +101,14 @@ METHODS = {
 }
 
 
+# The iterations of the given runs, or (None) of every run analysed: the store's reader, so that only the
+# iterations the analysis reads are loaded (those of (variant, node) groups with a flagged run, and fwq's).
+IterationSource = Callable[[Sequence[str] | None], pd.DataFrame]
+
+
 def analyze(
     runs: pd.DataFrame,
-    iterations: pd.DataFrame,
+    iterations: pd.DataFrame | IterationSource,
     settings: Settings,
     campaign: str,
     cluster_settings: ClusterSettings | None = None,
@@ -103,7 +118,8 @@ def analyze(
     nodes: pd.DataFrame | None = None,
     pages_tests: Mapping[str, Any] | None = None,
 ) -> CampaignAnalysis:
-    """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows.
+    """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows (or an
+    IterationSource that reads the rows of the runs asked for).
 
     `counters` (rows with source "os" are the per-trial evidence, EVIDENCE.md), `corunners` and `nodes`
     (facts) feed the cause catalogue and the node verdicts; without them causes say "no evidence recorded".
@@ -121,7 +137,7 @@ def analyze(
     _check_ok_runs(ok)
 
     scored = score_runs(ok, settings)
-    have_iterations = len(iterations) > 0
+    iterations, have_iterations = _iterations_needed(iterations, scored)
     if have_iterations:
         _require(iterations, ITERATION_COLUMNS, "iterations")
     kinds: dict[str, tuple[RunKind, KindEvidence | None]] = {}
@@ -183,6 +199,24 @@ def analyze(
         cluster=node_ensembles,
         nodes=node_verdicts,
     )
+
+
+def _iterations_needed(
+    source: pd.DataFrame | IterationSource, scored: pd.DataFrame
+) -> tuple[pd.DataFrame, bool]:
+    """The iteration rows the analysis reads, and whether the analysed runs have any at all (notes say why
+    slow runs are unclassified): from a source, those of every run in a (variant, node) group with a
+    flagged run (classify.py compares them with their node's normal runs) and of every fwq run."""
+    if not callable(source):
+        return source, len(source) > 0
+    group = scored["variant"].astype(str) + "\0" + scored["node"].astype(str)
+    wanted = group.isin(set(group[scored["flagged"].to_numpy(dtype=bool)])) | (scored["probe"] == "fwq")
+    run_ids = scored.loc[wanted, "run_id"].astype(str).tolist()
+    if not run_ids:  # nothing flagged, no fwq: no iteration row is needed, and no note needs them
+        source([])  # the store still names a truncated or missing shard (store/read.py, _check_ends)
+        return pd.DataFrame(), False
+    frame = source(run_ids)
+    return frame, len(frame) > 0 or len(source(None)) > 0
 
 
 def _one_node_screen(
@@ -279,7 +313,7 @@ def _group_summaries(
             low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
             low_ci = quantile_ci(values, low_q, settings.confidence)
             drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
-            rule_limit = _rule_limit(values, median, settings)
+            rule_limit = _rule_limit(float(mads[i]), median, settings)
             tails = tuple(
                 tail_count(
                     int(np.count_nonzero(ratio < 1.0 - d)),
@@ -344,13 +378,13 @@ def _group_summaries(
     return tuple(out)
 
 
-def _rule_limit(values: np.ndarray, median: float, settings: Settings) -> float:
+def _rule_limit(mad_value: float, median: float, settings: Settings) -> float:
     """The quantile rule's limit (negative: a drop): the verdict's max_q01_drop widened to floor_sds robust
     sds of the group's own noise (verdict.quantile_limit), so the table and the verdict agree; the plain
     quantile_rule_limit when that check is off."""
     if settings.max_q01_drop is None or median <= 0:
         return settings.quantile_rule_limit
-    floor = robust.robust_cv(robust.mad(values), median)
+    floor = robust.robust_cv(mad_value, median)  # the group's MAD (robust.group_mads: the same as mad())
     return -max(settings.max_q01_drop, settings.floor_sds * floor)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tailscope import __version__
+import tailscope
 from tailscope.store.errors import StoreError
 from tailscope.store.manifest import FORMAT, Manifest, Plan
 from tailscope.store.schema import SCHEMA_VERSION, TABLES
@@ -194,7 +194,7 @@ class Campaign:
             campaign_id=uuid.uuid4().hex,
             name=name or Path(root).resolve().name,
             created=utcnow().isoformat(timespec="seconds"),
-            tool_version=__version__,
+            tool_version=tailscope.__version__,  # importlib.metadata: looked up when a campaign is made
             schema_version=SCHEMA_VERSION,
         )
 

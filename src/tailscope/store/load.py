@@ -12,6 +12,10 @@ campaign, apply the manifest changes, rename the staged shards into `shards/`, f
 record (the commit point). Abort: remove the staging directory and the claim, and the campaign directory
 itself when this operation created it and nothing else is in it.
 
+A run's iterations are written in the transaction that writes the run (every writer does: the runner, the
+importers, trace): the read path reads the iterations of some runs from the shards of their commits only
+(store/read.py, `iterations(run_ids)`). A writer that adds iterations to a run stored earlier breaks that.
+
 Trial numbers are claimed under the campaign lock: a claim file names the trials and the writer (pid, host,
 boot id), so two writers never store one trial twice, and a writer that died leaves a claim that the next one
 recognises as stale (same host) and ignores.

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tailscope.analysis.causes import (
@@ -35,7 +36,7 @@ from tailscope.analysis.causes.context import (
     corunner_lists,
     features_of,
     run_features,
-    usual_features,
+    usual_features_by_group,
 )
 from tailscope.analysis.model import CauseFinding, KindEvidence
 
@@ -92,42 +93,52 @@ def diagnose_runs(
     run_extras: Mapping[str, Mapping[str, Any]] | None = None,
     pages_tests: Mapping[str, page_placement.PagesTest] | None = None,
 ) -> dict[str, tuple[CauseFinding, ...]]:
-    """Ranked findings of every flagged run of `scored` (summary.score_runs' frame, `flagged` column)."""
-    flagged = scored.loc[scored["flagged"]]
-    if flagged.empty:
+    """Ranked findings of every flagged run of `scored` (summary.score_runs' frame, `flagged` column).
+
+    Only the (variant, node) groups with a flagged run are visited, and their normal runs' usual features
+    come from one group-by, not a frame per group (50,000 runs in 1,000 groups: seconds of pandas per group).
+    """
+    is_flagged = scored["flagged"].to_numpy(dtype=bool)
+    if not is_flagged.any():
         return {}
     features, cpus = run_features(counters if counters is not None else pd.DataFrame())
     co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
     features = _with_fwq(add_corunner_share(features, co), run_extras or {})
     facts = node_facts(nodes)
+    # (variant, node) groups numbered in order of first appearance (the order findings are listed in)
+    group, _ = pd.MultiIndex.from_arrays([scored["variant"], scored["node"]]).factorize()
+    wanted = np.unique(group[is_flagged])
+    usual_of: dict[int, dict[str, float]] = {}
+    if not features.empty:
+        normal = ~is_flagged & np.isin(group, wanted)
+        normal_ids = scored["run_id"].astype(str).to_numpy()[normal]
+        usual_of = usual_features_by_group(features, normal_ids, group[normal])
+    with_os = _runs_with_os_rows(features)
+    rows = np.flatnonzero(is_flagged)
+    rows = rows[np.argsort(group[rows], kind="stable")]
     out: dict[str, tuple[CauseFinding, ...]] = {}
-    for (variant, node), g in scored.groupby(["variant", "node"], sort=False):
-        mine = g.loc[g["flagged"]]
-        if mine.empty:
-            continue
-        normal_ids = g.loc[~g["flagged"], "run_id"].astype(str).tolist()
-        usual = usual_features(features, normal_ids) if not features.empty else {}
-        for row in mine.itertuples(index=False):
-            run_id = str(row.run_id)
-            kind, evidence = kinds.get(run_id, ("unclassified", None))
-            ctx = RunContext(
-                run_id=run_id,
-                node=str(node),
-                probe=str(row.probe),
-                variant=str(variant),
-                trial=int(row.trial),
-                slowdown=float(row.slowdown),
-                kind=str(kind),
-                kind_evidence=evidence,
-                has_evidence=run_id in cpus or (not features.empty and _has_os_rows(features, run_id)),
-                now=features_of(features, run_id),
-                usual=usual,
-                cpus=cpus.get(run_id, ()),
-                corunners=co.get(run_id, ()),
-                facts=facts.get(str(node), {}),
-                params=_params(getattr(row, "params", None)),
-            )
-            out[run_id] = diagnose(ctx, pages_tests)
+    flagged = scored.iloc[rows]
+    for i, row in zip(group[rows], flagged.itertuples(index=False), strict=True):
+        run_id = str(row.run_id)
+        kind, evidence = kinds.get(run_id, ("unclassified", None))
+        ctx = RunContext(
+            run_id=run_id,
+            node=str(row.node),
+            probe=str(row.probe),
+            variant=str(row.variant),
+            trial=int(row.trial),
+            slowdown=float(row.slowdown),
+            kind=str(kind),
+            kind_evidence=evidence,
+            has_evidence=run_id in cpus or run_id in with_os,
+            now=features_of(features, run_id),
+            usual=usual_of.get(int(i), {}),
+            cpus=cpus.get(run_id, ()),
+            corunners=co.get(run_id, ()),
+            facts=facts.get(str(row.node), {}),
+            params=_params(getattr(row, "params", None)),
+        )
+        out[run_id] = diagnose(ctx, pages_tests)
     return out
 
 
@@ -141,11 +152,15 @@ def node_facts(nodes: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _has_os_rows(features: pd.DataFrame, run_id: str) -> bool:
-    if run_id not in features.index:
-        return False
-    row = features.loc[run_id].drop(labels=[c for c in FWQ_FEATURES if c in features.columns])
-    return bool(row.notna().any())
+def _runs_with_os_rows(features: pd.DataFrame) -> set[str]:
+    """The runs with any os evidence feature (fwq noise alone is not evidence)."""
+    if features.empty:
+        return set()
+    os_columns = [c for c in features.columns if c not in FWQ_FEATURES]
+    if not os_columns:
+        return set()
+    present = features[os_columns].notna().any(axis=1)
+    return {str(r) for r in features.index[present.to_numpy(dtype=bool)]}
 
 
 def _with_fwq(features: pd.DataFrame, extras: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

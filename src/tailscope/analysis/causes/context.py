@@ -281,6 +281,22 @@ def usual_features(features: pd.DataFrame, normal_ids: Sequence[str]) -> dict[st
     return {str(k): float(v) for k, v in med.items() if np.isfinite(v)}
 
 
+def usual_features_by_group(
+    features: pd.DataFrame, normal_ids: Sequence[str], group: np.ndarray
+) -> dict[int, dict[str, float]]:
+    """`usual_features` of many groups in one group-by: group number -> median of every feature over that
+    group's normal runs (`normal_ids[i]` belongs to `group[i]`); groups without any value are left out."""
+    rows = features.reindex(list(normal_ids))  # runs without features: all NaN, skipped by the median
+    med = rows.select_dtypes("number").groupby(np.asarray(group), sort=False).median()
+    out: dict[int, dict[str, float]] = {}
+    columns = [str(c) for c in med.columns]
+    for g, values in zip(med.index, med.to_numpy(dtype=float), strict=True):
+        usual = {k: float(v) for k, v in zip(columns, values, strict=True) if np.isfinite(v)}
+        if usual:
+            out[int(g)] = usual
+    return out
+
+
 def features_of(features: pd.DataFrame, run_id: str) -> dict[str, float]:
     if features.empty or run_id not in features.index:
         return {}

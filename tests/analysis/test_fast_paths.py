@@ -1,0 +1,199 @@
+"""The analysis' (and the report's runs CSV's) fast paths give what the plain code gives (issue 11).
+
+Each fast path is compared with a reference written the plain way, in this file, on the recorded-format
+evidence of evidence_fixtures.py: several nodes and variants, flagged runs with and without evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from evidence_fixtures import Ensemble, Trial, analyze_ensemble, ensemble
+
+from tailscope.analysis import causes
+from tailscope.analysis.causes import RunContext, diagnose
+from tailscope.analysis.causes.context import (
+    add_corunner_share,
+    corunner_lists,
+    features_of,
+    run_features,
+    usual_features,
+    usual_features_by_group,
+)
+from tailscope.analysis.model import Settings
+from tailscope.analysis.summary import score_runs
+from tailscope.probes.catalogue import variant_name
+from tailscope.report.answer import run_cause
+from tailscope.workflow import runs_csv
+
+
+def _fleet() -> Ensemble:
+    """Three nodes x two probes; slow trials with co-runners, with reclaim, with iterations only."""
+    parts = []
+    for i, node in enumerate(("n1", "n2", "n3")):
+        for probe in ("l2sum", "stream"):
+            slow = {
+                3: Trial(slowdown=0.2, others=0.2, corunners=((77, "hog", 0.2),)),
+                9: Trial(slowdown=0.12, vm={"pgscan_direct": 5000.0, "allocstall_normal": 40.0}),
+                17: Trial(slowdown=0.3, iteration_slow={2: 0.9}),
+            }
+            parts.append(ensemble(slow, n=24, node=node, probe=probe, seed=3 + i, with_evidence=node != "n3"))
+    return Ensemble(*(pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in
+                      ("runs", "iterations", "counters", "corunners", "nodes")))  # fmt: skip
+
+
+def _reference_diagnose(scored: pd.DataFrame, e: Ensemble) -> dict[str, tuple]:
+    """The catalogue's diagnosis the plain way: one pandas frame per (variant, node) group."""
+    features, cpus = run_features(e.counters)
+    co = corunner_lists(e.corunners)
+    features = add_corunner_share(features, co)
+    facts = causes.node_facts(e.nodes)
+    out = {}
+    for (variant, node), g in scored.groupby(["variant", "node"], sort=False):
+        mine = g.loc[g["flagged"]]
+        if mine.empty:
+            continue
+        usual = usual_features(features, g.loc[~g["flagged"], "run_id"].astype(str).tolist())
+        for row in mine.itertuples(index=False):
+            run_id = str(row.run_id)
+            has_os = run_id in features.index and bool(features.loc[run_id].notna().any())
+            ctx = RunContext(
+                run_id=run_id, node=str(node), probe=str(row.probe), variant=str(variant),
+                trial=int(row.trial),
+                slowdown=float(row.slowdown), kind="unclassified", kind_evidence=None,
+                has_evidence=run_id in cpus or has_os, now=features_of(features, run_id), usual=usual,
+                cpus=cpus.get(run_id, ()), corunners=co.get(run_id, ()), facts=facts.get(str(node), {}),
+                params=causes._params(row.params),
+            )  # fmt: skip
+            out[run_id] = diagnose(ctx)
+    return out
+
+
+def test_diagnose_runs_is_the_per_group_diagnosis() -> None:
+    e = _fleet()
+    scored = score_runs(e.runs.sort_values(["variant", "node", "trial"], ignore_index=True), Settings())
+    found = causes.diagnose_runs(scored, {}, counters=e.counters, corunners=e.corunners, nodes=e.nodes)
+    expected = _reference_diagnose(scored, e)
+    assert len(expected) >= 12  # the control: slow runs on every node and probe were flagged
+    assert list(found) == list(expected)
+    assert found == expected
+    names = {f.cause for fs in found.values() for f in fs}
+    assert {"cpu-contention", "unknown"} <= names  # evidence-backed and evidence-less runs both seen
+
+
+def test_usual_features_by_group_is_usual_features_per_group() -> None:
+    rng = np.random.default_rng(5)
+    ids = [f"r{i}" for i in range(60)]
+    index = pd.Index(ids, name="run_id")
+    features = pd.DataFrame(rng.normal(size=(60, 4)), index=index, columns=list("abcd"))
+    features.loc[features.sample(frac=0.3, random_state=1).index, "b"] = np.nan
+    features.loc[ids[:20], "c"] = np.nan  # group 0: c never known
+    normal_ids = [*ids[:20], *ids[20:45], "not-in-features", "nor-this"]
+    group = np.array([0] * 20 + [1] * 25 + [1, 2])
+    got = usual_features_by_group(features, normal_ids, group)
+    for g in (0, 1):
+        members = [r for r, k in zip(normal_ids, group, strict=True) if k == g]
+        assert got[g] == pytest.approx(usual_features(features, members), rel=0, abs=0)
+        assert set(got[g]) == set(usual_features(features, members))
+    assert "c" not in got[0] and "c" in got[1]
+    assert 2 not in got  # a group whose runs have no features has no usual values
+
+
+def _pandas_runs_csv(analysis) -> str:
+    """The former implementation: a frame of one dict per run, written by pandas."""
+    names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
+    rows = [
+        {
+            "run_id": r.run_id, "node": r.node, "probe": r.probe, "variant": names.get(r.variant, r.variant),
+            "variant_id": r.variant, "trial": r.trial, "started_at": r.started_at, "value": r.value,
+            "unit": r.unit, "perf_ratio": r.perf_ratio, "scaled_value": r.scaled_value, "slow": r.slow,
+            "flagged": r.flagged, "kind": r.kind, "cause": run_cause(r),
+            "cause_confidence": r.causes[0].confidence if r.causes else "",
+        }
+        for r in sorted(analysis.runs, key=lambda r: (r.perf_ratio, r.node, r.trial))
+    ]
+    return pd.DataFrame(rows).to_csv(index=False)
+
+
+def test_runs_csv_is_what_pandas_wrote() -> None:
+    slow = {5: Trial(slowdown=0.2, others=0.2, corunners=((9, "hog", 0.2),)), 11: Trial(slowdown=0.15)}
+    analysis = analyze_ensemble(ensemble(slow, n=30))
+    runs = list(analysis.runs)
+    # awkward values too: a comma and a quote in a unit, a NaN, a huge and a tiny number
+    runs[0] = dataclasses.replace(runs[0], unit='GB/s, "per node"', scaled_value=math.nan)
+    runs[1] = dataclasses.replace(runs[1], value=1e300, scaled_value=1e-7)
+    # ties in the sort key: the same ratio on two nodes (node decides), then on one node (trial decides)
+    for i, node in ((2, "n2"), (3, "n0"), (4, "n2"), (5, "n1")):
+        runs[i] = dataclasses.replace(runs[i], perf_ratio=0.9, node=node)
+    analysis = dataclasses.replace(analysis, runs=tuple(runs))
+    got = runs_csv(analysis)
+    assert got == _pandas_runs_csv(analysis)
+    frame = pd.read_csv(io.StringIO(got))
+    assert len(frame) == 30 and frame["flagged"].sum() >= 2  # the control: flagged runs with causes
+    assert (frame["cause"] != "-").sum() == frame["flagged"].sum()
+
+
+def _store_fleet(root) -> None:
+    """_fleet's runs, iterations and evidence stored through the load path, one commit per node, plus a
+    retried trial (a failed attempt that stays hidden)."""
+    import pyarrow as pa
+
+    from tailscope.store.campaign import Campaign, conform
+    from tailscope.store.load import load_into
+    from tailscope.store.schema import TABLES
+
+    e = _fleet()
+    Campaign.create(root)
+    nodes = e.nodes.drop_duplicates("node").assign(
+        collected_at=pd.Timestamp("2026-11-02T09:00:00", tz="UTC"), task="t1", facts="{}"
+    )
+    for node, runs in e.runs.groupby("node"):
+        ids = set(runs["run_id"])
+        retry = runs.iloc[[0]].assign(run_id=lambda f: f["run_id"] + "-failed", status="error", value=None)
+        tables = {
+            "runs": pd.concat([runs, retry], ignore_index=True),
+            "iterations": e.iterations.loc[e.iterations["run_id"].isin(ids)],
+            "counters": e.counters.loc[e.counters["run_id"].isin(ids)],
+            "corunners": e.corunners.loc[e.corunners["run_id"].isin(ids)],
+            "nodes": nodes.loc[nodes["node"] == node],
+        }
+        with load_into(root, "test") as load:
+            for name, frame in tables.items():
+                data = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
+                data = data.select([c for c in data.column_names if c in TABLES[name].names])
+                load.write(name, conform(data, name), node=str(node))
+
+
+def test_analyze_campaign_is_analyze_of_every_row(tmp_path) -> None:
+    """`analyze` (narrow runs read, only the iterations it needs) gives the JSON that the analysis of every
+    stored row gives (the whole runs table and every iteration, as `analyze` read them before issue 11)."""
+    from tailscope import workflow
+    from tailscope.analysis.cluster import cluster_settings_of
+    from tailscope.analysis.summary import analyze
+    from tailscope.jsonout import encode
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.read import connect
+
+    root = tmp_path / "fleet"
+    _store_fleet(root)
+    campaign = Campaign.open(root)
+    with connect(campaign) as con:
+        runs, iterations = workflow.load_frames(campaign, con=con)
+        assert len(iterations) > 0 and "task" in runs.columns  # every column, every iteration
+        counters, corunners, nodes = workflow.load_evidence(con, runs["run_id"].astype(str).tolist())
+        cluster = cluster_settings_of(campaign.manifest.cluster)
+        every = analyze(
+            runs, iterations, Settings(), campaign.campaign_id, cluster,
+            counters=counters, corunners=corunners, nodes=nodes,
+        )  # fmt: skip
+        every = workflow.with_attribution(con, every, runs)
+    fast = workflow.analyze_campaign(root, Settings())
+    assert encode(fast) == encode(every)
+    flagged = [r for r in fast.runs if r.flagged]
+    assert len(flagged) >= 12 and "systematic" in {r.kind for r in flagged}  # the control: classified
+    assert any(c.cause == "cpu-contention" for r in flagged for c in r.causes)
