@@ -55,7 +55,7 @@ from tailscope.analysis.model import (
 from tailscope.analysis.notes import compose_notes
 from tailscope.analysis.quantiles import quantile_ci
 from tailscope.analysis.settings import settings_from_dict, validate_settings
-from tailscope.analysis.verdict import make_verdict
+from tailscope.analysis.verdict import make_verdict, rule_limit
 
 __all__ = [
     "ITERATION_COLUMNS",
@@ -313,7 +313,8 @@ def _group_summaries(
             low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
             low_ci = quantile_ci(values, low_q, settings.confidence)
             drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
-            rule_limit = _rule_limit(float(mads[i]), median, settings)
+            has_interval = low_ci.lower_rank is not None
+            rule_limit = _rule_limit(float(mads[i]), median, settings, has_interval=has_interval)
             tails = tuple(
                 tail_count(
                     int(np.count_nonzero(ratio < 1.0 - d)),
@@ -378,14 +379,15 @@ def _group_summaries(
     return tuple(out)
 
 
-def _rule_limit(mad_value: float, median: float, settings: Settings) -> float:
+def _rule_limit(mad_value: float, median: float, settings: Settings, *, has_interval: bool = True) -> float:
     """The quantile rule's limit (negative: a drop): the verdict's max_q01_drop widened to floor_sds robust
-    sds of the group's own noise (verdict.quantile_limit), so the table and the verdict agree; the plain
+    sds of the group's own noise, and to the slow threshold when the quantile has no interval
+    (verdict.rule_limit, the one formula), so the table and the verdict agree; the plain
     quantile_rule_limit when that check is off."""
     if settings.max_q01_drop is None or median <= 0:
         return settings.quantile_rule_limit
     floor = robust.robust_cv(mad_value, median)  # the group's MAD (robust.group_mads: the same as mad())
-    return -max(settings.max_q01_drop, settings.floor_sds * floor)
+    return -rule_limit(floor, settings, has_interval=has_interval)
 
 
 def _node_level(scored: pd.DataFrame, settings: Settings) -> dict[tuple[str, str], tuple[float, float, bool]]:
