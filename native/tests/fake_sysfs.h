@@ -7,6 +7,8 @@
 #ifndef TS_FAKE_SYSFS_H
 #define TS_FAKE_SYSFS_H
 
+#include "fake_files.h"
+
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -14,32 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void fake_write(const char *dir, const char *name, const char *text)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0) {
-        perror(path);
-        exit(2);
-    }
-}
-
-static void fake_mkdir(const char *path)
-{
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        perror(path);
-        exit(2);
-    }
-}
-
-static int fake_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-/* Remove the tree made by fake_sysfs(). */
 static void fake_sysfs_remove(const char *root) { nftw(root, fake_rm, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* Returns the root (static buffer). */

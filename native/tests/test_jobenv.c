@@ -2,6 +2,7 @@
  * hand-over to a re-executed child, which variables bind, and the refusal's wording. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "fake_files.h"
 #include "ts_jobenv.h"
 #include "ts_util.h"
 
@@ -11,31 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static void fake_write(const char *dir, const char *name, const char *text)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0) {
-        perror(path);
-        exit(2);
-    }
-}
-
-static void fake_mkdir(const char *path)
-{
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        perror(path);
-        exit(2);
-    }
-}
-
-static int fake_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 #define NCPUS 8
 
