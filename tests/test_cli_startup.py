@@ -202,3 +202,9 @@ def test_the_command_ends_with_its_output_and_code(tmp_path: Path, verb: list[st
         assert json.loads(text)["campaign"]
     else:
         assert text.endswith("\n") and len(text) > 20
+
+
+def test_a_probe_option_of_the_wrong_type_says_what_it_expects() -> None:
+    code, heavy, out = _loaded("run", "hpl", "--n", "abc", "--trials", "2")
+    assert code == 2 and not heavy
+    assert "--n abc: expected a whole number" in out and "Traceback" not in out

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 # each verb's name and one-line help (VERBS); a verb's own parser is built only when that verb is named
 # (`_build`), and each verb imports what it needs when it runs.
 from tailscope.errors import InputError, describe_os_error
+from tailscope.options import type_words
 
 TYPE_CHECKING = False  # typing costs more than argparse to import; mypy treats this name as typing's
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def _probe_variants(probe: str, args: argparse.Namespace) -> list[ProbeVariant]:
             try:
                 value = option.type(piece)
             except ValueError:
-                raise UsageError(f"{option.flag} {piece}: expected a {option.type.__name__}") from None
+                raise UsageError(f"{option.flag} {piece}: expected {type_words(option.type)}") from None
             if option.choices and value not in option.choices:
                 raise UsageError(f"{option.flag} {piece}: expected one of {', '.join(option.choices)}")
             values.append((key, value))

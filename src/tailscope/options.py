@@ -63,3 +63,8 @@ FRACTION = number(0, 1, lo_open=True, hi_open=True)  # (0, 1): thresholds, rates
 SHARE = number(0, 1)  # [0, 1]
 NON_NEGATIVE = number(0)
 CPU = whole(0, 1 << 20)
+
+
+def type_words(kind: type) -> str:
+    """How an option's value type reads in an error line: 'a whole number', 'a number', 'a string'."""
+    return {int: "a whole number", float: "a number"}.get(kind, f"a {kind.__name__}")

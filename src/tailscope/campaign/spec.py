@@ -53,6 +53,7 @@ from typing import Any
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
 from tailscope.errors import InputError
+from tailscope.options import type_words
 from tailscope.probes.catalogue import PROBES, ProbeVariant
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
@@ -299,7 +300,7 @@ def _probes(data: Mapping[str, Any], where: _Locator, events: str | None) -> tup
                 ok = isinstance(value, str | int) and not isinstance(value, bool)
                 value = str(value)
             if not ok:
-                raise where.error("probes", key, f"expected a {option.type.__name__} for {option.flag}")
+                raise where.error("probes", key, f"expected {type_words(option.type)} for {option.flag}")
             if option.choices and value not in option.choices:
                 raise where.error("probes", key, f"expected one of {', '.join(option.choices)}")
             if value is not False:
