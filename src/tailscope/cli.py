@@ -272,7 +272,6 @@ def cmd_probes(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tailscope.counters.monitor_cli import parse_interval
-    from tailscope.workflow import RunRequest, run_campaign
 
     if args.probe is None and not args.resume:
         raise UsageError("run: name a probe (tailscope probes lists them), or --resume --campaign DIR")
@@ -290,6 +289,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError("--scaling: give each option one value (no comma lists) with --scaling")
             base = dict(variants[0][0].params)
             variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, base))
+    from tailscope.workflow import RunRequest, run_campaign  # heavy: only once the arguments are right
+
     outcome = run_campaign(
         RunRequest(
             variants=variants,

@@ -28,8 +28,7 @@ def whole(lo: int, hi: int | Callable[[], int] | None = None) -> Callable[[str],
 
 
 def _max_trials() -> int:
-    # The store's limit, looked up when --trials is given: store.manifest loads pyarrow (not for --help).
-    from tailscope.store.manifest import MAX_TRIALS
+    from tailscope.store.limits import MAX_TRIALS  # the store's limit (store.manifest re-exports it)
 
     return MAX_TRIALS
 

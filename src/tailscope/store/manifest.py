@@ -22,12 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.store.errors import StoreError
+from tailscope.store.limits import MAX_TRIALS
 from tailscope.store.schema import check_schema_version
 
 FORMAT = "tailscope-campaign"
-# Trials per (node, variant) a plan may ask for: far beyond any real campaign, far below what would exhaust
-# memory while planning (the runner lists pending trials).
-MAX_TRIALS = 1_000_000
 
 Scalar = str | int | float | bool | None | list[str | int | float | bool | None]
 
