@@ -237,6 +237,10 @@ def test_frequency_from_the_effective_clock():
     assert top.cause == "frequency"
     assert "effective clock 3,325 MHz (usual 3,694 MHz)" in top.sentence
     assert top.evidence["clock_drop"] == pytest.approx(1 - 3325 / 3694, rel=1e-4)
+    assert "virtual machine" not in top.sentence
+    guest = _flagged(analyze_ensemble(ensemble(slow_clock, probe="dgemm", facts={"virtualization": "kvm"})))
+    assert "another guest on the same physical core" in guest[3].causes[0].sentence
+    assert "ask the host's operator" in guest[3].causes[0].mitigation
 
 
 def test_memory_bandwidth_contention_by_elimination_on_a_bandwidth_probe():

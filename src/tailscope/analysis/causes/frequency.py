@@ -55,6 +55,16 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     if throttles > 0:
         parts.append(f"{throttles:.0f} thermal throttle events")
     sentence = f"{ctx.cpu_text()} ran slower than usual: " + "; ".join(parts)
+    virt = str(ctx.facts.get("virtualization") or "none")
+    mitigation = MITIGATION
+    if virt != "none" and "effective_mhz" in drops:
+        # a guest's add chain slows when the host runs another guest on the same core's other hardware
+        # thread, or lowers the core's clock: the guest cannot tell which
+        sentence += (
+            " (a virtual machine: another guest on the same physical core, or the host's own frequency "
+            "choices, lower it too)"
+        )
+        mitigation = MITIGATION + "; on a VM, ask the host's operator (pinned vCPUs, no SMT sharing)"
     score = explained_score(drop, ctx.slowdown) if drop >= MIN_DROP else 0.2
     evidence = {
         "clock_drop": drop,
@@ -64,4 +74,4 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         "usual_cpufreq_khz": ctx.typical("cpufreq_khz"),
         "throttle_count": ctx.value("throttle_count"),
     }
-    return finding(NAME, ctx, score, sentence, MITIGATION, evidence)
+    return finding(NAME, ctx, score, sentence, mitigation, evidence)
