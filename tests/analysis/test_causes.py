@@ -399,3 +399,21 @@ def test_short_trials_use_the_process_scan_when_proc_stat_ticks_are_too_coarse()
     assert top.cause == "cpu-contention" and top.evidence["by"] == "corunner_share"
     assert "tsinject (pid 2038) took 31% of CPU 0" in top.sentence
     assert "other processes used" not in top.sentence
+
+
+def test_os_noise_leads_with_the_evidence_that_explains_most():
+    """Recorded on this quiet VM: fwq runs with FWQ noise 10.6% of each quantum (usual 3.8%) and nothing
+    unusual in irq time or interrupt counts; the terminal cut the sentence after 'irq+softirq took 0%'."""
+    from tailscope.analysis.causes import diagnose
+    from tailscope.analysis.causes.context import RunContext
+
+    now = {"irq_share": 0.0, "interrupts_per_s": 315.0, "timer_per_s": 242.0, "noise_fraction": 0.106,
+           "noise_period_s": 0.0022, "wall_s": 0.3}  # fmt: skip
+    usual = {"irq_share": 0.0, "interrupts_per_s": 330.0, "timer_per_s": 249.0, "noise_fraction": 0.038}
+    ctx = RunContext(
+        run_id="r9", node="vm", probe="fwq", variant="fwq-1", trial=9, slowdown=0.058, kind="transient",
+        kind_evidence=None, has_evidence=True, now=now, usual=usual, cpus=(0, 1), corunners=(),
+    )  # fmt: skip
+    top = diagnose(ctx)[0]
+    assert top.cause == "os-noise"
+    assert top.sentence.split(": ", 2)[2].startswith("FWQ noise 10.6% (usual 3.8%) of each quantum")

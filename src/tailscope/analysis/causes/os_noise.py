@@ -44,34 +44,45 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     explained = irq + kshare + extra_irq * INTERRUPT_COST_S + fwq + short
     if explained < MIN_EXPLAINED:
         return None
-    parts = []
+    # (share of the slowdown it accounts for, words): the sentence leads with what explains the most
+    parts: list[tuple[float, str]] = []
     if detours is not None and short > 0:
         jobs = [c for c in ctx.corunners if not c.kernel_thread]
         parts.append(
-            f"the probe threads were preempted {detours.extra_per_s:,.0f} more times a second than usual, "
-            f"{detours.detour_s * 1e6:.0f} us each ({pct(short)} of their time on the run queue)"
-            + (f", most likely by {jobs[0].comm} (pid {jobs[0].pid})" if jobs else "")
+            (
+                short,
+                f"the probe threads were preempted {detours.extra_per_s:,.0f} more times a second than "
+                f"usual, {detours.detour_s * 1e6:.0f} us each ({pct(short)} of their time on the run queue)"
+                + (f", most likely by {jobs[0].comm} (pid {jobs[0].pid})" if jobs else ""),
+            )
         )
     if ctx.value("irq_share") is not None:
-        parts.append(f"irq+softirq took {vs_usual(ctx.value('irq_share'), ctx.typical('irq_share'))}")
+        parts.append((irq, f"irq+softirq took {vs_usual(ctx.value('irq_share'), ctx.typical('irq_share'))}"))
     if ctx.value("interrupts_per_s") is not None:
-        parts.append(
-            f"{vs_usual(ctx.value('interrupts_per_s'), ctx.typical('interrupts_per_s'), 'rate')} interrupts "
-            "per CPU"
-        )
+        rate = vs_usual(ctx.value("interrupts_per_s"), ctx.typical("interrupts_per_s"), "rate")
+        parts.append((extra_irq * INTERRUPT_COST_S, f"{rate} interrupts per CPU"))
     if ctx.value("timer_per_s") is not None:
-        parts.append(f"timer ticks {vs_usual(ctx.value('timer_per_s'), ctx.typical('timer_per_s'), 'rate')}")
+        parts.append(
+            (0.0, f"timer ticks {vs_usual(ctx.value('timer_per_s'), ctx.typical('timer_per_s'), 'rate')}")
+        )
     if kthreads:
         parts.append(
-            "kernel threads " + ", ".join(f"{c.comm} (pid {c.pid}) {pct(c.share)}" for c in kthreads[:3])
+            (
+                kshare,
+                "kernel threads " + ", ".join(f"{c.comm} (pid {c.pid}) {pct(c.share)}" for c in kthreads[:3]),
+            )
         )
     if ctx.value("noise_fraction") is not None:
         period = ctx.value("noise_period_s")
         parts.append(
-            f"FWQ noise {vs_usual(ctx.value('noise_fraction'), ctx.typical('noise_fraction'))} of each "
-            "quantum" + (f", recurring every {period * 1e3:.3g} ms" if period else "")
+            (
+                fwq,
+                f"FWQ noise {vs_usual(ctx.value('noise_fraction'), ctx.typical('noise_fraction'))} of each "
+                "quantum" + (f", recurring every {period * 1e3:.3g} ms" if period else ""),
+            )
         )
-    sentence = f"the OS interrupted the probe on {ctx.cpu_text()}: " + "; ".join(parts)
+    parts.sort(key=lambda p: -p[0])  # stable: ties keep the order above
+    sentence = f"the OS interrupted the probe on {ctx.cpu_text()}: " + "; ".join(text for _, text in parts)
     evidence = {
         "explained": explained,
         "irq_share": ctx.value("irq_share"),
