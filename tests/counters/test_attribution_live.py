@@ -86,7 +86,12 @@ def test_corunner_trials_are_explained_by_lost_cpu_time(tmp_path: Path) -> None:
     # The group ranking: other slow runs (this VM is shared) dilute it, so lost CPU time must be near the top.
     scores = {c["counter"]: c for c in variant["counters"]}
     assert all(about_cpu_time(c) for c in ranked[:3]), ranked[:6]
-    assert ranked.index("derived/cpu_time_lost") < 8, ranked[:8]
+    # Above it may rank only CPU-time accounting and system-wide counters that move with the co-runner itself
+    # (its page allocations count in vmstat's numa_hit/numa_local); seen once in a clean-clone CI run:
+    # user, idle, interrupts, numa_hit, numa_local, system, ... and cpu_time_lost 9th, with 10 quiet trials
+    # slowed by the host beside the 6 disturbed ones.
+    above = ranked[: ranked.index("derived/cpu_time_lost")]
+    assert len(above) < 12 and all(about_cpu_time(c) or c.startswith("vmstat/") for c in above), above
     lost = scores["derived/cpu_time_lost"]
     assert lost["pearson_r"] > 0.8, lost  # the run time follows the CPU time lost
     assert {"rusage/involuntary_switches", "software/context_switches"} & set(ranked[:8]), ranked[:8]
