@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "inject"))
 
-from victims import busy_loop, copy_rate, median, pinned, switches
+from victims import busy_loop, copy_rate, median, pinned, switches, thp_kib, vmstat
 
 from tailscope.inject.control import Injection
 
@@ -76,28 +76,6 @@ def quota_victim(intensity: float, pairs: int, sec: float) -> float:
     finally:
         victim.kill()
         victim.wait()
-
-
-def thp_kib(mib: int) -> int:
-    code = (
-        "import mmap, re\n"
-        f"n = {mib} << 20\n"
-        "m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
-        "m.madvise(mmap.MADV_HUGEPAGE)\n"
-        "for i in range(0, n, 4096): m[i] = 1\n"
-        "print(re.search(r'AnonHugePages:\\s+(\\d+)', open('/proc/self/smaps_rollup').read()).group(1))\n"
-    )
-    return int(
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    )
-
-
-def vmstat(name: str) -> int:
-    for line in Path("/proc/vmstat").read_text().splitlines():
-        k, v = line.split()
-        if k == name:
-            return int(v)
-    return 0
 
 
 def main() -> None:

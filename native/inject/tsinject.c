@@ -152,15 +152,21 @@ static void busy_until(worker *w, uint64_t until, uint64_t *a, uint64_t *b, size
     }
 }
 
+/* Pin the worker to its CPU; on failure record why (the main thread reports it) and return false. */
+static bool pin_worker(worker *w)
+{
+    int rc = pin(w->cpu);
+    if (rc != 0)
+        w->err = rc, w->err_what = "pthread_setaffinity_np";
+    return rc == 0;
+}
+
 static void *duty_thread(void *arg)
 {
     worker *w = arg;
     const options *o = w->opt;
-    int rc = pin(w->cpu);
-    if (rc != 0) {
-        w->err = rc, w->err_what = "pthread_setaffinity_np";
+    if (!pin_worker(w))
         return NULL;
-    }
     uint64_t *a = NULL, *b = NULL;
     size_t words = 0, pos = 0;
     if (o->mode != M_CPU) {
@@ -197,11 +203,8 @@ static void *noise_thread(void *arg)
 {
     worker *w = arg;
     const options *o = w->opt;
-    int rc = pin(w->cpu);
-    if (rc != 0) {
-        w->err = rc, w->err_what = "pthread_setaffinity_np";
+    if (!pin_worker(w))
         return NULL;
-    }
     struct sched_param sp = {.sched_priority = 1};
     w->fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
     const uint64_t period = (uint64_t)(1e9 / o->intensity);

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from tailscope.cli import main
 from tailscope.importers import ImportInputError, iterations_csv, likwid_csv, perf_csv, perfcounts
+from tailscope.importers.fast_csv import FastReaderFallback
 
 FAST = 150
 SLOW = 10_000
@@ -123,7 +124,7 @@ def check_iterations(path: Path) -> None:
         fast_rows = sum(
             t.num_rows for _, t in iterations_csv.fast_iteration_chunks(path, fast, higher_is_better=True)
         )
-    except iterations_csv._Fallback:
+    except FastReaderFallback:
         return
     assert slow_rows == fast_rows, "the fast reader took what the line reader refuses (or counted otherwise)"
     assert fast.unit == slow.unit and fast.higher_is_better == slow.higher_is_better
@@ -146,7 +147,7 @@ def check_perf(path: Path) -> None:
     fast = perf_csv.PerfSummary()
     try:
         fast_chunks = list(perf_csv.fast_sample_chunks(path, "node", fast))
-    except perf_csv._Fallback:
+    except FastReaderFallback:
         return
     assert chunks is not None, "the fast reader took what the line reader refuses"
     fields = ("mode", "intervals", "series", "unsupported", "not_counted", "digest", "started_ns")
@@ -177,7 +178,7 @@ def check_perfcounts(path: Path) -> None:
         streamed = list(
             perfcounts.stream_tables(path, "n1", perfcounts.SOURCE, perfcounts.StreamSummary(), 97)
         )
-    except perfcounts._Fallback:
+    except FastReaderFallback:
         return
     except ImportInputError as exc:
         _one_line_naming(path, exc)

@@ -11,7 +11,8 @@ import pytest
 
 from tailscope.cli import main
 from tailscope.importers import perfcounts
-from tailscope.importers.perfcounts import StreamSummary, _Fallback, stream_tables
+from tailscope.importers.fast_csv import FastReaderFallback
+from tailscope.importers.perfcounts import StreamSummary, stream_tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "counters"))
 import seed_file
@@ -47,7 +48,7 @@ def test_stream_equals_whole_file(tmp_path: Path, block: int) -> None:
 def test_unusual_files_go_back_to_the_whole_file_readers(tmp_path: Path, edit) -> None:
     path = tmp_path / "c1.perfcounts.lua"
     path.write_text("\n".join(edit(seed_file.big_text(4, cpus=2, chas=1, channels=1).splitlines())) + "\n")
-    with pytest.raises(_Fallback):
+    with pytest.raises(FastReaderFallback):
         list(stream_tables(path, "n1", perfcounts.SOURCE, StreamSummary(), block=256))
 
 

@@ -21,7 +21,7 @@ from tailscope.inject.control import Injection
 from tailscope.inject.kinds import InjectInputError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from victims import busy_loop, copy_rate, median, pinned, switches
+from victims import busy_loop, copy_rate, median, pinned, switches, thp_kib, vmstat
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 
@@ -285,30 +285,6 @@ def test_cpu_quota_cli_leaves_no_cgroup_after_sigterm() -> None:
         sleeper.wait()
 
 
-def _thp_kib(mib: int) -> int:
-    """AnonHugePages (KiB) a fresh process gets for a MADV_HUGEPAGE allocation of `mib` MiB."""
-    code = (
-        "import mmap, re\n"
-        f"n = {mib} << 20\n"
-        "m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
-        "m.madvise(mmap.MADV_HUGEPAGE)\n"
-        "for i in range(0, n, 4096): m[i] = 1\n"
-        "t = open('/proc/self/smaps_rollup').read()\n"
-        "print(re.search(r'AnonHugePages:\\s+(\\d+)', t).group(1))\n"
-    )
-    return int(
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    )
-
-
-def _vmstat(name: str) -> int:
-    for line in Path("/proc/vmstat").read_text().splitlines():
-        key, value = line.split()
-        if key == name:
-            return int(value)
-    raise AssertionError(name)
-
-
 @pytest.mark.slow
 @pytest.mark.root
 def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
@@ -317,14 +293,14 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
         pytest.skip("transparent huge pages are off on this node")
     compact = Path("/proc/sys/vm/compact_unevictable_allowed")
     old = compact.read_text()
-    control = _thp_kib(512)
+    control = thp_kib(512)
     if control < 256 << 10:
         pytest.skip(f"a quiet THP allocation got only {control} KiB of huge pages: nothing to lower")
     with Injection.of("thp-fragment", 1.0, reserve="300m") as inj:
         assert compact.read_text().strip() == "0"
-        fallback0 = _vmstat("thp_fault_fallback")
-        injected = _thp_kib(512)
-        fallbacks = _vmstat("thp_fault_fallback") - fallback0
+        fallback0 = vmstat("thp_fault_fallback")
+        injected = thp_kib(512)
+        fallbacks = vmstat("thp_fault_fallback") - fallback0
         covered = inj.ready["blocks_covered"]
     assert compact.read_text() == old
     assert covered > 0.5 * inj.ready["blocks_total"]

@@ -58,31 +58,20 @@ def test_cache_and_bandwidth_injectors_get_a_cpu_beside_the_probe() -> None:
     assert plan.probe == [0, 1] and plan.note is None
 
 
+def _small_validate(campaign: Path) -> list[str]:
+    """A 12-trial validate of a small stream, blocks of 2, seed 7."""
+    return [
+        sys.executable, "-m", "tailscope", "validate", "--injectors", "cpuoccupy,os-noise", "--trials", "12",
+        "--block", "2", "--seed", "7", "--campaign", str(campaign), "--param", "elements=1000000",
+        "--param", "reps=4", "--json",
+    ]  # fmt: skip
+
+
 @pytest.mark.slow
 def test_validate_runs_scores_and_stores_the_schedule(tmp_path: Path) -> None:
     campaign = tmp_path / "val"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tailscope",
-            "validate",
-            "--injectors",
-            "cpuoccupy,os-noise",
-            "--trials",
-            "12",
-            "--block",
-            "2",
-            "--seed",
-            "7",
-            "--campaign",
-            str(campaign),
-            "--param",
-            "elements=1000000",
-            "--param",
-            "reps=4",
-            "--json",
-        ],
+        _small_validate(campaign),
         capture_output=True,
         text=True,
         timeout=600,
@@ -115,27 +104,7 @@ def test_validate_runs_scores_and_stores_the_schedule(tmp_path: Path) -> None:
     assert n_runs == 12
     # the same seed gives the same schedule
     again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tailscope",
-            "validate",
-            "--injectors",
-            "cpuoccupy,os-noise",
-            "--trials",
-            "12",
-            "--block",
-            "2",
-            "--seed",
-            "7",
-            "--campaign",
-            str(tmp_path / "again"),
-            "--param",
-            "elements=1000000",
-            "--param",
-            "reps=4",
-            "--json",
-        ],
+        _small_validate(tmp_path / "again"),
         capture_output=True,
         text=True,
         timeout=600,

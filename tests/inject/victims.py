@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -61,3 +64,28 @@ def switches() -> int:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def thp_kib(mib: int) -> int:
+    """AnonHugePages (KiB) a fresh process gets for a MADV_HUGEPAGE allocation of `mib` MiB."""
+    code = (
+        "import mmap, re\n"
+        f"n = {mib} << 20\n"
+        "m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+        "m.madvise(mmap.MADV_HUGEPAGE)\n"
+        "for i in range(0, n, 4096): m[i] = 1\n"
+        "t = open('/proc/self/smaps_rollup').read()\n"
+        "print(re.search(r'AnonHugePages:\\s+(\\d+)', t).group(1))\n"
+    )
+    return int(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+
+
+def vmstat(name: str) -> int:
+    """A /proc/vmstat counter (a name this kernel does not have is a failure, not 0)."""
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        key, value = line.split()
+        if key == name:
+            return int(value)
+    raise AssertionError(name)

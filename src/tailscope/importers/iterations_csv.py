@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from tailscope.importers import ImportInputError, open_text, stored_count
+from tailscope.importers.fast_csv import FAST_BLOCK, FastReaderFallback, record_batches
 from tailscope.store.campaign import utcnow
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
@@ -327,19 +328,14 @@ def _long_line_guard(lines: Iterator[tuple[int, str]], path: Path) -> Iterator[t
         yield number, line
 
 
-class _Fallback(Exception):
-    """The fast reader met something it does not check itself; the line reader (naming file:line) runs."""
-
-
-FAST_BLOCK = 1 << 20  # bytes per batch of the fast reader
 
 
 def fast_iteration_chunks(
     path: Path, summary: IterationsSummary, *, unit: str | None = None, higher_is_better: bool | None = None
 ) -> Iterator[tuple[str, pa.Table]]:
     """The same stream as iteration_chunks, read by pyarrow's CSV reader in FAST_BLOCK batches with vectorised
-    checks. Anything the checks do not accept raises _Fallback (the caller then discards what was written
-    and runs iteration_chunks, which produces the error message)."""
+    checks. Anything the checks do not accept raises FastReaderFallback (the caller then discards what was
+    written and runs iteration_chunks, which produces the error message)."""
     import numpy as np
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
@@ -348,9 +344,9 @@ def fast_iteration_chunks(
         with open(path, "rb") as fh:
             first = fh.readline(MAX_LINE).decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
     except (OSError, UnicodeDecodeError):
-        raise _Fallback from None
+        raise FastReaderFallback from None
     if '"' in first or not first:
-        raise _Fallback
+        raise FastReaderFallback
     try:
         reader = pcsv.open_csv(
             path,
@@ -363,30 +359,22 @@ def fast_iteration_chunks(
             ),
         )  # fmt: skip
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, UnicodeDecodeError):
-        raise _Fallback from None
+        raise FastReaderFallback from None
     names = [n.strip().lower() for n in reader.schema.names]
     if (
         sorted(set(names)) != sorted(names)
         or not set(REQUIRED) <= set(names)
         or set(names) - set(REQUIRED + OPTIONAL)
     ):
-        raise _Fallback
+        raise FastReaderFallback
     if any(not pa.types.is_string(t) for t in reader.schema.types):
         reader = None
-        raise _Fallback
+        raise FastReaderFallback
     index = {n: i for i, n in enumerate(names)}
     units: str | None = None
     direction = higher_is_better
     runs = summary.runs
-    while True:
-        try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            break
-        except (pa.ArrowInvalid, UnicodeDecodeError):
-            raise _Fallback from None
-        if batch.num_rows == 0:
-            continue
+    for batch in record_batches(reader):
         col = {n: batch.column(i) for n, i in index.items()}
         node = pc.utf8_trim_whitespace(col["node"])
         run = pc.utf8_trim_whitespace(col["run"])
@@ -394,7 +382,7 @@ def fast_iteration_chunks(
             pc.any(pc.equal(pc.utf8_length(node), 0)).as_py()
             or pc.any(pc.equal(pc.utf8_length(run), 0)).as_py()
         ):
-            raise _Fallback
+            raise FastReaderFallback
         try:
             iteration = pc.cast(pc.utf8_trim_whitespace(col["iteration"]), pa.int64()).to_numpy()
             value = pc.cast(pc.utf8_trim_whitespace(col["value"]), pa.float64()).to_numpy()
@@ -402,35 +390,35 @@ def fast_iteration_chunks(
                 pc.cast(pc.utf8_trim_whitespace(col["seconds"]), pa.float64()) if "seconds" in col else None
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise _Fallback from None
+            raise FastReaderFallback from None
         if (iteration < 0).any() or (iteration > MAX_ITERATION).any() or not np.isfinite(value).all():
-            raise _Fallback
+            raise FastReaderFallback
         if seconds is not None and not np.isfinite(seconds.to_numpy(zero_copy_only=False)).all():
-            raise _Fallback
+            raise FastReaderFallback
         warmup = _bools(col.get("warmup"), batch.num_rows)
         if "unit" in col:
             found = pc.unique(pc.utf8_trim_whitespace(col["unit"])).to_pylist()
             if units is None:
                 units = found[0]
             if found != [units]:
-                raise _Fallback
+                raise FastReaderFallback
         if "higher_is_better" in col:
             found_dir = set(_bools(col["higher_is_better"], batch.num_rows).tolist())
             if len(found_dir) != 1:
-                raise _Fallback
+                raise FastReaderFallback
             if summary.higher_is_better is None and higher_is_better is None:
                 summary.higher_is_better = found_dir.pop()
             elif higher_is_better is None and found_dir != {summary.higher_is_better}:
-                raise _Fallback
+                raise FastReaderFallback
         if direction is None:
             direction = summary.higher_is_better
             if direction is None:
                 direction = direction_from_unit(unit or units or "")
             if direction is None:
-                raise _Fallback
+                raise FastReaderFallback
         measured = ~warmup
         if direction and (value[measured] <= 0).any():
-            raise _Fallback
+            raise FastReaderFallback
         node_enc = (
             pc.dictionary_encode(node).combine_chunks()
             if isinstance(node, pa.ChunkedArray)
@@ -450,7 +438,7 @@ def fast_iteration_chunks(
         order = np.lexsort((iteration, codes))
         sorted_codes, sorted_its = codes[order], iteration[order]
         if ((np.diff(sorted_codes) == 0) & (np.diff(sorted_its) == 0)).any():
-            raise _Fallback  # a duplicate iteration inside the batch
+            raise FastReaderFallback  # a duplicate iteration inside the batch
         starts = np.searchsorted(sorted_codes, np.arange(len(texts)))
         ends = np.searchsorted(sorted_codes, np.arange(len(texts)), side="right")
         sums = np.bincount(codes[measured], weights=(1.0 / value[measured]) if direction else value[measured],
@@ -463,7 +451,7 @@ def fast_iteration_chunks(
                 acc = runs[(node_name, run_name)] = RunAcc(uuid.uuid4().hex, 0)
             its = sorted_its[starts[k] : ends[k]]
             if not acc.seen.add_sorted(its):
-                raise _Fallback
+                raise FastReaderFallback
             acc.n += int(ns[k])
             acc.total += float(sums[k])
             run_ids.append(acc.run_id)
@@ -495,10 +483,10 @@ def fast_iteration_chunks(
             for j, name in enumerate(node_names):
                 yield name, table.filter(pc.equal(idx, j))
     if not runs:
-        raise _Fallback
+        raise FastReaderFallback
     for acc in runs.values():
         if acc.n == 0 or not math.isfinite(acc.total):
-            raise _Fallback
+            raise FastReaderFallback
     summary.unit = unit or units or ""
     summary.higher_is_better = direction
 
@@ -513,7 +501,7 @@ def _bools(column: pa.ChunkedArray | pa.Array | None, n: int) -> Any:
     true = pc.is_in(low, value_set=pa.array(sorted(_TRUE)))
     false = pc.is_in(low, value_set=pa.array(sorted(_FALSE)))
     if not pc.all(pc.or_(true, false)).as_py():
-        raise _Fallback
+        raise FastReaderFallback
     return true.to_numpy(zero_copy_only=False)
 
 
@@ -531,7 +519,7 @@ def import_iterations(
     params = {"source_file": path.name}
     try:
         return _import(path, campaign_dir, fast_iteration_chunks, probe, params, unit, higher_is_better)
-    except _Fallback:
+    except FastReaderFallback:
         return _import(path, campaign_dir, iteration_chunks, probe, params, unit, higher_is_better)
 
 

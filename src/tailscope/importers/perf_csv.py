@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 
 from tailscope.importers import ImportInputError, file_digest, open_text, stored_count
+from tailscope.importers.fast_csv import FAST_BLOCK, FastReaderFallback, record_batches
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
@@ -372,19 +373,15 @@ def _series_key(
     return kind, box, event
 
 
-class _Fallback(Exception):
-    """The fast reader met something it does not check itself; the line reader (naming file:line) runs."""
-
-
-FAST_BLOCK = 1 << 20  # bytes per batch of the fast reader
 
 
 def fast_sample_chunks(
     path: Path, node: str, summary: PerfSummary, start_ns: int | None = None
 ) -> Iterator[pa.Table]:
     """The same rows as sample_chunks, read by pyarrow's CSV reader in FAST_BLOCK batches with vectorised
-    checks (one layout per file, as perf writes it). Anything the checks do not accept raises _Fallback; the
-    caller then discards what was written and runs sample_chunks, which names the line."""
+    checks (one layout per file, as perf writes it). Anything the checks do not accept raises
+    FastReaderFallback; the caller then discards what was written and runs sample_chunks, which names the
+    line."""
     import numpy as np
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
@@ -404,19 +401,19 @@ def fast_sample_chunks(
                 first = text
                 break
     except (OSError, UnicodeDecodeError, ImportInputError):
-        raise _Fallback from None
+        raise FastReaderFallback from None
     if not first or '"' in first or first.startswith("\ufeff"):
-        raise _Fallback
+        raise FastReaderFallback
     fields = first.split(",")
     try:
         mode, _, _ = _layout(fields, "")
     except ImportInputError:
-        raise _Fallback from None
+        raise FastReaderFallback from None
     summary.mode = mode
     at = {"aggregated": 1, "per-cpu": 2, "per-socket": 3}[mode]
     names = [f"f{i}" for i in range(len(fields))]
     if len(fields) < at + 3:
-        raise _Fallback
+        raise FastReaderFallback
     try:
         reader = pcsv.open_csv(
             path,
@@ -429,12 +426,12 @@ def fast_sample_chunks(
             ),
         )
     except (pa.ArrowInvalid, OSError):
-        raise _Fallback from None
+        raise FastReaderFallback from None
     start = start_ns if start_ns is not None else summary.started_ns
     if start is None:
         last = last_interval_time(path)
         if last is None:
-            raise _Fallback
+            raise FastReaderFallback
         start = int((path.stat().st_mtime - last) * 1e9)
     series_of: dict[tuple[str, int | None], int] = {}
     keys: list[tuple[str, int | None, str]] = []
@@ -442,27 +439,19 @@ def fast_sample_chunks(
     last_keys: set[int] = set()
     last_sample = -1
     socket_rank: dict[str, list[int]] = {}
-    while True:
-        try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            break
-        except (pa.ArrowInvalid, UnicodeDecodeError):
-            raise _Fallback from None
+    for batch in record_batches(reader):
         n = batch.num_rows
-        if n == 0:
-            continue
         col = [pc.utf8_trim_whitespace(batch.column(i)) for i in range(batch.num_columns)]
         try:
             t = pc.cast(col[0], pa.float64()).to_numpy(zero_copy_only=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise _Fallback from None
+            raise FastReaderFallback from None
         if not (np.isfinite(t).all() and (t >= 0).all() and (t < MAX_SECONDS).all()):
-            raise _Fallback
+            raise FastReaderFallback
         previous = -1.0 if summary.last_time is None else summary.last_time
         steps = np.diff(np.concatenate([[previous], t]))
         if (steps < 0).any():
-            raise _Fallback
+            raise FastReaderFallback
         sample = summary.intervals + np.cumsum(steps > 0)
         summary.intervals = int(sample[-1])
         summary.last_time = float(t[-1])
@@ -472,18 +461,18 @@ def fast_sample_chunks(
             prefix = "CPU" if mode == "per-cpu" else "S"
             second = col[1]
             if not pc.all(pc.starts_with(second, prefix)).as_py():
-                raise _Fallback
+                raise FastReaderFallback
             try:
                 units = pc.cast(pc.utf8_slice_codeunits(second, len(prefix)), pa.int64()).to_numpy(
                     zero_copy_only=False
                 )
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise _Fallback from None
+                raise FastReaderFallback from None
             if (units < 0).any() or (units > MAX_UNIT).any():
-                raise _Fallback
+                raise FastReaderFallback
         value_text, value_unit, event = col[at], col[at + 1], col[at + 2]
         if pc.any(pc.equal(pc.utf8_length(event), 0)).as_py():
-            raise _Fallback
+            raise FastReaderFallback
         unsupported = pc.equal(value_text, "<not supported>")
         not_counted = pc.equal(value_text, "<not counted>")
         summary.unsupported.update(pc.unique(pc.filter(event, unsupported)).to_pylist())
@@ -492,9 +481,9 @@ def fast_sample_chunks(
         try:
             values = pc.cast(pc.filter(value_text, keep), pa.float64()).to_numpy(zero_copy_only=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise _Fallback from None
+            raise FastReaderFallback from None
         if not (np.isfinite(values).all() and (values >= 0).all()):
-            raise _Fallback
+            raise FastReaderFallback
         msec = pc.equal(pc.filter(value_unit, keep), "msec").to_numpy(zero_copy_only=False)
         values = np.where(msec, values * 1e6, values)
         event_kept = pc.dictionary_encode(pc.filter(event, keep))
@@ -518,17 +507,17 @@ def fast_sample_chunks(
             idx_of_pair[j] = idx
         series = idx_of_pair[pair_codes.reshape(-1)]
         if len(set(keys)) != len(keys):
-            raise _Fallback  # two spellings of one series
+            raise FastReaderFallback  # two spellings of one series
         if new_keys:
             totals = np.concatenate([totals, np.zeros(len(new_keys))])
         # one value per series and interval
         order = np.lexsort((series, sample_kept))
         s_sorted, k_sorted = sample_kept[order], series[order]
         if ((np.diff(s_sorted) == 0) & (np.diff(k_sorted) == 0)).any():
-            raise _Fallback
+            raise FastReaderFallback
         carried = len(sample_kept) and int(sample_kept[0]) == last_sample
         if carried and last_keys & set(series[sample_kept == last_sample].tolist()):
-            raise _Fallback  # the interval the previous batch ended in holds this series already
+            raise FastReaderFallback  # the interval the previous batch ended in holds this series already
         if len(sample_kept):
             if int(sample_kept[-1]) != last_sample:
                 last_keys = set()
@@ -545,10 +534,10 @@ def fast_sample_chunks(
             cumulative[rows] = run
             totals[k] = run[-1]
         if not np.isfinite(cumulative).all():
-            raise _Fallback
+            raise FastReaderFallback
         t_ns = start + t_kept * 1e9
         if len(t_ns) and not (np.abs(t_ns) < MAX_NS).all():
-            raise _Fallback
+            raise FastReaderFallback
         zero = np.asarray(new_keys, dtype=np.int64)
         all_series = np.concatenate([zero, series])
         m = len(all_series)
@@ -571,7 +560,7 @@ def fast_sample_chunks(
         summary.rows += m
         yield table
     if not keys:
-        raise _Fallback
+        raise FastReaderFallback
     summary.series = len(keys)
     summary.digest = file_digest(path)
 
@@ -585,7 +574,7 @@ def import_perf_csv(
     node = node or node_name()
     try:
         summary = _import(path, campaign_dir, node, start_ns, fast_sample_chunks)
-    except _Fallback:
+    except FastReaderFallback:
         summary = _import(path, campaign_dir, node, start_ns, sample_chunks)
     start_from = "option" if start_ns is not None else "file" if summary.started_ns is not None else "mtime"
     return {

@@ -59,6 +59,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from tailscope.importers import BOM, ImportInputError, file_digest, stored_count
+from tailscope.importers.fast_csv import FastReaderFallback
 from tailscope.native import NativeMissingError, native_library
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Manifest
@@ -156,10 +157,6 @@ class ParsedPerfcounts:
     @property
     def n_samples(self) -> int:
         return len(self.sample_numbers)
-
-
-class _Fallback(Exception):
-    """The fast reader saw something it does not handle; the line reader takes over."""
 
 
 # --- series keys ------------------------------------------------------------------------------------------
@@ -334,15 +331,15 @@ def _read_fast(path: Path) -> ParsedPerfcounts:
             convert_options=pcsv.ConvertOptions(column_types={"lhs": pa.string(), "rhs": pa.string()}),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError) as exc:
-        raise _Fallback(str(exc)) from None
+        raise FastReaderFallback(str(exc)) from None
     except OSError as exc:
         raise ImportInputError(f"{path}: cannot read ({exc})") from None
     if table["lhs"].null_count or table["rhs"].null_count:
-        raise _Fallback("null")
+        raise FastReaderFallback("null")
     lhs = pc.ascii_trim_whitespace(table["lhs"])
     rhs = pc.ascii_trim_whitespace(table["rhs"])
     if len(lhs) and pc.max(pc.binary_length(lhs)).as_py() > MAX_LINE:
-        raise _Fallback("long")
+        raise FastReaderFallback("long")
     parsed = ParsedPerfcounts(path)
     bracket = pc.ends_with(lhs, "]")
     scalars = pc.invert(bracket)
@@ -354,16 +351,16 @@ def _read_fast(path: Path) -> ParsedPerfcounts:
     rhs_s = pc.filter(rhs, bracket)
     parts = pc.split_pattern(lhs_s, "[", max_splits=1, reverse=True)
     if len(parts) and pc.min(pc.list_value_length(parts)).as_py() != 2:
-        raise _Fallback("no [ before ]")
+        raise FastReaderFallback("no [ before ]")
     key_dict = pc.dictionary_encode(pc.list_element(parts, 0)).combine_chunks()
     sample_text = pc.utf8_slice_codeunits(pc.list_element(parts, 1), 0, -1)
     if len(sample_text) and pc.any(pc.match_substring(sample_text, "x", ignore_case=True)).as_py():
-        raise _Fallback("hex sample")
+        raise FastReaderFallback("hex sample")
     try:
         sample = pc.cast(sample_text, pa.int64()).to_numpy()
         values = pc.cast(rhs_s, pa.uint64()).to_numpy()
     except pa.ArrowInvalid:
-        raise _Fallback("number") from None
+        raise FastReaderFallback("number") from None
     codes = key_dict.indices.to_numpy().astype(np.int64)
     is_header = np.zeros(len(key_dict.dictionary), dtype=bool)
     keys: list[SeriesKey] = []
@@ -375,7 +372,7 @@ def _read_fast(path: Path) -> ParsedPerfcounts:
         try:
             keys.append(parse_key(text, str(path)))
         except ImportInputError:
-            raise _Fallback("key") from None
+            raise FastReaderFallback("key") from None
     if is_header.any():
         mask = pa.array(is_header[codes])
         names = pc.filter(lhs_s, mask).to_pylist()
@@ -392,14 +389,14 @@ def _read_fast(path: Path) -> ParsedPerfcounts:
 def _finish(
     parsed: ParsedPerfcounts, keys: list[SeriesKey], codes: np.ndarray, sample: np.ndarray, values: np.ndarray
 ) -> ParsedPerfcounts:
-    """The checks both fast readers share: sample range, register widths, structure (else _Fallback)."""
+    """The checks both fast readers share: sample range, register widths, structure (else the fallback)."""
     if len(sample) and (sample.min() < 0 or sample.max() >= _MAX_SAMPLE):
-        raise _Fallback("sample")
+        raise FastReaderFallback("sample")
     widths = np.asarray([64 if k.width is None else k.width for k in keys] or [64], dtype=np.uint64)
     row_width = widths[codes] if len(codes) else np.zeros(0, np.uint64)
     narrow = row_width < 64
     if narrow.any() and (values[narrow] >> row_width[narrow]).any():
-        raise _Fallback("width")
+        raise FastReaderFallback("width")
     parsed.keys, parsed.key_codes, parsed.samples, parsed.values = keys, codes, sample, values
     _check_structure(parsed, None)
     return parsed
@@ -494,7 +491,7 @@ def _read_native(path: Path, lib: ctypes.CDLL) -> ParsedPerfcounts:
 
 def _scan_parts(path: Path, parts: list[tuple[Any, ...]]) -> ParsedPerfcounts:
     if any(part[0] is None for part in parts):
-        raise _Fallback("native")
+        raise FastReaderFallback("native")
     parsed = ParsedPerfcounts(path)
     texts: dict[str, int] = {}
     codes_all, samples_all, values_all = [], [], []
@@ -502,7 +499,7 @@ def _scan_parts(path: Path, parts: list[tuple[Any, ...]]) -> ParsedPerfcounts:
         for line in headers:
             m = _LINE.match(line.strip())
             if m is None:
-                raise _Fallback("header")
+                raise FastReaderFallback("header")
             _fast_header(parsed, m.group(1) + m.group(2), m.group(3), path)
         remap = np.asarray([texts.setdefault(t, len(texts)) for t in chunk_texts] or [0], dtype=np.int64)
         codes_all.append(remap[key] if len(key) else np.zeros(0, np.int64))
@@ -511,7 +508,7 @@ def _scan_parts(path: Path, parts: list[tuple[Any, ...]]) -> ParsedPerfcounts:
     try:
         keys = [parse_key(t, str(path)) for t in texts]
     except ImportInputError:
-        raise _Fallback("key") from None
+        raise FastReaderFallback("key") from None
     return _finish(
         parsed, keys, np.concatenate(codes_all), np.concatenate(samples_all), np.concatenate(values_all)
     )
@@ -519,11 +516,11 @@ def _scan_parts(path: Path, parts: list[tuple[Any, ...]]) -> ParsedPerfcounts:
 
 def _fast_header(parsed: ParsedPerfcounts, name: str, value: str, path: Path) -> None:
     if _LINE.match(f"{name} = {value}") is None or name in parsed.header:
-        raise _Fallback("header")
+        raise FastReaderFallback("header")
     try:
         parsed.header[name] = _header_value(value, str(path))
     except ImportInputError:
-        raise _Fallback("header value") from None
+        raise FastReaderFallback("header value") from None
 
 
 # --- structure ----------------------------------------------------------------------------------------------
@@ -533,7 +530,7 @@ def _check_structure(parsed: ParsedPerfcounts, lines: np.ndarray | None) -> None
 
     def line_of(row: int) -> str:
         if lines is None:
-            raise _Fallback("structure")
+            raise FastReaderFallback("structure")
         return f"{path}:{int(lines[row])}"
 
     if len(parsed.samples) == 0:
@@ -627,7 +624,7 @@ def parse(path: Path) -> ParsedPerfcounts:
     lib = _perfscan()
     try:
         return _read_native(path, lib) if lib is not None else _read_fast(path)
-    except _Fallback:
+    except FastReaderFallback:
         return _read_lines(path)
 
 
@@ -697,11 +694,11 @@ def stream_tables(
     native scanner `block` bytes at a time: memory holds one block's rows, never the file. Every check of the
     whole-file readers runs on each block's complete samples (a sample cut by the block's end waits for the
     next block). Anything else (no native scanner, a file not in sample order, a series that appears late, a
-    header line after the samples, any error) raises _Fallback: the caller then reads the whole file with the
-    reference readers, which also name the error's file:line."""
+    header line after the samples, any error) raises FastReaderFallback: the caller then reads the whole file
+    with the reference readers, which also name the error's file:line."""
     lib = _perfscan()
     if lib is None:
-        raise _Fallback("no native scanner")
+        raise FastReaderFallback("no native scanner")
     try:
         fh = open(path, "rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
@@ -710,7 +707,7 @@ def stream_tables(
         try:
             yield from _stream_blocks(path, lib, fh, node, source, summary, block)
         except ImportInputError:
-            raise _Fallback("error: the whole-file readers name it") from None
+            raise FastReaderFallback("error: the whole-file readers name it") from None
 
 
 def _blocks(fh: Any, block: int) -> Iterator[tuple[bytearray, bool]]:
@@ -747,15 +744,15 @@ def _stream_blocks(
         finally:
             del view
         if part[0] is None:
-            raise _Fallback("scanner")
+            raise FastReaderFallback("scanner")
         key, sample, value, texts, headers = part
         if headers:
             if next_sample is not None:
-                raise _Fallback("header after samples were stored")
+                raise FastReaderFallback("header after samples were stored")
             for line in headers:
                 m = _LINE.match(line.strip())
                 if m is None:
-                    raise _Fallback("header")
+                    raise FastReaderFallback("header")
                 _fast_header(scratch, m.group(1) + m.group(2), m.group(3), path)
             summary.header = scratch.header
         remap = np.empty(max(1, len(texts)), dtype=np.int64)
@@ -763,11 +760,11 @@ def _stream_blocks(
             code = codes_of.get(text)
             if code is None:
                 if next_sample is not None:
-                    raise _Fallback("a series after the first samples")
+                    raise FastReaderFallback("a series after the first samples")
                 try:
                     summary.keys.append(parse_key(text, str(path)))
                 except ImportInputError:
-                    raise _Fallback("key") from None
+                    raise FastReaderFallback("key") from None
                 code = codes_of[text] = len(summary.keys) - 1
             remap[i] = code
         codes = remap[key] if len(key) else np.zeros(0, np.int64)
@@ -776,7 +773,7 @@ def _stream_blocks(
             sample = np.concatenate([pending[1], sample])
             value = np.concatenate([pending[2], value])
         if len(sample) and (np.diff(sample) < 0).any():
-            raise _Fallback("not in sample order")
+            raise FastReaderFallback("not in sample order")
         if not last and len(sample):
             cut_at = int(np.searchsorted(sample, sample[-1]))  # the last sample may go on in the next block
             pending = (codes[cut_at:], sample[cut_at:], value[cut_at:])
@@ -786,7 +783,7 @@ def _stream_blocks(
         if not len(sample):
             continue
         if next_sample is not None and int(sample[0]) != next_sample:
-            raise _Fallback("samples skip between blocks")
+            raise FastReaderFallback("samples skip between blocks")
         parsed = ParsedPerfcounts(path, header=summary.header)
         _finish(parsed, list(summary.keys), codes, sample, value)
         next_sample = int(sample[-1]) + 1
@@ -795,7 +792,7 @@ def _stream_blocks(
         summary.rows += table.num_rows
         yield table
     if pending is not None or next_sample is None:
-        raise _Fallback("no complete sample")
+        raise FastReaderFallback("no complete sample")
 
 
 def import_perfcounts(
@@ -807,7 +804,7 @@ def import_perfcounts(
     node = node or node_from_path(path)
     try:
         return _import(path, campaign_dir, node, source, streamed=True)
-    except _Fallback:
+    except FastReaderFallback:
         return _import(path, campaign_dir, node, source, streamed=False)
 
 
