@@ -181,6 +181,10 @@ def test_likwid_twice_is_refused_and_stores_nothing_more(
             f"TABLE,Group 1 Raw,L2,5\nEvent,Counter,HWThread {2**64}\n",
             r":2: HWThread 18446744073709551616: HW ",
         ),
+        (  # found by the importer fuzzer: a box number the store's int32 unit cannot hold
+            "TABLE,Group 1 Raw,MEM,5\nEvent,Counter,HWThread 0\nCAS_COUNT_RD,MBOX21474836480C0,1\n",
+            r":3: counter MBOX21474836480C0: box number above 2147483647",
+        ),
     ],
 )
 def test_likwid_unsupported_layouts_say_what_they_are(tmp_path: Path, text: str, pattern: str) -> None:

@@ -60,7 +60,7 @@ SOURCE = "imported:likwid-csv"
 FORMAT = "likwid-csv"
 MAX_LINE = 1 << 20
 CHUNK_ROWS = 65536
-MAX_THREAD = 2**31 - 1  # the store's unit column is int32
+MAX_THREAD = 2**31 - 1  # the store's unit column is int32 (HW threads and uncore box numbers)
 _TABLE_RAW = re.compile(r"^(?:Region ([^,]*),)?Group (\d+) Raw$")
 _THREAD = re.compile(r"^(HWThread|Core) (\d+)$")
 _BOX = re.compile(r"^([A-Z][A-Z0-9]*?BOX)(\d+)(?:FIX|C\d+)?$")
@@ -226,6 +226,9 @@ def read_tables(path: Path, summary: LikwidSummary) -> Iterator[LikwidTable]:
                 finite = values[~np.isnan(values)]
                 current.runtime = float(finite.max()) if len(finite) else None
                 continue
+            box = register_info(register)[2]
+            if box is not None and box > MAX_THREAD:
+                raise ImportInputError(f"{where}: counter {register}: box number above {MAX_THREAD}")
             current.rows.append((event, register, number, values))
             current.count += int(np.count_nonzero(~np.isnan(values)))
         summary.digest = lines.sha256.hexdigest()
