@@ -60,11 +60,12 @@ def beta_ppf(q: ArrayLike, a: ArrayLike, b: ArrayLike) -> Any:
     """Quantile q of Beta(a, b) (scipy.stats.beta.ppf): 0 at q = 0, 1 at q = 1, nan for a or b <= 0."""
     qq, aa, bb = _floats(q, a, b)
     out = np.full(qq.shape, np.nan)
-    valid = (qq >= 0.0) & (qq <= 1.0) & (aa > 0.0) & (bb > 0.0) & (aa < np.inf)
+    valid = (qq >= 0.0) & (qq <= 1.0) & (aa > 0.0) & (bb > 0.0)
     out[valid & (qq == 0.0)] = 0.0
     out[valid & (qq == 1.0)] = 1.0
-    out[valid & (bb == np.inf) & (qq > 0.0) & (qq < 1.0)] = 0.0  # all mass at 0, as scipy
-    inner = valid & (qq > 0.0) & (qq < 1.0) & (bb < np.inf)
+    inner = valid & (qq > 0.0) & (qq < 1.0) & (aa < np.inf)  # scipy: nan for an infinite a
+    out[inner & (bb == np.inf)] = 0.0  # all mass at 0, as scipy
+    inner &= bb < np.inf
     if inner.any():
         out[inner] = _ibeta_inv(aa[inner], bb[inner], qq[inner])[0]
     return out[()]
@@ -98,7 +99,7 @@ def f_sf(x: ArrayLike, dfn: ArrayLike, dfd: ArrayLike) -> Any:
     out = np.full(xx.shape, np.nan)
     valid = (xx >= 0.0) & (m > 0.0) & (n > 0.0) & (m < np.inf) & (n < np.inf)
     out[valid & (xx == 0.0)] = 1.0
-    out[valid & (xx == np.inf)] = 0.0
+    out[(xx == np.inf) & (m > 0.0) & (n > 0.0)] = 0.0  # an infinite df too, as scipy
     inner = valid & (xx > 0.0) & (xx < np.inf)
     if inner.any():
         mx, nn = m[inner] * xx[inner], n[inner]
