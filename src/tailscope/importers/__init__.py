@@ -64,12 +64,14 @@ def open_text(path: Path) -> Iterator[TextLines]:
 
 def stored_count(load: Transaction, question: str, *args: str) -> int:
     """One count the store's read path answers (`runs_of_variant`, `samples_of`) over what the campaign
-    already holds; 0 for a campaign this load creates."""
-    from tailscope.store.read import connect
-
+    already holds; 0 for a campaign this load creates. `samples_of` reads with pyarrow alone (no DuckDB)."""
     if not load.exists:
         return 0
-    con = connect(load.campaign())
+    from tailscope.store import read
+
+    if question == "samples_of":
+        return read.samples_of(load.campaign(), *args)
+    con = read.connect(load.campaign())
     try:
         return int(getattr(con, question)(*args))
     finally:

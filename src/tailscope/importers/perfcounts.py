@@ -48,15 +48,12 @@ import mmap
 import os
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pcsv
 
 from tailscope.importers import BOM, ImportInputError, file_digest, stored_count
 from tailscope.importers.fast_csv import FastReaderFallback
@@ -323,6 +320,9 @@ def _read_lines(path: Path) -> ParsedPerfcounts:
 
 # --- the fast reader --------------------------------------------------------------------------------------
 def _read_fast(path: Path) -> ParsedPerfcounts:
+    import pyarrow.compute as pc  # this reader only (the native scanner's path does without: ~20 ms)
+    import pyarrow.csv as pcsv
+
     try:
         table = pcsv.read_csv(
             path,
@@ -477,6 +477,8 @@ def _read_native(path: Path, lib: ctypes.CDLL) -> ParsedPerfcounts:
             cut = mm.find(b"\n", size // 2)
             if cut > 0:
                 bounds = [0, cut + 1, size]
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=len(bounds) - 1) as pool:  # ctypes releases the GIL
             parts = list(
                 pool.map(
@@ -630,38 +632,75 @@ def parse(path: Path) -> ParsedPerfcounts:
 
 # --- into the store -----------------------------------------------------------------------------------------
 def samples_table(parsed: ParsedPerfcounts, node: str, source: str = SOURCE) -> pa.Table:
-    """Rows of the samples table: every series except tsc and walltime, in (sample, series) order."""
-    keep_keys = np.asarray([k.array not in ("tsc", "walltime") for k in parsed.keys] or [False])
-    rows = np.flatnonzero(keep_keys[parsed.key_codes])
-    codes = parsed.key_codes[rows]
-    samples = parsed.samples[rows]
-    order = np.lexsort((codes, samples))
-    rows, codes, samples = rows[order], codes[order], samples[order]
+    """Rows of the samples table: every series except tsc and walltime, in (sample, series) order.
+
+    `_check_structure` left a full grid (every sample holds each series once), so the rows are that grid:
+    each value goes to its cell by position (no sort), and the per-series columns (pmu, unit, event) are
+    one sample's arrays repeated as the chunks of a chunked column (no copy, no per-row strings)."""
+    keep = np.flatnonzero([k.array not in ("tsc", "walltime") for k in parsed.keys])
+    kept = [parsed.keys[int(i)] for i in keep]
+    n_samples, n_keys = parsed.n_samples, len(parsed.keys)
+    first = int(parsed.sample_numbers[0]) if n_samples else 0
+    grid = np.empty(n_samples * n_keys, dtype=np.float64)
     if isinstance(parsed.values, list):
-        values = np.asarray([float(parsed.values[int(r)]) for r in rows], dtype=np.float64)
+        values = np.asarray([float(v) for v in parsed.values], dtype=np.float64)
     else:
-        values = parsed.values[rows].astype(np.float64)
-    first = int(parsed.sample_numbers[0])
-    pmus = pa.array([k.pmu for k in parsed.keys], pa.string())
-    units = pa.array([k.unit for k in parsed.keys], pa.int32())
-    events = pa.array([k.event for k in parsed.keys], pa.string())
-    code_arr = pa.array(codes)
-    n = len(rows)
-    return pa.table(
-        {
-            "node": pa.nulls(n, pa.string()).fill_null(node),
-            "sample": pa.array(samples, pa.int64()),
-            "t_ns": pa.array(parsed.t_ns[samples - first], pa.int64()),
-            "tsc": pa.array(parsed.tsc[samples - first], pa.int64())
-            if parsed.tsc is not None
-            else pa.nulls(n, pa.int64()),
-            "source": pa.nulls(n, pa.string()).fill_null(source),
-            "pmu": pc.take(pmus, code_arr),
-            "unit": pc.take(units, code_arr),
-            "event": pc.take(events, code_arr),
-            "value": pa.array(values, pa.float64()),
-        },
+        values = parsed.values.astype(np.float64)
+    grid[(parsed.samples - first) * n_keys + parsed.key_codes] = values
+    value = grid.reshape(n_samples, n_keys)[:, keep].reshape(-1)
+    per_sample = len(kept)
+
+    def repeated(one: pa.Array) -> pa.ChunkedArray:
+        return pa.chunked_array([one] * n_samples if per_sample else [], one.type)
+
+    def per_row(of_sample: np.ndarray) -> pa.Array:
+        return _arrow_numbers(np.repeat(of_sample, per_sample), pa.int64())
+
+    n = len(value)
+    return pa.Table.from_arrays(
+        [
+            repeated(_arrow_strings([node] * per_sample)),
+            per_row(parsed.sample_numbers),
+            per_row(parsed.t_ns),
+            per_row(parsed.tsc) if parsed.tsc is not None else pa.nulls(n, pa.int64()),
+            repeated(_arrow_strings([source] * per_sample)),
+            repeated(_arrow_strings([k.pmu for k in kept])),
+            repeated(_arrow_units([k.unit for k in kept])),
+            repeated(_arrow_strings([k.event for k in kept])),
+            _arrow_numbers(value, pa.float64()),
+        ],
         schema=TABLES["samples"].schema,
+    )
+
+
+# Arrow arrays from their buffers: `pa.array` (any argument, even a list) imports pandas when it is installed
+# (0.4 s and 100 MiB), which the import command never needs.
+def _arrow_numbers(values: np.ndarray, kind: pa.DataType) -> pa.Array:
+    data = np.ascontiguousarray(values, dtype=kind.to_pandas_dtype())
+    return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
+
+
+def _arrow_strings(words: list[str]) -> pa.Array:
+    encoded = [w.encode() for w in words]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ImportInputError("the series names of one sample hold over 2 GiB (not this format)")
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(encoded),
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))],
+    )
+
+
+def _arrow_units(units: list[int | None]) -> pa.Array:
+    valid = np.asarray([u is not None for u in units], dtype=bool)
+    data = np.asarray([0 if u is None else u for u in units], dtype=np.int32)
+    if valid.all():
+        return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.int32(), len(data), [bitmap, pa.py_buffer(data)], null_count=int((~valid).sum())
     )
 
 
