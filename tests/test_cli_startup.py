@@ -81,7 +81,7 @@ def test_version_is_the_installed_one() -> None:
 
 
 def test_the_dist_info_version_is_importlib_metadatas() -> None:
-    # tailscope.__version__ reads the installed METADATA itself (no importlib.metadata import): the same answer.
+    # tailscope.__version__ reads the installed METADATA itself (no importlib.metadata): the same answer.
     from importlib.metadata import PackageNotFoundError, version
 
     import tailscope
