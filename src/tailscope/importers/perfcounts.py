@@ -778,46 +778,50 @@ def stream_tables(
     except OSError as exc:
         raise ImportInputError(f"{path}: cannot open ({exc.strerror})") from None
     with fh:
-        try:
-            yield from _stream_blocks(path, lib, fh, node, source, summary, block)
-        except ImportInputError:
-            raise FastReaderFallback("error: the whole-file readers name it") from None
+        try:  # mapped, not read: no copy, and the pages come from the page cache as they are scanned
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+        except (OSError, ValueError):  # empty, or not a regular file
+            raise FastReaderFallback("not mappable") from None
+    try:
+        yield from _stream_blocks(path, lib, mm, node, source, summary, block)
+    except ImportInputError:
+        raise FastReaderFallback("error: the whole-file readers name it") from None
+    finally:
+        mm.close()
 
 
-def _blocks(fh: Any, block: int) -> Iterator[tuple[bytearray, int, bool]]:
-    """Whole lines, about `block` bytes at a time: (buffer, how many bytes at its start are whole lines,
-    whether it is the file's last block). One buffer is read into again and again (the caller is done with it
-    when it asks for the next block): no allocation and copy per block (a 6 MB file: 4 of the import's ms)."""
-    buf = bytearray(max(block, 1))
-    held = 0  # bytes at the front: the end of the previous block's last, unfinished line
-    while True:
-        with memoryview(buf) as view:
-            while held < len(buf) and (got := fh.readinto(view[held:])):
-                held += got
-        if held < len(buf):  # the end of the file
-            if held:
-                yield buf, held, True
-            return
-        cut = buf.rfind(b"\n", 0, held)
-        if cut < 0:  # a line longer than the block: room for more of it
-            buf.extend(bytes(len(buf)))
-            continue
-        yield buf, cut + 1, cut + 1 == held and fh.peek(1) == b""
-        held -= cut + 1
-        buf[:held] = buf[cut + 1 : cut + 1 + held]
+def _blocks(mm: mmap.mmap, block: int) -> Iterator[tuple[int, int, bool]]:
+    """Whole lines of the mapped file, about `block` bytes at a time: (start, end, whether it is the last
+    block). A block's pages leave the mapping when the next block is asked for (they stay in the page cache):
+    the process holds about one block of the file, never all of it. Reading each block into a buffer instead
+    cost a copy and fresh pages: 4 ms of a 6 MB file's import."""
+    size = len(mm)
+    start = 0
+    while start < size:
+        end = min(start + max(block, 1), size)
+        if end < size:
+            cut = mm.rfind(b"\n", start, end)
+            if cut < 0:  # a line longer than the block: to its end
+                cut = mm.find(b"\n", end)
+            end = size if cut < 0 else cut + 1
+        yield start, end, end == size
+        first, stop = start - start % mmap.PAGESIZE, end - end % mmap.PAGESIZE
+        if stop > first and hasattr(mmap, "MADV_DONTNEED"):
+            mm.madvise(mmap.MADV_DONTNEED, first, stop - first)
+        start = end
 
 
 def _stream_blocks(
-    path: Path, lib: ctypes.CDLL, fh: Any, node: str, source: str, summary: StreamSummary, block: int
+    path: Path, lib: ctypes.CDLL, mm: mmap.mmap, node: str, source: str, summary: StreamSummary, block: int
 ) -> Iterator[pa.Table]:
     codes_of: dict[str, int] = {}
     pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     next_sample: int | None = None
     scratch = ParsedPerfcounts(path)
-    for buffer, size, last in _blocks(fh, block):
-        view = (ctypes.c_char * size).from_buffer(buffer)
+    for start, end, last in _blocks(mm, block):
+        view = ctypes.c_char.from_buffer(mm)  # the mapping's address, no copy
         try:
-            part = _scan_chunk(lib, ctypes.addressof(view), buffer, 0, size)
+            part = _scan_chunk(lib, ctypes.addressof(view), mm, start, end)
         finally:
             del view
         if part[0] is None:
