@@ -748,7 +748,7 @@ def node_from_path(path: Path) -> str:
     return name
 
 
-STREAM_BLOCK = 4 << 20  # bytes the streaming reader scans at a time
+STREAM_BLOCK = 8 << 20  # bytes scanned at a time (4 MiB: a 6 MB file in two shards, 2-3 ms more)
 
 
 @dataclass
