@@ -159,8 +159,20 @@ class ParsedPerfcounts:
 # --- series keys ------------------------------------------------------------------------------------------
 _FAST_INDEX = {"cpu": "([0-9]+)", "box": "([0-9]+)", "socket": "([0-9]+)", "unit": "([0-9]+|-1)",
                "part": "([01])", "event": '"([^"\\[\\]]+)"', "pmu": '"([^"\\[\\]]*)"'}  # fmt: skip
-# per known array: its indices' pattern when they are as its layout wants (else parse_key's checks name why)
+# per known array: its indices' pattern when they are as its layout wants (else parse_key's checks name why),
+# and which of them is the event, the pmu, the socket and the unit (-1: none)
 _FAST_KEY = {n: re.compile("".join(rf"\[{_FAST_INDEX[k]}\]" for k in s.layout)) for n, s in ARRAYS.items()}
+
+
+def _places(layout: tuple[str, ...]) -> tuple[int, int, int, int]:
+    def at(*kinds: str) -> int:
+        return max((i for i, k in enumerate(layout) if k in kinds), default=-1)
+
+    unit = at("cpu", "box", "unit", "part")
+    return at("event"), at("pmu"), at("socket"), unit if unit >= 0 else at("socket")
+
+
+_PLACES = {n: _places(s.layout) for n, s in ARRAYS.items()}
 
 
 def parse_key(text: str, where: str) -> SeriesKey:
@@ -168,22 +180,21 @@ def parse_key(text: str, where: str) -> SeriesKey:
     cut = text.find("[")
     spec = ARRAYS.get(text[:cut] if cut >= 0 else text)
     fast = _FAST_KEY[spec.name].fullmatch(text, max(cut, 0)) if spec is not None and cut >= 0 else None
-    if fast is not None:  # the layout is right: only where each index goes is left (the loop below)
-        unit: int | None = None
-        socket = 0
-        event = spec.name
-        pmu = spec.pmu
-        for kind, value in zip(spec.layout, fast.groups(), strict=True):
-            if kind == "event":
-                event = value
-            elif kind == "pmu":
-                pmu = value
-            elif kind == "socket":
-                socket = int(value)
-                unit = socket if "box" not in spec.layout else unit
-            else:  # cpu, box, unit, part
-                unit = None if value == "-1" else int(value)
-        return SeriesKey(text, spec.name, pmu.replace("{socket}", str(socket)), unit, event, spec.width)
+    if fast is not None:  # the layout is right: only where each index goes is left
+        groups = fast.groups()
+        event_at, pmu_at, socket_at, unit_at = _PLACES[spec.name]
+        pmu = groups[pmu_at] if pmu_at >= 0 else spec.pmu
+        if "{socket}" in pmu:
+            pmu = pmu.replace("{socket}", str(int(groups[socket_at])) if socket_at >= 0 else "0")
+        value = groups[unit_at] if unit_at >= 0 else "-1"
+        return SeriesKey(
+            text,
+            spec.name,
+            pmu,
+            None if value == "-1" else int(value),
+            groups[event_at] if event_at >= 0 else spec.name,
+            spec.width,
+        )
     match = _KEY.match(text)
     if match is None:
         raise ImportInputError(f"{where}: {text!r} is not name[index]... (expected e.g. tsc[0] = 123)")
