@@ -693,7 +693,7 @@ def samples_table(parsed: ParsedPerfcounts, node: str, source: str = SOURCE) -> 
         return _arrow_numbers(np.repeat(of_sample, per_sample), pa.int64())
 
     n = len(value)
-    return pa.Table.from_arrays(
+    table = pa.Table.from_arrays(
         [
             repeated(_arrow_constant(node, per_sample)),
             per_row(parsed.sample_numbers),
@@ -707,6 +707,9 @@ def samples_table(parsed: ParsedPerfcounts, node: str, source: str = SOURCE) -> 
         ],
         schema=TABLES["samples"].schema,
     )
+    # one chunk per column: 0.1 ms of copying, against 0.5 ms each time the store sizes a chunked table
+    # (Table.nbytes walks every chunk) and a slower Parquet write
+    return table.combine_chunks()
 
 
 # Arrow arrays from their buffers: `pa.array` (any argument, even a list) imports pandas when it is installed
@@ -829,6 +832,7 @@ def _stream_blocks(
     pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     next_sample: int | None = None
     scratch = ParsedPerfcounts(path)
+    where = str(path)
     for start, end, last in _blocks(mm, block):
         view = ctypes.c_char.from_buffer(mm)  # the mapping's address, no copy
         try:
@@ -854,7 +858,7 @@ def _stream_blocks(
                 if next_sample is not None:
                     raise FastReaderFallback("a series after the first samples")
                 try:
-                    summary.keys.append(parse_key(text, str(path)))
+                    summary.keys.append(parse_key(text, where))
                 except ImportInputError:
                     raise FastReaderFallback("key") from None
                 code = codes_of[text] = len(summary.keys) - 1
