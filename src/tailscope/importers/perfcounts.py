@@ -36,7 +36,10 @@ Speed: a valid file is scanned by native/importers/perfscan.c (libtailscope_perf
 files; ctypes releases the GIL), or, without that library, by pyarrow's CSV reader (`=` as the delimiter) and
 vectorised string kernels; either way only the ~1,100 distinct series names are parsed in Python. Anything
 unusual (comments, a bad line, a failed check) falls back to the line-by-line reader, which is the reference
-and the one that produces the error message.
+and the one that produces the error message. `import_perfcounts` streams: the file is mapped and scanned
+STREAM_BLOCK bytes at a time, its sha256 is taken in a thread meanwhile, and the command loads numpy and
+pyarrow only (no pandas, DuckDB, pyarrow.dataset or pyarrow.compute: `pa.array` and `to_numpy` would import
+pandas, so Arrow arrays are made from their buffers here).
 """
 
 from __future__ import annotations
@@ -672,7 +675,7 @@ def samples_table(parsed: ParsedPerfcounts, node: str, source: str = SOURCE) -> 
 
     `_check_structure` left a full grid (every sample holds each series once), so the rows are that grid:
     each value goes to its cell by position (no sort), and the per-series columns (pmu, unit, event) are
-    one sample's arrays repeated as the chunks of a chunked column (no copy, no per-row strings)."""
+    one sample's arrays repeated (built once, not per row; no pa.array, no pyarrow.compute)."""
     keep = np.flatnonzero([k.array not in ("tsc", "walltime") for k in parsed.keys])
     kept = [parsed.keys[int(i)] for i in keep]
     n_samples, n_keys = parsed.n_samples, len(parsed.keys)
