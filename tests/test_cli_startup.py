@@ -80,6 +80,19 @@ def test_version_is_the_installed_one() -> None:
     assert output.split()[1][0].isdigit()
 
 
+def test_the_dist_info_version_is_importlib_metadatas() -> None:
+    # tailscope.__version__ reads the installed METADATA itself (no importlib.metadata): the same answer.
+    from importlib.metadata import PackageNotFoundError, version
+
+    import tailscope
+
+    try:
+        expected = version("tailscope")
+    except PackageNotFoundError:
+        pytest.skip("tailscope is not installed")
+    assert tailscope._dist_info_version() == expected
+
+
 @pytest.mark.parametrize(
     ("argv", "code"),
     [
@@ -208,3 +221,49 @@ def test_a_probe_option_of_the_wrong_type_says_what_it_expects() -> None:
     code, heavy, out = _loaded("run", "hpl", "--n", "abc", "--trials", "2")
     assert code == 2 and not heavy
     assert "--n abc: expected a whole number" in out and "Traceback" not in out
+
+
+def _perfcounts_text(samples: int) -> str:
+    header = "TSC_ratio = 21\nReference_TSC = 25370245177304324\nReference_WallTime = 1532379481.075971\n"
+    return header + "".join(
+        f"tsc[{s}] = {25370245187777968 + s * 2_100_000_000}\n"
+        f'core_counts[0]["L2_RQSTS.MISS"][{s}] = {1000 + 7 * s}\n'
+        f'cha_counts[1][3]["UNC_CHA_TOR_INSERTS.IA_MISS_DRD_LOCAL"][{s}] = {5000 + 11 * s}\n'
+        f"pkg_therm_status[0][{s}] = 0x8839080{s}\n"
+        f"ib_recv_bytes[{s}] = {10**9 + s}\n"  # an array the importer does not know: stored as it is
+        for s in range(samples)
+    )
+
+
+MODULES = 'sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)'
+PROBE_MODULES = PROBE.replace('"heavy": heavy}', f'"heavy": heavy, "modules": {MODULES}}}')
+
+
+def test_import_perfcounts_loads_pyarrow_alone(tmp_path: Path) -> None:
+    # `import perfcounts` stores through the one load path with numpy and pyarrow only: no pandas (0.4 s),
+    # DuckDB, pyarrow.dataset (which loads pandas) or pyarrow.compute, whether the campaign is new, already
+    # holds another node's samples (the duplicate count reads them), or refuses a node's samples twice.
+    from tailscope.importers import perfcounts
+
+    if perfcounts._perfscan() is None:
+        pytest.skip("native scanner not built (the pyarrow reader is the fallback)")
+    campaign = str(tmp_path / "c")
+    files = {}
+    for node, samples in (("n1", 4), ("n2", 6)):
+        files[node] = tmp_path / f"{node}.perfcounts.lua"
+        files[node].write_text(_perfcounts_text(samples))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])))
+    for node, extra, code, said in [
+        ("n1", [], 0, "imported 4 samples (16 values, 5 series) of node n1"),  # a new campaign
+        ("n2", [], 0, "imported 6 samples (24 values, 5 series) of node n2"),  # into one that exists
+        ("n2", ["--node", "n1"], 2, "already holds 16 samples of node n1"),  # refused: n1 is stored
+    ]:
+        argv = ["import", "perfcounts", str(files[node]), "--campaign", campaign, *extra]
+        proc = subprocess.run(
+            [sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{PROBE_MODULES}", *argv],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        report = json.loads(next(x for x in proc.stderr.splitlines() if x.startswith("LOADED "))[7:])
+        assert report["code"] == code and said in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+        assert report["heavy"] == ["numpy", "pyarrow"], argv
+        assert not {"pyarrow.dataset", "pyarrow.compute", "pyarrow.csv"} & set(report["modules"]), argv

@@ -9,10 +9,11 @@
 
 int ts_perfscan_abi(void) { return TS_PERFSCAN_ABI; }
 
+/* Interned keys: open addressing over key ids; a key's text is buf[key_off[id], + key_len[id]). Grows (doubling,
+ * rehashed from the key arrays) so that it stays at most half full: a file's ~1,300 keys need 4,096 slots, not
+ * a table sized for every row the call could see. */
 typedef struct {
-    int64_t *slot_off; /* per hash slot: offset of the key's first occurrence, -1 = empty */
-    int32_t *slot_len;
-    int32_t *slot_id;
+    int32_t *slot_id; /* -1 = empty */
     size_t mask;
 } keytab;
 
@@ -63,30 +64,103 @@ static int parse_value(const char *p, const char *end, uint64_t *out) {
     return 0;
 }
 
+static int keytab_init(keytab *t, size_t slots) {
+    t->slot_id = malloc(slots * sizeof *t->slot_id);
+    if (t->slot_id == NULL) return -1;
+    for (size_t i = 0; i < slots; i++) t->slot_id[i] = -1;
+    t->mask = slots - 1;
+    return 0;
+}
+
+static size_t keytab_find(const keytab *t, const char *buf, const int64_t *key_off, const int32_t *key_len,
+                          const char *name, size_t klen, int32_t *id) {
+    size_t slot = (size_t)hash_bytes(name, klen) & t->mask;
+    *id = -1;
+    while (t->slot_id[slot] >= 0) {
+        int32_t k = t->slot_id[slot];
+        if ((size_t)key_len[k] == klen && memcmp(buf + key_off[k], name, klen) == 0) {
+            *id = k;
+            break;
+        }
+        slot = (slot + 1) & t->mask;
+    }
+    return slot;
+}
+
+/* Double the table and re-insert keys 0..n-1. */
+static int keytab_grow(keytab *t, const char *buf, const int64_t *key_off, const int32_t *key_len, size_t n) {
+    keytab bigger;
+    if (keytab_init(&bigger, 2 * (t->mask + 1)) != 0) return -1;
+    for (size_t k = 0; k < n; k++) {
+        int32_t found;
+        size_t slot = keytab_find(&bigger, buf, key_off, key_len, buf + key_off[k], (size_t)key_len[k], &found);
+        bigger.slot_id[slot] = (int32_t)k;
+    }
+    free(t->slot_id);
+    *t = bigger;
+    return 0;
+}
+
+/* The common line: the series after the previous one (the sampler writes them in the same order every sample),
+ * exactly as that key's first line was written (no leading blank), `[sample] = value`, then blanks and the end of
+ * the line. Parses it into *sn and *v and returns the next line's start, or NULL for anything else (the full
+ * parser then decides). Accepts only lines the full parser accepts, with the same numbers. */
+static const char *fast_line(const char *p, const char *stop, const char *key, size_t klen, int64_t *sn,
+                             uint64_t *v) {
+    if ((size_t)(stop - p) <= klen + 5 || p[klen] != '[' || memcmp(p, key, klen) != 0) return NULL;
+    const char *q = p + klen + 1;
+    const char *digits = q;
+    int64_t n = 0;
+    while (q < stop && is_digit(*q)) n = n * 10 + (*q++ - '0');
+    if (q == digits || q - digits > 18 || q >= stop || *q != ']') return NULL;
+    q++;
+    while (q < stop && (*q == ' ' || *q == '\t')) q++;
+    if (q >= stop || *q != '=') return NULL;
+    q++;
+    while (q < stop && (*q == ' ' || *q == '\t')) q++;
+    const char *val = q;
+    while (q < stop && ((unsigned char)*q > 0x20 && (unsigned char)*q < 0x7f)) q++;
+    const char *val_end = q;
+    while (q < stop && is_blank(*q)) q++;
+    if (q < stop && *q != '\n') return NULL;
+    if (q - p > MAX_LINE || val == val_end || parse_value(val, val_end, v) != 0) return NULL;
+    *sn = n;
+    return q < stop ? q + 1 : stop;
+}
+
 int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, uint64_t *value, size_t max_rows,
                     int64_t *key_off, int32_t *key_len, size_t max_keys, size_t *n_keys, int64_t *hdr_off,
                     int32_t *hdr_len, size_t max_hdr, size_t *n_hdr, int64_t *bad_offset) {
     keytab t;
-    size_t slots = 1024;
-    while (slots < 2 * max_keys) slots <<= 1;
-    t.mask = slots - 1;
-    t.slot_off = malloc(slots * sizeof *t.slot_off);
-    t.slot_len = malloc(slots * sizeof *t.slot_len);
-    t.slot_id = malloc(slots * sizeof *t.slot_id);
     int64_t rows = 0;
     int32_t prev_id = -1;
     *n_keys = 0;
     *n_hdr = 0;
     *bad_offset = -1;
-    if (t.slot_off == NULL || t.slot_len == NULL || t.slot_id == NULL) {
-        rows = -3;
-        goto done;
-    }
-    for (size_t i = 0; i < slots; i++) t.slot_off[i] = -1;
+    if (keytab_init(&t, 4096) != 0) return -3;
 
     const char *p = buf;
     const char *stop = buf + len;
     while (p < stop) {
+        if (*n_keys > 0) {
+            int32_t guess = (int32_t)((size_t)(prev_id + 1) % *n_keys);
+            int64_t sn;
+            uint64_t v;
+            const char *next = fast_line(p, stop, buf + key_off[guess], (size_t)key_len[guess], &sn, &v);
+            if (next != NULL) {
+                if ((size_t)rows >= max_rows) {
+                    rows = -2;
+                    goto done;
+                }
+                prev_id = guess;
+                key[rows] = guess;
+                sample[rows] = sn;
+                value[rows] = v;
+                rows++;
+                p = next;
+                continue;
+            }
+        }
         const char *line = p;
         const char *nl = memchr(p, '\n', (size_t)(stop - p));
         const char *end = nl ? nl : stop;
@@ -128,7 +202,6 @@ int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, 
             last_close = q++;
             n_index++;
         }
-        const char *lhs_end = q;
         while (q < e && (*q == ' ' || *q == '\t')) q++;
         if (q >= e || *q != '=') goto bad;
         q++;
@@ -149,7 +222,6 @@ int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, 
             (*n_hdr)++;
             continue;
         }
-        (void)lhs_end;
         /* the last index is the sample number: decimal, < 2^62 */
         const char *s = last_open + 1;
         if (last_close - s > 18 || !is_digit(*s)) goto bad;
@@ -161,33 +233,22 @@ int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, 
         uint64_t v;
         if (parse_value(val, e, &v) != 0) goto bad;
         size_t klen = (size_t)(last_open - name);
-        int32_t id = -1;
-        /* The sampler writes the series in the same order every sample: try the one after the previous first. */
-        if (*n_keys > 0) {
-            int32_t guess = (int32_t)((size_t)(prev_id + 1) % *n_keys);
-            if ((size_t)key_len[guess] == klen && memcmp(buf + key_off[guess], name, klen) == 0) id = guess;
-        }
-        uint64_t h = id >= 0 ? 0 : hash_bytes(name, klen);
-        size_t slot = (size_t)h & t.mask;
-        while (id < 0 && t.slot_off[slot] >= 0) {
-            if ((size_t)t.slot_len[slot] == klen && memcmp(buf + t.slot_off[slot], name, klen) == 0) {
-                id = t.slot_id[slot];
-                break;
-            }
-            slot = (slot + 1) & t.mask;
-        }
+        int32_t id;
+        size_t slot = keytab_find(&t, buf, key_off, key_len, name, klen, &id);
         if (id < 0) {
             if (*n_keys >= max_keys) {
                 rows = -2;
                 goto done;
             }
             id = (int32_t)*n_keys;
-            t.slot_off[slot] = (int64_t)(name - buf);
-            t.slot_len[slot] = (int32_t)klen;
-            t.slot_id[slot] = id;
             key_off[id] = (int64_t)(name - buf);
             key_len[id] = (int32_t)klen;
             (*n_keys)++;
+            t.slot_id[slot] = id;
+            if (2 * *n_keys > t.mask && keytab_grow(&t, buf, key_off, key_len, *n_keys) != 0) {
+                rows = -3;
+                goto done;
+            }
         }
         if ((size_t)rows >= max_rows) {
             rows = -2;
@@ -205,8 +266,6 @@ int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, 
         goto done;
     }
 done:
-    free(t.slot_off);
-    free(t.slot_len);
     free(t.slot_id);
     return rows;
 }

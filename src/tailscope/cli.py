@@ -824,11 +824,15 @@ _READ_ONLY_VERBS = frozenset({"analyze", "report", "compare", "verdict"})
 
 def entry() -> None:
     """The `tailscope` command (pyproject's script and `python -m tailscope`): `main`, then exit."""
+    import os
+
+    # Arrow's buffers from the C library's malloc, not mimalloc (pyarrow's default), unless the user chose:
+    # freed column buffers go back to the system, so `analyze` of 1,000 nodes peaks 20 MiB lower at the
+    # same speed (issue 11). Read by pyarrow when it is first imported, which is after this.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     argv = sys.argv[1:]
     code = main(argv)
     if _verb_named(argv) in _READ_ONLY_VERBS:
-        import os
-
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -5,14 +5,12 @@ Data flows one way: probes -> campaign runner -> store -> analysis -> report. Th
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime as dt
-import io
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -261,8 +259,6 @@ def pages_tests_for(
     }
 
 
-
-
 def load_evidence(
     con: CampaignConnection, run_ids: list[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -361,40 +357,66 @@ def runs_csv(analysis: CampaignAnalysis) -> str:
     header = ["run_id", "node", "probe", "variant", "variant_id", "trial", "started_at", "value", "unit",
               "perf_ratio", "scaled_value", "slow", "flagged", "kind", "cause",
               "cause_confidence"]  # fmt: skip
-    fields = attrgetter("run_id", "node", "probe", "variant", "variant", "trial", "started_at", "value",
-                        "unit", "perf_ratio", "scaled_value", "slow", "flagged", "kind")  # fmt: skip
-    # Row by row in the analysis' order (the order the runs lie in memory: 50,000 of them, visited sorted,
-    # cost twice as much), then sorted by (perf_ratio, node, trial) as `sorted` would (stable), written as
-    # pandas' DataFrame(...).to_csv(index=False) wrote them (tests/analysis/test_fast_paths.py compares).
-    rows, ratio, node, trial = [], [], [], []
-    for r in analysis.runs:
-        row = list(fields(r))
-        ratio.append(row[9])
-        node.append(row[1])
-        trial.append(row[5])
-        row[3] = names.get(row[3], row[3])
-        for i in (7, 9, 10):  # value, perf_ratio, scaled_value: the float fields (others: str, int, bool)
-            row[i] = _csv_cell(row[i])
-        row += [run_cause(r), r.causes[0].confidence if r.causes else ""]
-        rows.append(row)
+    # Column by column in the analysis' order (the order the runs lie in memory: 50,000 of them, visited
+    # sorted, cost twice as much), then the lines sorted by (perf_ratio, node, trial) as `sorted` would
+    # (stable), written as pandas' DataFrame(...).to_csv(index=False) wrote them
+    # (tests/analysis/test_fast_paths.py compares): text quoted only where the csv module would quote it,
+    # floats as repr, NaN and None empty. A text seen before (node, probe, unit, kind, cause) is quoted once.
+    runs = analysis.runs
+    quoted: dict[Any, str] = {}
+
+    def text(values: Iterable[Any]) -> list[str]:
+        out = []
+        for v in values:
+            cell = quoted.get(v)
+            if cell is None:
+                cell = quoted[v] = _csv_text(v)
+            out.append(cell)
+        return out
+
+    def floats(values: Iterable[Any]) -> list[str]:
+        return ["" if v is None or v != v else float.__repr__(float(v)) for v in values]
+
+    ratio = [r.perf_ratio for r in runs]
+    node = [r.node for r in runs]
+    trial = [r.trial for r in runs]
+    columns = [
+        [_csv_text(r.run_id) for r in runs],
+        text(node),
+        text(r.probe for r in runs),
+        text(names.get(r.variant, r.variant) for r in runs),
+        text(r.variant for r in runs),
+        [str(t) for t in trial],
+        text(r.started_at for r in runs),
+        floats(r.value for r in runs),
+        text(r.unit for r in runs),
+        floats(ratio),
+        floats(r.scaled_value for r in runs),
+        text(r.slow for r in runs),
+        text(r.flagged for r in runs),
+        text(r.kind for r in runs),
+        text(run_cause(r) for r in runs),
+        text(r.causes[0].confidence if r.causes else "" for r in runs),
+    ]
+    lines = [",".join(cells) for cells in zip(*columns, strict=True)]
     node_rank = np.unique(np.array(node, dtype=object), return_inverse=True)[1] if node else []
     order = np.lexsort((np.asarray(trial), np.asarray(node_rank), np.asarray(ratio, dtype=float)))
-    return _csv(header, [rows[i] for i in order.tolist()])
+    body = "\n".join([lines[i] for i in order.tolist()])
+    return ",".join(header) + "\n" + (body + "\n" if body else "")
 
 
-def _csv_cell(v: Any) -> Any:
-    """A value as pandas' to_csv writes it: floats as repr, NaN and None empty."""
+_CSV_SPECIAL = re.compile(r'[",\r\n]')
+
+
+def _csv_text(v: Any) -> str:
+    """One cell as the csv module writes it (QUOTE_MINIMAL): None empty, a float as repr, a text with a
+    comma, quote or line break quoted with its quotes doubled."""
+    if v is None:
+        return ""
     if isinstance(v, float):
-        return "" if math.isnan(v) else repr(v)
-    return "" if v is None else v
-
-
-def _csv(header: list[str], rows: list[list[Any]]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")  # pandas' to_csv writes through the csv module too
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
+        return "" if math.isnan(v) else float.__repr__(v)
+    s = str(v)
+    return f'"{s.replace(chr(34), chr(34) * 2)}"' if _CSV_SPECIAL.search(s) else s
 
 
 def nodes_csv(analysis: CampaignAnalysis) -> str:

@@ -197,3 +197,27 @@ def test_analyze_campaign_is_analyze_of_every_row(tmp_path) -> None:
     flagged = [r for r in fast.runs if r.flagged]
     assert len(flagged) >= 12 and "systematic" in {r.kind for r in flagged}  # the control: classified
     assert any(c.cause == "cpu-contention" for r in flagged for c in r.causes)
+
+
+@pytest.mark.parametrize("chunk_items", [1, 7, 2000])
+def test_analyze_json_written_in_chunks_is_the_one_encoding(tmp_path, chunk_items) -> None:
+    """`analyze --json` writes the analysis field by field and its runs in chunks (issue 11: the peak
+    memory of 1,000 nodes): byte for byte what one orjson encoding of the whole object gives."""
+    import io
+
+    from tailscope import workflow
+    from tailscope.jsonout import encode, encode_chunks, write_json
+
+    root = tmp_path / "fleet"
+    _store_fleet(root)
+    analysis = workflow.analyze_campaign(root, Settings())
+    assert len(analysis.runs) > 7 and analysis.groups and analysis.nodes  # chunks of runs, nested fields
+    whole = encode(analysis)
+    pieces = list(encode_chunks(analysis, chunk_items=chunk_items))
+    assert b"".join(pieces) == whole
+    assert len(pieces) >= len(analysis.runs) // chunk_items  # really in pieces
+    out = io.BytesIO()
+    text = io.TextIOWrapper(out, encoding="utf-8")
+    write_json(analysis, text)
+    assert out.getvalue() == whole
+    assert b"".join(encode_chunks({"a": [1, 2]})) == encode({"a": [1, 2]})  # not a dataclass: one piece

@@ -97,6 +97,7 @@ def test_mutations_parse_or_raise_the_documented_error(tmp_path: Path, data: byt
         assert reference is not None, f"{reader.__name__} accepted what the line reader refuses"
         assert [k.text for k in fast.keys] == [k.text for k in reference.keys]
         assert np.array_equal(fast.key_codes, reference.key_codes)
+        assert np.array_equal(fast.samples, reference.samples)
         assert [int(v) for v in fast.values] == [int(v) for v in reference.values]
         assert fast.header == reference.header
     try:

@@ -3,6 +3,8 @@ anything unusual back to them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from tailscope.importers.perfcounts import StreamSummary, stream_tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "counters"))
 import seed_file
+
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 pytestmark = pytest.mark.skipif(perfcounts._perfscan() is None, reason="native scanner not built")
 
@@ -59,3 +63,39 @@ def test_import_streams_and_says_the_same(tmp_path: Path, capsys: pytest.Capture
     assert counts["streamed"] and counts["samples"] == 5
     assert main(["import", "perfcounts", str(path), "--campaign", str(tmp_path / "b")]) == 0
     assert "imported 5 samples" in capsys.readouterr().out
+
+
+def test_the_duplicate_count_reads_pyarrow_alone_and_agrees_with_sql(tmp_path: Path) -> None:
+    # store.read.samples_of (what the importer asks before it writes) gives DuckDB's count per (node, source),
+    # and a damaged samples shard is one line naming it: exit 2, nothing stored.
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.read import connect, samples_of
+
+    campaign = tmp_path / "c"
+    for node, samples in (("n1", 4), ("n2", 6)):
+        path = tmp_path / f"{node}.perfcounts.lua"
+        path.write_text(seed_file.big_text(samples, cpus=2, chas=1, channels=1))
+        assert main(["import", "perfcounts", str(path), "--campaign", str(campaign)]) == 0
+    con = connect(campaign)
+    sql = dict(
+        ((n, s), c)
+        for n, s, c in con.execute("SELECT node, source, count(*) FROM samples GROUP BY ALL").fetchall()
+    )
+    con.close()
+    opened = Campaign.open(campaign)
+    for (node, source), count in sql.items():
+        assert samples_of(opened, node, source) == count > 0
+    assert samples_of(opened, "n3", perfcounts.SOURCE) == 0
+    assert samples_of(opened, "n1", "imported:perf-csv") == 0
+    shard = opened.shard_files("samples")[0]
+    shard.write_bytes(shard.read_bytes()[:-20])  # the footer cut off
+    path = tmp_path / "n3.perfcounts.lua"
+    path.write_text(seed_file.big_text(3, cpus=2, chas=1, channels=1) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tailscope", "import", "perfcounts", str(path), "--campaign", str(campaign)],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"{shard}: damaged shard" in proc.stderr
+    assert not any("n3" in p.name for p in Campaign.open(campaign).shard_files("samples"))

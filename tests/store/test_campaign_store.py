@@ -203,3 +203,32 @@ def test_64_concurrent_writers_lose_nothing(tmp_path):
     assert len(shards) == 128
     assert sum(pq.read_table(p).num_rows for p in shards) == 320 + 960
     assert not list(c.root.rglob("*.tmp"))
+
+
+def test_small_shards_are_lz4_and_large_ones_zstd(tmp_path):
+    """A shard's codec follows its size (store/load.py shard_codec): LZ4 for the small shards a campaign is
+    mostly made of (cheap to open per column chunk), zstd for a large one; both read back the same rows."""
+    import pyarrow.parquet as pq
+
+    from tailscope.store.load import ZSTD_FROM_BYTES
+    from tailscope.store.read import read_table
+
+    c = Campaign.create(tmp_path / "c")
+    runs = table("runs", [run_row(c, "n0", t) for t in range(3)])
+    n = ZSTD_FROM_BYTES // 40 + 1  # rows of ~50 bytes of Arrow data each: just over the limit
+    samples = pa.table(
+        {
+            "node": pa.array(["n0"] * n), "sample": pa.array(range(n), pa.int64()),
+            "t_ns": pa.array(range(n), pa.int64()), "tsc": pa.array([None] * n, pa.int64()),
+            "source": pa.array(["monitor"] * n), "pmu": pa.array(["cpu"] * n),
+            "unit": pa.array([0] * n, pa.int32()), "event": pa.array(["cycles"] * n),
+            "value": pa.array([float(i) for i in range(n)]),
+        },
+        schema=TABLES["samples"].schema,
+    )  # fmt: skip
+    assert runs.nbytes < ZSTD_FROM_BYTES <= samples.nbytes
+    shards = commit(c, {"runs": runs, "samples": samples}, "n0")
+    codecs = {p.parent.name: pq.ParquetFile(p).metadata.row_group(0).column(0).compression for p in shards}
+    assert codecs == {"runs": "LZ4", "samples": "ZSTD"}
+    assert read_table(c, "samples").column("value").to_pylist()[-1] == float(n - 1)
+    assert read_table(c, "runs").num_rows == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from test_campaign_store import run_row, table
+from test_promises import FAST
 
 from tailscope.store.campaign import Campaign, StoreError
 from tailscope.store.load import load_into
@@ -44,6 +45,7 @@ def test_iterations_of_some_runs_read_their_commits_only(tmp_path):
         some = con.iterations_of_runs(run_ids=[*wanted, hidden])
         assert "iterations_all" not in con._loaded  # the whole table was never read
     assert len(read_files) == 4 < len(c.shard_files("iterations"))  # commits of n0, n1, n4, n0 again
+
     def ordered(frame: pd.DataFrame) -> pd.DataFrame:  # a view's row order is DuckDB's, not a promise
         return frame.sort_values(["run_id", "iteration"], ignore_index=True)
 
@@ -134,3 +136,92 @@ def test_a_truncated_shard_the_read_leaves_out_is_still_named(tmp_path):
     victim.unlink()
     with connect(Campaign.open(c.root)) as con, pytest.raises(StoreError, match="missing"):
         con.iterations_of_runs(run_ids=[stored[0][0]["run_id"]])
+
+
+def test_arrow_answers_are_the_sql_views_answers_and_open_no_duckdb(tmp_path, monkeypatch):
+    """counters, co-runners, node facts and the runs of a real campaign, answered by Arrow without opening
+    DuckDB, equal what the SQL views give (issue 11: analyze spends neither DuckDB's import nor its
+    connection); a node's later facts win as in the `nodes` view."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from tailscope.analysis.summary import STORE_RUN_COLUMNS
+    from tailscope.cli import main
+    from tailscope.store.read import read_table
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "l2sum", "--trials", "3", "--campaign", "c", *FAST]) == 0
+    c = Campaign.open(tmp_path / "c")
+    facts = read_table(c, "nodes")
+    assert facts.num_rows == 1 and c.shard_files("counters")
+    stored = read_table(c, "runs", ["run_id"]).column("run_id").to_pylist()
+    busy = [
+        {"run_id": stored[0], "pid": 4242, "comm": "stress-ng", "cmdline": None, "cpu_s": 0.4, "share": 0.41},
+        {"run_id": stored[2], "pid": 99, "comm": "kworker/0:1", "cmdline": "", "cpu_s": 0.01, "share": 0.02},
+        {"run_id": "never-stored", "pid": 7, "comm": "orphan", "cmdline": None, "cpu_s": 1.0, "share": 1.0},
+    ]
+    later = facts.to_pylist()[0]
+    later["collected_at"] = later["collected_at"] + dt.timedelta(hours=1)
+    later["kernel"] = "6.1.0-later"
+    other = {**facts.to_pylist()[0], "node": "aaa-first"}  # a node sorted before this one
+    with load_into(c.root, "test") as load:
+        load.write_tables(
+            {
+                "nodes": pa.Table.from_pylist([later, other], schema=facts.schema),
+                "corunners": table("corunners", busy),
+            },
+            node="x",
+        )
+
+    with connect(Campaign.open(c.root)) as con:
+        runs = con.runs(columns=STORE_RUN_COLUMNS)
+        ids = runs["run_id"].tolist()
+        counters = con.counters(ids, source="os")
+        every = con.counters(ids[:2])
+        corunners = con.corunners([*ids, "never-stored"])
+        nodes = con.nodes()
+        assert con._duckdb is None  # nothing above needed SQL
+    with connect(Campaign.open(c.root)) as con:
+        con.execute("SELECT 1")  # DuckDB open from the start: every answer below is the views'
+        sql = {
+            "counters": con.df(
+                "SELECT run_id, source, pmu, unit, event, value FROM counters WHERE source = 'os'"
+            ),
+            "every": con.df(
+                "SELECT run_id, source, pmu, unit, event, value FROM counters "
+                "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                [ids[:2]],
+            ),
+            "corunners": con.df("SELECT * FROM corunners"),
+            "nodes": con.df("SELECT * FROM nodes ORDER BY node"),
+        }
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:  # a view's row order is DuckDB's, not a promise
+        return frame.sort_values(list(frame.columns[:5]), ignore_index=True)
+
+    assert len(counters) > 0 and sorted(corunners["comm"]) == ["kworker/0:1", "stress-ng"]  # not the orphan
+    for name, arrow in (("counters", counters), ("every", every), ("corunners", corunners)):
+        pd.testing.assert_frame_equal(ordered(arrow), ordered(sql[name]), check_index_type=False)
+    pd.testing.assert_frame_equal(nodes.reset_index(drop=True), sql["nodes"])
+    assert nodes["node"].tolist()[0] == "aaa-first" and nodes["kernel"].tolist()[1] == "6.1.0-later"
+
+
+@pytest.mark.parametrize("tz", [None, "UTC", "Europe/Berlin", ":America/New_York", "no/such-zone", ""])
+def test_local_zone_is_the_one_duckdb_picks(tz, monkeypatch):
+    """The Arrow answers show timestamps in the zone DuckDB would (the SQL answers' zone)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import duckdb; from tailscope.store.read import local_zone; "
+        "zone = duckdb.connect().execute(\"SELECT current_setting('TimeZone')\").fetchone()[0]; "
+        "print(local_zone(), zone)"
+    )
+    if tz is None:
+        monkeypatch.delenv("TZ", raising=False)
+    else:
+        monkeypatch.setenv("TZ", tz)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    ours, duckdbs = out.stdout.split()
+    assert ours == duckdbs

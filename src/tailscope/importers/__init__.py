@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -64,12 +64,14 @@ def open_text(path: Path) -> Iterator[TextLines]:
 
 def stored_count(load: Transaction, question: str, *args: str) -> int:
     """One count the store's read path answers (`runs_of_variant`, `samples_of`) over what the campaign
-    already holds; 0 for a campaign this load creates."""
-    from tailscope.store.read import connect
-
+    already holds; 0 for a campaign this load creates. `samples_of` reads with pyarrow alone (no DuckDB)."""
     if not load.exists:
         return 0
-    con = connect(load.campaign())
+    from tailscope.store import read
+
+    if question == "samples_of":
+        return read.samples_of(load.campaign(), *args)
+    con = read.connect(load.campaign())
     try:
         return int(getattr(con, question)(*args))
     finally:
@@ -86,3 +88,30 @@ def file_digest(path: Path) -> str:
     except OSError as exc:
         raise ImportInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return digest.hexdigest()
+
+
+def digest_in_background(path: Path) -> Callable[[], str]:
+    """`file_digest(path)` computed in a thread while the caller reads the file (hashlib releases the GIL:
+    a 6 MB file's 3.5 ms overlap the scan on a second core); the returned function waits for it and returns
+    it, or raises its ImportInputError."""
+    import threading
+
+    result: list[str] = []
+    failed: list[ImportInputError] = []
+
+    def run() -> None:
+        try:
+            result.append(file_digest(path))
+        except ImportInputError as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="tailscope-digest", daemon=True)
+    worker.start()
+
+    def wait() -> str:
+        worker.join()
+        if failed:
+            raise failed[0]
+        return result[0]
+
+    return wait

@@ -25,19 +25,20 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from tailscope.store.campaign import COMMITS, QUARANTINE, Campaign, CommitRecord, conform
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
+
+# DuckDB, pandas, pyarrow.compute and pyarrow.dataset (which loads pandas) are imported where they are used:
+# a writer that only asks `samples_of` (an import) loads pyarrow alone (0.1 s against 0.5 s with them).
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def _scan(
     """All files in one Arrow dataset scan (page checksums verified) and the file (index into `files`) of
     each row, or None when any file needs the careful path: a read error, a type to convert, a required
     column missing (null)."""
+    import pyarrow.dataset as ds
+
     spec = TABLES[table]
     fmt = ds.ParquetFileFormat(
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
@@ -229,6 +232,46 @@ def stored_trials(campaign: Campaign, node: str) -> dict[str, dict[int, str]]:
     return out
 
 
+def samples_of(campaign: Campaign, node: str, source: str) -> int:
+    """How many sample values of (node, source) are stored (every samples row is visible: no attempt
+    ranking). Reads only the node and source columns of each committed samples shard, dictionary-encoded,
+    page checksums verified, with pyarrow alone: an importer asks this before it writes, and must not load
+    DuckDB, pandas or pyarrow.dataset for it. A damaged shard is named as `read_table` names it."""
+    count, damaged = 0, []
+    for path in campaign.shard_files("samples"):
+        try:
+            data = pq.ParquetFile(
+                path, read_dictionary=["node", "source"], page_checksum_verification=True
+            ).read(columns=["node", "source"])
+        except FileNotFoundError:
+            damaged.append(DamagedShard(path, "missing (named by a commit record but not on disk)"))
+            continue
+        except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
+            damaged.append(DamagedShard(path, f"not a readable Parquet shard ({_first_line(exc)})"))
+            continue
+        mine = _equals(data.column("node"), node) & _equals(data.column("source"), source)
+        count += int(np.count_nonzero(mine))
+    if damaged:
+        raise _damaged_error(campaign, damaged)
+    return count
+
+
+def _equals(column: pa.ChunkedArray, value: str) -> np.ndarray:
+    """Which rows of a (dictionary-encoded) string column equal `value`, without pyarrow.compute."""
+    parts = [np.zeros(0, dtype=bool)]
+    for chunk in column.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            parts.append(np.asarray(chunk.to_pylist(), dtype=object) == value)
+            continue
+        codes = [i for i, word in enumerate(chunk.dictionary.to_pylist()) if word == value]
+        indices = chunk.indices  # from its buffer: Arrow's to_numpy imports pandas
+        sign = "u" if pa.types.is_unsigned_integer(indices.type) else ""
+        kind = np.dtype(f"{sign}int{indices.type.bit_width}")
+        numbers = np.frombuffer(indices.buffers()[1], kind)[indices.offset : indices.offset + len(indices)]
+        parts.append(np.isin(numbers, codes))
+    return np.concatenate(parts)
+
+
 # --- SQL over the campaign --------------------------------------------------------------------------------
 _RUNS_VIEW_COLUMNS = ("run_id", "node", "variant", "trial", "status", "started_at")  # what the view ranks by
 
@@ -243,9 +286,9 @@ class CampaignConnection:
 
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
-        # no progress bar: DuckDB draws it on fd 1 for queries over 2 s, in front of `analyze --json > file`
-        self._con = duckdb.connect(":memory:")
-        self._con.execute("SET enable_progress_bar = false")
+        self._duckdb: Any = None  # opened by the first SQL question (`_con`), not before
+        self._arrow: dict[str, pa.Table] = {}  # the base tables read, registered with DuckDB once it is open
+        self._views: list[str] = []  # the views made before DuckDB was open: made when it opens
         self._loaded: set[str] = set()
         # runs_all as read, its shard files and the file of each row: which commit stored a run
         self._runs_read: tuple[pa.Table, list[Path], np.ndarray] | None = None
@@ -269,15 +312,51 @@ class CampaignConnection:
             data = self._runs_read[0]
         else:
             data = read_table(self.campaign, table)
-        self._con.register(key, data)
+        self._arrow[key] = data
+        if self._duckdb is not None:
+            self._duckdb.abort()
+            self._duckdb.register(key, data)
         self._loaded.add(key)
+
+    @property
+    def _con(self) -> Any:
+        """The DuckDB connection, opened when a question first needs SQL. Questions the store answers with
+        Arrow alone (the runs as read, iterations of runs, counters and co-runners of runs, node facts, an
+        empty table) never open it: `analyze` of 1,000 nodes then spends neither DuckDB's import nor its
+        connection (0.06 s, 41 MiB)."""
+        if self._duckdb is None:
+            import duckdb
+
+            con = duckdb.connect(":memory:")
+            # no progress bar: DuckDB draws it on fd 1 for queries over 2 s, before `analyze --json > file`
+            con.execute("SET enable_progress_bar = false")
+            with contextlib.suppress(duckdb.Error):  # one zone for both paths (_as_duckdb_frame)
+                con.execute(f"SET TimeZone = '{local_zone()}'")
+            for key, data in self._arrow.items():
+                con.register(key, data)
+            for view in self._views:
+                con.execute(view)
+            self._duckdb = con
+        return self._duckdb
+
+    def _view(self, sql: str) -> None:
+        """Make a view now if DuckDB is open, else when it opens."""
+        if self._duckdb is None:
+            self._views.append(sql)
+        else:
+            self._duckdb.execute(sql)
+
+    def _abort(self) -> None:
+        """Drop a result left unfetched (fetchone), which would block loading; nothing to do before SQL."""
+        if self._duckdb is not None:
+            self._duckdb.abort()
 
     def _load_view(self, table: str) -> None:
         if table in self._loaded:
             return
         self._load_base(table)
         if table == "runs" and self._one_attempt_per_trial():  # the common case: every row is visible
-            self._con.execute("CREATE VIEW runs AS SELECT * FROM runs_all")
+            self._view("CREATE VIEW runs AS SELECT * FROM runs_all")
         elif table == "runs":
             self._runs_table = True
             self._con.execute(
@@ -315,13 +394,14 @@ class CampaignConnection:
         not a copy ranked by attempt (50,000 runs: 0.1-0.2 s and 50 MiB)."""
         if self._runs_read is None:
             return False
-        row = self._con.execute("SELECT count(*) FROM (SELECT DISTINCT node, variant, trial FROM runs_all)")
-        return int(row.fetchone()[0]) == self._runs_read[0].num_rows
+        data = self._runs_read[0]
+        keys = ["node", "variant", "trial"]
+        return data.select(keys).group_by(keys).aggregate([]).num_rows == data.num_rows
 
     def ensure(self, tables: Iterable[str]) -> None:
         wanted = [n for n in tables if n not in self._loaded]
         if wanted:
-            self._con.abort()  # a previous result left unfetched (fetchone) would block loading
+            self._abort()
         for name in wanted:
             if name.endswith("_all") and name.removesuffix("_all") in TABLES:
                 self._load_base(name.removesuffix("_all"))
@@ -331,11 +411,13 @@ class CampaignConnection:
     def _all_run_columns(self) -> None:
         """Read runs_all again with every column (a query needs one the first, narrower read left out)."""
         had_view = "runs" in self._loaded
-        self._con.abort()
+        con = self._con  # only SQL needs a column the narrow read left out
+        con.abort()
         if had_view:
-            self._con.execute("DROP TABLE runs" if self._runs_table else "DROP VIEW runs")
+            con.execute("DROP TABLE runs" if self._runs_table else "DROP VIEW runs")
             self._runs_table = False
-        self._con.unregister("runs_all")
+        con.unregister("runs_all")
+        self._arrow.pop("runs_all", None)
         self._loaded -= {"runs", "runs_all"}
         self._load_base("runs")
         if had_view:
@@ -348,6 +430,8 @@ class CampaignConnection:
             self._all_run_columns()
             narrow = False
         self.ensure(mentioned)
+        import duckdb  # imported by `_con` already: the name of its exception
+
         try:
             return self._con.execute(sql) if parameters is None else self._con.execute(sql, parameters)
         except duckdb.BinderException:  # a column the narrow read left out
@@ -357,7 +441,9 @@ class CampaignConnection:
         return self._con.execute(sql) if parameters is None else self._con.execute(sql, parameters)
 
     def close(self) -> None:
-        self._con.close()
+        if self._duckdb is not None:
+            self._duckdb.close()
+        self._arrow.clear()
 
     # --- the questions the rest of tailscope asks (all the SQL outside the store's own views is here) -------
     def df(self, sql: str, parameters: Sequence[Any] | None = None) -> pd.DataFrame:
@@ -379,7 +465,7 @@ class CampaignConnection:
         if columns is None:
             return self.df(f"SELECT * FROM runs {where} ORDER BY variant, node, trial", params)
         if "runs_all" not in self._loaded:
-            self._con.abort()
+            self._abort()
             self._load_base("runs", columns)
         self.ensure(["runs"])
         if not where and not self._runs_table and self._runs_read is not None:
@@ -392,6 +478,8 @@ class CampaignConnection:
         view is runs_all itself, with the dtypes DuckDB's .df() gives (nullable integers where a value is
         missing, object None for a column without any value, timestamps in DuckDB's time zone): half the
         time and memory of DuckDB's sorted copy."""
+        import pyarrow.compute as pc
+
         data = self._runs_read[0] if self._runs_read is not None else None
         assert data is not None
         keys = [("variant", "ascending"), ("node", "ascending"), ("trial", "ascending")]
@@ -400,9 +488,12 @@ class CampaignConnection:
     def _as_duckdb_frame(self, data: pa.Table) -> pd.DataFrame:
         """`data` as pandas with the dtypes DuckDB's .df() gives it: nullable integers where a value is
         missing, object None for a text column without any value, timestamps in DuckDB's time zone."""
+        import pandas as pd
+
         nullable = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
         frame = data.to_pandas(types_mapper=nullable.get)
-        zone = self._con.execute("SELECT current_setting('TimeZone')").fetchone()[0]
+        zone = local_zone() if self._duckdb is None else self._duckdb.execute(
+            "SELECT current_setting('TimeZone')").fetchone()[0]  # fmt: skip
         for field in data.schema:
             column = data.column(field.name)
             if field.type in nullable and column.null_count == 0:
@@ -433,6 +524,8 @@ class CampaignConnection:
         return self._iterations_of(run_ids, "*")
 
     def _iterations_of(self, run_ids: Sequence[str], columns: str) -> pd.DataFrame:
+        import pyarrow.compute as pc
+
         ids = [str(r) for r in run_ids]
         query = f"SELECT {columns} FROM {{}} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
         files = None if "iterations_all" in self._loaded else self._child_shards("iterations", ids)
@@ -449,6 +542,7 @@ class CampaignConnection:
             asked = asked.filter(pc.is_in(asked, value_set=stored))
             wanted = pc.is_in(part.column("run_id"), value_set=asked)
             return self._as_duckdb_frame(part.filter(wanted).select(names))
+        self._abort()
         self._con.register("iterations_part", part)  # a name `execute` does not take for a table's
         try:
             return self._con.execute(
@@ -460,6 +554,8 @@ class CampaignConnection:
     def _child_shards(self, table: str, run_ids: Sequence[str]) -> list[Path] | None:
         """The shards of `table` that the commits which stored `run_ids` wrote (a run's iterations are
         committed with it: store/load.py), or None when the campaign has no commit records."""
+        import pyarrow.compute as pc
+
         if not self.campaign.uses_commit_records:
             return None
         self.ensure(["runs"])
@@ -479,29 +575,57 @@ class CampaignConnection:
 
     def counters(self, run_ids: Sequence[str], *, source: str | None = None) -> pd.DataFrame:
         """Counter rows of the given runs (of one source: perf, proc, os = per-trial evidence, monitor)."""
+        columns = ["run_id", "source", "pmu", "unit", "event", "value"]
+        keep = None if source is None else ("source", source)
+        arrow = self._rows_of_runs("counters", run_ids, columns, keep)
+        if arrow is not None:
+            return arrow
         extra, params = ("AND source = ?", [source]) if source else ("", [])
         return self.df(
             "SELECT run_id, source, pmu, unit, event, value FROM counters "
             f"WHERE run_id IN (SELECT unnest(?::VARCHAR[])) {extra}",
-            [self._ids_for("counters", run_ids), *params],
+            [list(run_ids), *params],
         )
 
     def corunners(self, run_ids: Sequence[str]) -> pd.DataFrame:
         """Other processes that ran on the probe CPUs during the given runs (per-trial evidence)."""
+        arrow = self._rows_of_runs("corunners", run_ids, list(TABLES["corunners"].names), None)
+        if arrow is not None:
+            return arrow
         return self.df(
-            "SELECT * FROM corunners WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-            [self._ids_for("corunners", run_ids)],
+            "SELECT * FROM corunners WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
         )
 
-    def _ids_for(self, table: str, run_ids: Sequence[str]) -> list[str]:
-        """The run ids a query of `table` is given: none when the campaign stored no shard of it (the same
-        empty, typed answer without handing DuckDB 50,000 ids)."""
-        return list(run_ids) if self.campaign.shard_files(table) else []
+    def _rows_of_runs(
+        self, table: str, run_ids: Sequence[str], columns: list[str], keep: tuple[str, str] | None
+    ) -> pd.DataFrame | None:
+        """The rows of a child table for `run_ids`, by Arrow, as the SQL below would give them (the view's
+        rows of stored runs, then `keep` = (column, value)); None when only SQL can say (several attempts
+        of a trial: the runs view is a ranked copy)."""
+        import pyarrow.compute as pc
+
+        if not self.campaign.shard_files(table):  # nothing stored: the typed empty answer, nothing read
+            schema = pa.schema([TABLES[table].schema.field(c) for c in columns])
+            return self._as_duckdb_frame(schema.empty_table())
+        self.ensure(["runs"])
+        if self._runs_table or self._runs_read is None:
+            return None
+        self._load_base(table)
+        data = self._arrow[f"{table}_all"]
+        asked = pa.array([str(r) for r in run_ids], pa.string())
+        asked = asked.filter(pc.is_in(asked, value_set=self._runs_read[0].column("run_id")))
+        wanted = pc.is_in(data.column("run_id"), value_set=asked)
+        if keep is not None:
+            wanted = pc.and_(wanted, pc.equal(data.column(keep[0]), keep[1]))
+        return self._as_duckdb_frame(data.filter(wanted).select(columns))
 
     def has_rows(self, table: str) -> bool:
         if table not in TABLES:
             raise KeyError(table)
-        return bool(self.execute(f"SELECT count(*) FROM {table}_all").fetchone()[0])
+        if not self.campaign.shard_files(table):
+            return False
+        self._load_base(table)
+        return self._arrow[f"{table}_all"].num_rows > 0
 
     def runs_of_variant(self, variant: str) -> int:
         """How many trials of `variant` are stored (each counted once)."""
@@ -509,10 +633,8 @@ class CampaignConnection:
         return int(row[0]) if row else 0
 
     def samples_of(self, node: str, source: str) -> int:
-        """How many background sample values of (node, source) are stored."""
-        query = "SELECT count(*) FROM samples WHERE node = ? AND source = ?"
-        row = self.execute(query, [node, source]).fetchone()
-        return int(row[0]) if row else 0
+        """How many background sample values of (node, source) are stored (module `samples_of`)."""
+        return samples_of(self.campaign, node, source)
 
     def run_keys(self) -> list[tuple[str, str, int, str]]:
         """(node, variant, trial, status) of every stored trial."""
@@ -533,8 +655,20 @@ class CampaignConnection:
         return [str(r[0]) for r in self.execute("SELECT DISTINCT node FROM runs ORDER BY node").fetchall()]
 
     def nodes(self) -> pd.DataFrame:
-        """The latest facts of every node."""
-        return self.df("SELECT * FROM nodes ORDER BY node")
+        """The latest facts of every node (the `nodes` view, by Arrow: a node's latest `collected_at`)."""
+        import pyarrow.compute as pc
+
+        if "nodes" in self._loaded:
+            return self.df("SELECT * FROM nodes ORDER BY node")
+        self._load_base("nodes")
+        data = self._arrow["nodes_all"]
+        if data.num_rows:
+            data = data.take(pc.sort_indices(data, [("node", "ascending"), ("collected_at", "descending")]))
+            node = data.column("node").combine_chunks()
+            first = np.ones(len(node), dtype=bool)
+            first[1:] = pc.not_equal(node[1:], node[:-1]).to_numpy(zero_copy_only=False)
+            data = data.filter(pa.array(first))
+        return self._as_duckdb_frame(data)
 
     def virtual_nodes(self) -> dict[str, str]:
         """node -> hypervisor, for the nodes whose facts say they are virtual machines."""
@@ -665,6 +799,31 @@ class CampaignConnection:
         self.close()
 
 
+def local_zone() -> str:
+    """The time zone timestamps are shown in, as DuckDB picks it on this host: $TZ when it names a zone
+    (a leading ':' dropped), else the zone /etc/localtime links to, else UTC. Both read paths (SQL and
+    Arrow) use it, so a frame's timestamps do not depend on which one answered."""
+    from zoneinfo import ZoneInfo
+
+    def valid(name: str) -> bool:
+        try:
+            ZoneInfo(name)
+        except (ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError: below
+            return False
+        except KeyError:
+            return False
+        return bool(name)
+
+    named = os.environ.get("TZ", "").removeprefix(":")
+    if named and valid(named):
+        return named
+    with contextlib.suppress(OSError):
+        target = os.readlink("/etc/localtime")
+        if "zoneinfo/" in target and valid(zone := target.split("zoneinfo/", 1)[1]):
+            return zone
+    return "UTC"
+
+
 def _where(**equal: str | None) -> tuple[str, list[Any]]:
     terms = [(column, value) for column, value in equal.items() if value]
     if not terms:
@@ -732,6 +891,7 @@ __all__ = [
     "quarantine",
     "read_shard",
     "read_table",
+    "samples_of",
     "stored_trials",
     "validate_shards",
 ]
