@@ -6,8 +6,7 @@
 #     bench/bench_validate.sh [TRIALS] [SEED] [extra validate options...]
 #
 # Run as root (cpu-quota makes a cgroup, thp-fragment reads page frames). Prints the table and keeps the JSON
-# beside the campaign (DIR.json). Until the cause catalogue is wired into `analyze --json`, cause accuracy is
-# 0 by construction (every run predicts `none`); recall and false positives are already meaningful.
+# beside the campaign (DIR.json).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 trials=${1:-200}

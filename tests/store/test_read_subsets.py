@@ -181,7 +181,11 @@ def test_arrow_answers_are_the_sql_views_answers_and_open_no_duckdb(tmp_path, mo
         every = con.counters(ids[:2])
         corunners = con.corunners([*ids, "never-stored"])
         nodes = con.nodes()
-        assert con._duckdb is None  # nothing above needed SQL
+        iterations = con.iterations(ids[:2])  # every column
+        empty = con.table("injections")
+        assert con.timeline_samples(1000) is None
+        assert con._duckdb is None  # nothing above needed SQL (the report's questions on a plain campaign)
+        assert con.hardware_counter_values() == 0  # counters stored (os evidence), none of a hardware PMU
     with connect(Campaign.open(c.root)) as con:
         con.execute("SELECT 1")  # DuckDB open from the start: every answer below is the views'
         sql = {
@@ -195,6 +199,10 @@ def test_arrow_answers_are_the_sql_views_answers_and_open_no_duckdb(tmp_path, mo
             ),
             "corunners": con.df("SELECT * FROM corunners"),
             "nodes": con.df("SELECT * FROM nodes ORDER BY node"),
+            "iterations": con.df(
+                "SELECT * FROM iterations WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids[:2]]
+            ),
+            "injections": con.df("SELECT * FROM injections"),
         }
 
     def ordered(frame: pd.DataFrame) -> pd.DataFrame:  # a view's row order is DuckDB's, not a promise
@@ -204,6 +212,12 @@ def test_arrow_answers_are_the_sql_views_answers_and_open_no_duckdb(tmp_path, mo
     for name, arrow in (("counters", counters), ("every", every), ("corunners", corunners)):
         pd.testing.assert_frame_equal(ordered(arrow), ordered(sql[name]), check_index_type=False)
     pd.testing.assert_frame_equal(nodes.reset_index(drop=True), sql["nodes"])
+    pd.testing.assert_frame_equal(
+        iterations.sort_values(["run_id", "iteration"], ignore_index=True),
+        sql["iterations"].sort_values(["run_id", "iteration"], ignore_index=True),
+    )
+    assert len(iterations) > 0 and len(empty) == 0
+    pd.testing.assert_frame_equal(empty, sql["injections"], check_index_type=False)
     assert nodes["node"].tolist()[0] == "aaa-first" and nodes["kernel"].tolist()[1] == "6.1.0-later"
 
 

@@ -453,6 +453,8 @@ class CampaignConnection:
         """Every visible row of one table (empty when the campaign has none)."""
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
+        if not self.campaign.shard_files(name):  # the typed empty answer without opening DuckDB
+            return self._as_duckdb_frame(TABLES[name].schema.empty_table())
         return self.df(f"SELECT * FROM {name}")
 
     def runs(
@@ -498,7 +500,7 @@ class CampaignConnection:
             column = data.column(field.name)
             if field.type in nullable and column.null_count == 0:
                 frame[field.name] = frame[field.name].to_numpy(dtype=field.type.to_pandas_dtype())
-            elif len(column) and column.null_count == len(column) and pa.types.is_string(field.type):
+            elif column.null_count == len(column) and pa.types.is_string(field.type):  # none, or no rows
                 frame[field.name] = pd.Series([None] * len(column), dtype=object)
             elif pa.types.is_timestamp(field.type) and field.type.tz is not None:
                 frame[field.name] = frame[field.name].dt.tz_convert(zone)
@@ -534,9 +536,9 @@ class CampaignConnection:
         read = set(files)
         _check_ends(self.campaign, [f for f in self.campaign.shard_files("iterations") if f not in read])
         part = read_table(self.campaign, "iterations", files=files)
-        if not self._runs_table and self._runs_read is not None and columns != "*":
+        if not self._runs_table and self._runs_read is not None:
             # every stored run is visible (runs view = runs_all): the rows of the runs asked for, by Arrow
-            names = [c.strip() for c in columns.split(",")]
+            names = part.column_names if columns == "*" else [c.strip() for c in columns.split(",")]
             stored = self._runs_read[0].column("run_id")  # not an orphan's rows (a run_id never stored)
             asked = pa.array(ids, pa.string())
             asked = asked.filter(pc.is_in(asked, value_set=stored))
@@ -776,13 +778,18 @@ class CampaignConnection:
 
     def hardware_counter_values(self) -> int:
         """How many perf counter values of hardware (not software) PMUs are stored."""
+        if not self.campaign.shard_files("counters"):
+            return 0
         row = self.execute(
             "SELECT count(*) FROM counters WHERE source = 'perf' AND pmu NOT LIKE 'software%'"
         ).fetchone()
         return int(row[0]) if row else 0
 
     def timeline_samples(self, max_rows: int) -> pd.DataFrame | None:
-        """Monitor samples summed over units, for the report's timelines (None when more than max_rows)."""
+        """Monitor samples summed over units, for the report's timelines (None when more than max_rows, or
+        none stored)."""
+        if not self.campaign.shard_files("samples"):
+            return None
         query = (
             "SELECT node, source, pmu, event, sample, min(t_ns) AS t_ns, sum(value) AS value FROM samples "
             "GROUP BY node, source, pmu, event, sample"
