@@ -348,10 +348,9 @@ def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
 
 def runs_csv(analysis: CampaignAnalysis) -> str:
     """Every analysed run, one row each (the report lists only the slowest)."""
-    import numpy as np
 
     from tailscope.probes.catalogue import variant_name
-    from tailscope.report.answer import run_cause
+    from tailscope.report.answer import by_ratio, run_cause
 
     names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
     header = ["run_id", "node", "probe", "variant", "variant_id", "trial", "started_at", "value", "unit",
@@ -399,9 +398,7 @@ def runs_csv(analysis: CampaignAnalysis) -> str:
         text(r.causes[0].confidence if r.causes else "" for r in runs),
     ]
     lines = [",".join(cells) for cells in zip(*columns, strict=True)]
-    node_rank = np.unique(np.array(node, dtype=object), return_inverse=True)[1] if node else []
-    order = np.lexsort((np.asarray(trial), np.asarray(node_rank), np.asarray(ratio, dtype=float)))
-    body = "\n".join([lines[i] for i in order.tolist()])
+    body = "\n".join([lines[i] for i in by_ratio(runs)])
     return ",".join(header) + "\n" + (body + "\n" if body else "")
 
 

@@ -221,3 +221,15 @@ def test_analyze_json_written_in_chunks_is_the_one_encoding(tmp_path, chunk_item
     write_json(analysis, text)
     assert out.getvalue() == whole
     assert b"".join(encode_chunks({"a": [1, 2]})) == encode({"a": [1, 2]})  # not a dataclass: one piece
+
+
+def test_by_ratio_is_sorted_by_ratio_node_trial() -> None:
+    """The report's one ordering of runs (runs CSV, the sorted figure) is `sorted` by (ratio, node, trial)."""
+    from tailscope.report.answer import by_ratio
+
+    runs = list(analyze_ensemble(ensemble({3: Trial(slowdown=0.2)}, n=24)).runs)
+    for i, (ratio, node) in enumerate([(0.9, "n2"), (0.9, "n0"), (0.9, "n2"), (0.9, "n1"), (1.1, "n0")]):
+        runs[i] = dataclasses.replace(runs[i], perf_ratio=ratio, node=node)
+    runs[6] = dataclasses.replace(runs[2])  # an exact tie: the earlier stays first
+    want = sorted(range(len(runs)), key=lambda i: (runs[i].perf_ratio, runs[i].node, runs[i].trial))
+    assert by_ratio(runs) == want and by_ratio([]) == []

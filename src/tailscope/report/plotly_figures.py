@@ -27,7 +27,7 @@ import numpy as np
 
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary
 from tailscope.analysis.wording import pct
-from tailscope.report.answer import run_cause
+from tailscope.report.answer import by_ratio, run_cause
 from tailscope.report.markup import esc
 
 MAX_POINTS = 4000  # normal runs drawn per figure; beyond, evenly thinned (slow runs are always drawn)
@@ -256,7 +256,7 @@ def _time_trace(
 def sorted_figure(
     figs: Figures, variant: VariantSummary, name: str, runs: Sequence[RunVerdict], settings: Settings
 ) -> str:
-    ordered = sorted(runs, key=lambda r: (r.perf_ratio, r.node, r.trial))
+    ordered = [runs[i] for i in by_ratio(runs)]
     rank = {id(r): i + 1 for i, r in enumerate(ordered)}
     normal = _thin([r for r in ordered if not r.slow])
     slow = [r for r in ordered if r.slow]
