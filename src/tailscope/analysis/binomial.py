@@ -40,6 +40,7 @@ def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
     return lower, upper
 
 
+@lru_cache(maxsize=65536)  # every node's slow-rate check asks it; 1,000 nodes of 50 trials ask a few (k, n)
 def tail_p_value(k: int, n: int, p0: float) -> float:
     """One-sided binomial test: P(X >= k) for X ~ Binomial(n, p0). Equals 1 for k = 0.
 

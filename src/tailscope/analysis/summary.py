@@ -143,7 +143,9 @@ def analyze(
     kinds: dict[str, tuple[RunKind, KindEvidence | None]] = {}
     if have_iterations:
         to_classify = scored.assign(slow=scored["flagged"])
-        slowdowns = dict(zip(scored["run_id"].astype(str), scored["slowdown"].astype(float), strict=True))
+        slowdowns = dict(
+            zip(scored["run_id"].astype(str).tolist(), scored["slowdown"].astype(float).tolist(), strict=True)
+        )
         kinds = classify.classify_slow_runs(iterations, to_classify, settings.primary_threshold, slowdowns)
     fwq_ids = scored.loc[scored["probe"] == "fwq", "run_id"]
     noise = pd.DataFrame()
