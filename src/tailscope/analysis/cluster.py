@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from tailscope.analysis.binomial import clopper_pearson, prob_any_slow
+from tailscope.analysis.binomial import clopper_pearson, prime_intervals, prob_any_slow
 from tailscope.analysis.distributions import bh_adjusted, f_ppf, f_sf, normal_cdf
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.robust import MAD_TO_SD, mad
@@ -235,6 +235,8 @@ def _variant_cluster(
     slow_i = np.bincount(codes, weights=slow, minlength=k).astype(int)
 
     to_value = np.exp if hib else (lambda a: np.exp(-np.asarray(a)))
+    counts = zip(slow_i.tolist(), np.asarray(n_i).astype(int).tolist(), strict=True)
+    prime_intervals(counts, settings.confidence)  # every node's interval in one vectorised pass
     nodes = []
     for i in order:
         low, high = clopper_pearson(int(slow_i[i]), int(n_i[i]), settings.confidence)

@@ -38,7 +38,7 @@ from tailscope.analysis import (
     robust,
     scaling,
 )
-from tailscope.analysis.binomial import tail_count, trials_to_observe
+from tailscope.analysis.binomial import prime_intervals, tail_count, trials_to_observe
 from tailscope.analysis.model import (
     CampaignAnalysis,
     CauseFinding,
@@ -302,6 +302,12 @@ def _group_summaries(
     for i, (_, rows) in enumerate(groups):
         group_of[rows] = i
     mads = robust.group_mads(value_all, group_of, len(groups))  # two sorts, not two medians per group
+    n_of = np.bincount(group_of, minlength=len(groups)).tolist()
+    counts = []  # every group's slow-run intervals in one vectorised pass (tail_count below reads them)
+    for d in settings.thresholds:
+        slow_k = np.bincount(group_of, weights=ratio_all < 1.0 - d, minlength=len(groups)).astype(int)
+        counts += zip(slow_k.tolist(), n_of, strict=True)
+    prime_intervals(counts, settings.confidence)
     out = []
     with _gc_paused():
         for i, ((variant, node), rows) in enumerate(groups):
