@@ -80,19 +80,6 @@ def test_version_is_the_installed_one() -> None:
     assert output.split()[1][0].isdigit()
 
 
-def test_the_dist_info_version_is_importlib_metadatas() -> None:
-    # tailscope.__version__ reads the installed METADATA itself (no importlib.metadata): the same answer.
-    from importlib.metadata import PackageNotFoundError, version
-
-    import tailscope
-
-    try:
-        expected = version("tailscope")
-    except PackageNotFoundError:
-        pytest.skip("tailscope is not installed")
-    assert tailscope._dist_info_version() == expected
-
-
 @pytest.mark.parametrize(
     ("argv", "code"),
     [

@@ -142,23 +142,16 @@ int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, 
     const char *p = buf;
     const char *stop = buf + len;
     while (p < stop) {
+        int32_t id; /* the row of this line: its series, sample number and value */
+        int64_t sn;
+        uint64_t v;
         if (*n_keys > 0) {
             int32_t guess = (int32_t)((size_t)(prev_id + 1) % *n_keys);
-            int64_t sn;
-            uint64_t v;
             const char *next = fast_line(p, stop, buf + key_off[guess], (size_t)key_len[guess], &sn, &v);
             if (next != NULL) {
-                if ((size_t)rows >= max_rows) {
-                    rows = -2;
-                    goto done;
-                }
-                prev_id = guess;
-                key[rows] = guess;
-                sample[rows] = sn;
-                value[rows] = v;
-                rows++;
+                id = guess;
                 p = next;
-                continue;
+                goto store;
             }
         }
         const char *line = p;
@@ -225,15 +218,13 @@ int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, 
         /* the last index is the sample number: decimal, < 2^62 */
         const char *s = last_open + 1;
         if (last_close - s > 18 || !is_digit(*s)) goto bad;
-        int64_t sn = 0;
+        sn = 0;
         for (; s < last_close; s++) {
             if (!is_digit(*s)) goto bad;
             sn = sn * 10 + (*s - '0');
         }
-        uint64_t v;
         if (parse_value(val, e, &v) != 0) goto bad;
         size_t klen = (size_t)(last_open - name);
-        int32_t id;
         size_t slot = keytab_find(&t, buf, key_off, key_len, name, klen, &id);
         if (id < 0) {
             if (*n_keys >= max_keys) {
@@ -250,6 +241,7 @@ int64_t ts_perfscan(const char *buf, size_t len, int32_t *key, int64_t *sample, 
                 goto done;
             }
         }
+    store:
         if ((size_t)rows >= max_rows) {
             rows = -2;
             goto done;

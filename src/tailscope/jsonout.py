@@ -26,12 +26,17 @@ def encode(data: Any, *, sort_keys: bool = False, default: Callable[[Any], Any] 
     """`data` as indented UTF-8 JSON with a final newline."""
     import orjson
 
-    option = (
-        orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    )
+    option = _options() | orjson.OPT_APPEND_NEWLINE
     if sort_keys:
         option |= orjson.OPT_SORT_KEYS
     return orjson.dumps(data, default=default, option=option)
+
+
+def _options() -> int:
+    """orjson's options for every piece: two-space indents, numpy values, non-string keys."""
+    import orjson
+
+    return orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 def encode_chunks(
@@ -45,7 +50,7 @@ def encode_chunks(
         return
     import orjson
 
-    option = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    option = _options()
 
     def nested(value: Any) -> bytes:  # a value one level down: each of its lines indented 2 more
         return orjson.dumps(value, default=default, option=option).replace(b"\n", b"\n  ")

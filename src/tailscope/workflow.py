@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -348,7 +347,6 @@ def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
 
 def runs_csv(analysis: CampaignAnalysis) -> str:
     """Every analysed run, one row each (the report lists only the slowest)."""
-
     from tailscope.probes.catalogue import variant_name
     from tailscope.report.answer import by_ratio, run_cause
 
@@ -376,20 +374,17 @@ def runs_csv(analysis: CampaignAnalysis) -> str:
     def floats(values: Iterable[Any]) -> list[str]:
         return ["" if v is None or v != v else float.__repr__(float(v)) for v in values]
 
-    ratio = [r.perf_ratio for r in runs]
-    node = [r.node for r in runs]
-    trial = [r.trial for r in runs]
     columns = [
         [_csv_text(r.run_id) for r in runs],
-        text(node),
+        text(r.node for r in runs),
         text(r.probe for r in runs),
         text(names.get(r.variant, r.variant) for r in runs),
         text(r.variant for r in runs),
-        [str(t) for t in trial],
+        [str(r.trial) for r in runs],
         text(r.started_at for r in runs),
         floats(r.value for r in runs),
         text(r.unit for r in runs),
-        floats(ratio),
+        floats(r.perf_ratio for r in runs),
         floats(r.scaled_value for r in runs),
         text(r.slow for r in runs),
         text(r.flagged for r in runs),
@@ -406,12 +401,10 @@ _CSV_SPECIAL = re.compile(r'[",\r\n]')
 
 
 def _csv_text(v: Any) -> str:
-    """One cell as the csv module writes it (QUOTE_MINIMAL): None empty, a float as repr, a text with a
-    comma, quote or line break quoted with its quotes doubled."""
+    """One text cell as the csv module writes it (QUOTE_MINIMAL): None empty, a text with a comma, quote or
+    line break quoted with its quotes doubled (floats: `floats` in runs_csv)."""
     if v is None:
         return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else float.__repr__(v)
     s = str(v)
     return f'"{s.replace(chr(34), chr(34) * 2)}"' if _CSV_SPECIAL.search(s) else s
 

@@ -49,8 +49,8 @@ def prime_intervals(counts: Iterable[tuple[int, int]], confidence: float) -> Non
     """Compute the Clopper-Pearson intervals of many (k, n) at once (one vectorised beta quantile per
     bound); `clopper_pearson` then answers them from its table. Checks every pair as it would."""
     _check_probability("confidence", confidence)
-    known = {(k, n) for k, n, c in _INTERVALS if c == confidence}
-    todo = sorted({(int(k), int(n)) for k, n in counts} - known)
+    c = float(confidence)
+    todo = sorted(pair for pair in {(int(k), int(n)) for k, n in counts} if (*pair, c) not in _INTERVALS)
     if not todo:
         return
     for k, n in todo:
@@ -68,7 +68,7 @@ def prime_intervals(counts: Iterable[tuple[int, int]], confidence: float) -> Non
     if len(_INTERVALS) > 65536:
         _INTERVALS.clear()
     for (k, n), lo, hi in zip(todo, lower.tolist(), upper.tolist(), strict=True):
-        _INTERVALS[(k, n, float(confidence))] = (lo, hi)
+        _INTERVALS[(k, n, c)] = (lo, hi)
 
 
 @lru_cache(maxsize=65536)  # every node's slow-rate check asks it; 1,000 nodes of 50 trials ask a few (k, n)

@@ -302,19 +302,19 @@ def _group_summaries(
     for i, (_, rows) in enumerate(groups):
         group_of[rows] = i
     mads = robust.group_mads(value_all, group_of, len(groups))  # two sorts, not two medians per group
+    # each group's slow runs at each threshold, and their intervals in one vectorised pass (tail_count reads)
     n_of = np.bincount(group_of, minlength=len(groups)).tolist()
-    counts = []  # every group's slow-run intervals in one vectorised pass (tail_count below reads them)
-    for d in settings.thresholds:
-        slow_k = np.bincount(group_of, weights=ratio_all < 1.0 - d, minlength=len(groups)).astype(int)
-        counts += zip(slow_k.tolist(), n_of, strict=True)
-    prime_intervals(counts, settings.confidence)
+    slow_of = [
+        np.bincount(group_of, weights=ratio_all < 1.0 - d, minlength=len(groups)).astype(int).tolist()
+        for d in settings.thresholds
+    ]
+    prime_intervals([pair for k in slow_of for pair in zip(k, n_of, strict=True)], settings.confidence)
     out = []
     with _gc_paused():
         for i, ((variant, node), rows) in enumerate(groups):
             probe, metric, unit, hib, median = (column[rows[0]] for column in first_of)
             hib = bool(hib)
             values = value_all[rows]
-            ratio = ratio_all[rows]
             n = len(values)
             mean = float(np.mean(values))
             sd = float(np.std(values, ddof=1)) if n > 1 else None  # undefined for n = 1
@@ -324,15 +324,8 @@ def _group_summaries(
             has_interval = low_ci.lower_rank is not None
             rule_limit = _rule_limit(float(mads[i]), median, settings, has_interval=has_interval)
             tails = tuple(
-                tail_count(
-                    int(np.count_nonzero(ratio < 1.0 - d)),
-                    n,
-                    d,
-                    settings.allowed_slow_rate,
-                    settings.alpha,
-                    settings.confidence,
-                )
-                for d in settings.thresholds
+                tail_count(k[i], n, d, settings.allowed_slow_rate, settings.alpha, settings.confidence)
+                for k, d in zip(slow_of, settings.thresholds, strict=True)
             )
             group_kinds = [kinds[r][0] for r in run_id_all[rows][slow_all[rows]] if r in kinds]
             observed = tails[0].rate

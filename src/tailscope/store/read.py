@@ -453,8 +453,8 @@ class CampaignConnection:
         """Every visible row of one table (empty when the campaign has none)."""
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
-        if not self.campaign.shard_files(name):  # the typed empty answer without opening DuckDB
-            return self._as_duckdb_frame(TABLES[name].schema.empty_table())
+        if not self.campaign.shard_files(name):
+            return self._empty_frame(name)
         return self.df(f"SELECT * FROM {name}")
 
     def runs(
@@ -526,7 +526,6 @@ class CampaignConnection:
         return self._iterations_of(run_ids, "*")
 
     def _iterations_of(self, run_ids: Sequence[str], columns: str) -> pd.DataFrame:
-        import pyarrow.compute as pc
 
         ids = [str(r) for r in run_ids]
         query = f"SELECT {columns} FROM {{}} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
@@ -539,11 +538,7 @@ class CampaignConnection:
         if not self._runs_table and self._runs_read is not None:
             # every stored run is visible (runs view = runs_all): the rows of the runs asked for, by Arrow
             names = part.column_names if columns == "*" else [c.strip() for c in columns.split(",")]
-            stored = self._runs_read[0].column("run_id")  # not an orphan's rows (a run_id never stored)
-            asked = pa.array(ids, pa.string())
-            asked = asked.filter(pc.is_in(asked, value_set=stored))
-            wanted = pc.is_in(part.column("run_id"), value_set=asked)
-            return self._as_duckdb_frame(part.filter(wanted).select(names))
+            return self._as_duckdb_frame(part.filter(self._of_stored_runs(part, ids)).select(names))
         self._abort()
         self._con.register("iterations_part", part)  # a name `execute` does not take for a table's
         try:
@@ -607,19 +602,33 @@ class CampaignConnection:
         import pyarrow.compute as pc
 
         if not self.campaign.shard_files(table):  # nothing stored: the typed empty answer, nothing read
-            schema = pa.schema([TABLES[table].schema.field(c) for c in columns])
-            return self._as_duckdb_frame(schema.empty_table())
+            return self._empty_frame(table, columns)
         self.ensure(["runs"])
         if self._runs_table or self._runs_read is None:
             return None
         self._load_base(table)
         data = self._arrow[f"{table}_all"]
-        asked = pa.array([str(r) for r in run_ids], pa.string())
-        asked = asked.filter(pc.is_in(asked, value_set=self._runs_read[0].column("run_id")))
-        wanted = pc.is_in(data.column("run_id"), value_set=asked)
+        wanted = self._of_stored_runs(data, run_ids)
         if keep is not None:
             wanted = pc.and_(wanted, pc.equal(data.column(keep[0]), keep[1]))
         return self._as_duckdb_frame(data.filter(wanted).select(columns))
+
+    def _of_stored_runs(self, data: pa.Table, run_ids: Sequence[str]) -> pa.ChunkedArray:
+        """Which rows of a child table belong to `run_ids`, less any run never stored (an orphan's rows stay
+        out, as the view leaves them out). Only while every stored run is visible (`_runs_read`)."""
+        import pyarrow.compute as pc
+
+        assert self._runs_read is not None
+        asked = pa.array([str(r) for r in run_ids], pa.string())
+        asked = asked.filter(pc.is_in(asked, value_set=self._runs_read[0].column("run_id")))
+        return pc.is_in(data.column("run_id"), value_set=asked)
+
+    def _empty_frame(self, table: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The typed empty answer of a table nothing was stored in (DuckDB's dtypes, DuckDB left closed)."""
+        schema = TABLES[table].schema
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        return self._as_duckdb_frame(schema.empty_table())
 
     def has_rows(self, table: str) -> bool:
         if table not in TABLES:
