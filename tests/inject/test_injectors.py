@@ -51,8 +51,11 @@ def paired_ratio(
 
 
 def test_cpuoccupy_takes_its_share_of_the_victims_cpu() -> None:
+    # Alone on CPU 0 the victim keeps ~0.2 + 0.8/2 = 0.6 of its rate. With m other busy tasks there it keeps
+    # 0.2/(1+m) + 0.8/(2+m) of a 1/(1+m) share: 0.73 for m = 1 (stress-ng --cpu 2 beside the suite: 0.82
+    # measured), 0.87 for m = 4; an injector that took nothing would leave ~1.0.
     ratio = paired_ratio("cpuoccupy", 0.8, [0], 0, busy_loop)
-    assert ratio < 0.75, ratio
+    assert ratio < 0.9, ratio
 
 
 def _skip_unless_shared(resource: str, ratio: float) -> None:

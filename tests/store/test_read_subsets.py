@@ -208,7 +208,9 @@ def test_arrow_answers_are_the_sql_views_answers_and_open_no_duckdb(tmp_path, mo
     def ordered(frame: pd.DataFrame) -> pd.DataFrame:  # a view's row order is DuckDB's, not a promise
         return frame.sort_values(list(frame.columns[:5]), ignore_index=True)
 
-    assert len(counters) > 0 and sorted(corunners["comm"]) == ["kworker/0:1", "stress-ng"]  # not the orphan
+    # the rows added above, not the orphan's (the real run may have recorded co-runners of its own)
+    assert len(counters) > 0 and {"kworker/0:1", "stress-ng"} <= set(corunners["comm"])
+    assert "orphan" not in set(corunners["comm"])
     for name, arrow in (("counters", counters), ("every", every), ("corunners", corunners)):
         pd.testing.assert_frame_equal(ordered(arrow), ordered(sql[name]), check_index_type=False)
     pd.testing.assert_frame_equal(nodes.reset_index(drop=True), sql["nodes"])
