@@ -16,10 +16,11 @@ import sys
 import time
 
 import pytest
-from scipy.stats import fisher_exact
+from scipy.stats import fisher_exact, mannwhitneyu
 
 from quiet import require_quiet_cpus
 from tailscope.store.campaign import Campaign
+from tailscope.store.read import connect
 from tailscope.workflow import load_frames
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,9 @@ THRESHOLD = 0.3
 MAX_OUTSIDE_SLOW_RATE = 0.25
 MIN_TRANSIENT_SHARE = 0.6
 MAX_INSIDE_ESCAPED = 0.05
+MIN_CORUNNER_SHARE = (
+    0.15  # stress-ng's share of the probe CPUs that counts as having reached a trial (~0.35 seen)
+)
 
 
 @pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
@@ -117,29 +121,66 @@ def test_corunner_window(tmp_path):
             outside.append(r)
     assert len(inside) >= 5 and len(outside) >= 50, (len(inside), len(outside))
     slow_inside = [r for r in inside if r["slow"]]
-    # A fresh probe process is now and then scheduled ahead of the co-runner for its whole 50 ms timed region
-    # (seen: 1 of 23, at 1.12); at most MAX_INSIDE_ESCAPED of the in-window trials may escape that way.
-    assert len(inside) - len(slow_inside) <= MAX_INSIDE_ESCAPED * len(inside), [
+    # The evidence: every in-window trial recorded stress-ng's worker on the probe CPUs, with its share of
+    # them, and no trial outside the window did. A fresh probe process now and then runs ahead of the
+    # co-runner for its whole 50 ms timed region (seen: 1 of 23); at most MAX_INSIDE_ESCAPED of them may.
+    with connect(Campaign.open(campaign)) as con:
+        rows = con.corunners([r["run_id"] for r in runs])
+    stress = rows[rows["comm"].str.startswith("stress-ng")].groupby("run_id")["share"].sum()
+    escaped = [r for r in inside if stress.get(r["run_id"], 0.0) < MIN_CORUNNER_SHARE]
+    assert len(escaped) <= MAX_INSIDE_ESCAPED * len(inside), [
         (r["trial"], round(r["perf_ratio"], 3), round(window_times[r["run_id"]][0] - window_start, 2))
-        for r in inside
-        if not r["slow"]
+        for r in escaped
     ]
+    assert not [r["trial"] for r in outside if r["run_id"] in stress.index]
+    # The effect: the in-window trials are slower than the others beyond chance. How much slower is the host's
+    # to decide as much as the co-runner's: quiet l2sum trials on this guest move between two levels (ratios
+    # 0.8 and 1.6 around the median in one run), so in one run the co-runner's 35% of CPU 1 made trials 0.55
+    # of the median for 1.6 s and 0.83 for the next 2 s, below the 0.7 slow line only in the first part.
+    inside_ratios = [r["perf_ratio"] for r in inside]
+    outside_ratios = [r["perf_ratio"] for r in outside]
+    assert mannwhitneyu(inside_ratios, outside_ratios, alternative="less").pvalue < 1e-4, (
+        sorted(inside_ratios),
+        sorted(outside_ratios),
+    )
+    # the slow flag follows the threshold, and a slow in-window trial is blamed on the co-runner by name
+    assert all(r["slow"] == (r["perf_ratio"] < 1.0 - THRESHOLD) for r in runs)
+    assert slow_inside, sorted(inside_ratios)
+    for r in slow_inside:
+        top = r["causes"][0]
+        assert top["cause"] == "cpu-contention", (r["trial"], r["causes"])
+        assert "stress-ng" in top["sentence"], top["sentence"]
     # Interference is transient: a few iterations lose whole scheduler slices. On this shared guest a trial
     # now and then runs every iteration at about half speed instead (the same uniform 0.55 seen outside the
     # window without any co-runner: the host's doing, see above); the classifier rightly calls those
-    # systematic. Most in-window trials must be transient, and the others must be that uniform half speed.
+    # systematic. And when the host moved the node's quiet runs between levels, the iteration noise of its
+    # normal runs (sigma) can put the low cut 1 - max(s/2, 3 sigma) below every iteration of a slow run: the
+    # classifier then says "unclassified", as its rule states (seen once in 14 runs: all 23 in-window trials).
+    # Most classified in-window trials must be transient, and the others that uniform half speed.
     transient = [r for r in slow_inside if r["kind"] == "transient"]
     uniform = [r for r in slow_inside if r["kind"] == "systematic" and r["evidence"]["median_ratio"] < 0.7]
-    assert len(transient) >= MIN_TRANSIENT_SHARE * len(slow_inside), [
+    noise_bound = [
+        r
+        for r in slow_inside
+        if r["kind"] == "unclassified" and r["evidence"]["low_cut"] < 1.0 - r["slowdown"] / 2.0 - 1e-9
+    ]
+    kinds = f"{len(transient)} transient, {len(uniform)} uniform, {len(noise_bound)} noise-bound"
+    print("in-window slow trials:", kinds)
+    assert len(transient) >= MIN_TRANSIENT_SHARE * (len(slow_inside) - len(noise_bound)), [
         (r["trial"], r["kind"], r["evidence"]) for r in slow_inside if r["kind"] != "transient"
     ]
-    assert len(transient) + len(uniform) == len(slow_inside), [
-        (r["trial"], r["kind"], r["evidence"]) for r in slow_inside if r not in transient + uniform
+    assert len(transient) + len(uniform) + len(noise_bound) == len(slow_inside), [
+        (r["trial"], r["kind"], r["evidence"])
+        for r in slow_inside
+        if r not in transient + uniform + noise_bound
     ]
     slow_outside = [(r["trial"], r["perf_ratio"]) for r in outside if r["slow"]]
     assert len(slow_outside) <= MAX_OUTSIDE_SLOW_RATE * len(outside), slow_outside
-    table = [[len(slow_inside), 0], [len(slow_outside), len(outside) - len(slow_outside)]]
-    assert fisher_exact(table, alternative="greater").pvalue < 1e-6, table
+    table = [
+        [len(slow_inside), len(inside) - len(slow_inside)],
+        [len(slow_outside), len(outside) - len(slow_outside)],
+    ]
+    assert fisher_exact(table, alternative="greater").pvalue < 1e-3, table
 
 
 def _worker_started(pid: int) -> float:

@@ -8,6 +8,7 @@ import os
 import statistics
 import subprocess
 
+from tailscope.analysis.causes import frequency
 from tailscope.evidence import clock
 from tailscope.native import native_path
 
@@ -28,12 +29,16 @@ def test_per_trial_clock_is_stable_against_long_reference_readings():
     ref = statistics.median(refs)
     # the control: how much the clock itself moved during the test (turbo on a shared host moves it ~1%);
     # never tighter than 0.2%, the chunk-timing resolution of a 70 us chunk on a VM clock
+    # drift = max((max(refs) - min(refs)) / ref, 0.002); and never tighter than the smallest clock drop the
+    # frequency cause reads (a reading closer than that to the usual clock cannot mislead it). Five reference
+    # readings can agree to 0.2% while a busy 2-core guest moves the 9-chunk readings by 0.6-1% (one CI run:
+    # 16 of 20 within 0.6%).
     drift = max((max(refs) - min(refs)) / ref, 0.002)
-    tol = 3 * drift
+    tol = max(3 * drift, frequency.MIN_DROP)
     assert abs(statistics.median(short) - ref) / ref <= tol, (short, refs)
     # disturbed chunks (availability < 1) must not drag a reading down: 90% of the readings within tolerance
     within = [abs(h - ref) / ref <= tol for h in short]
-    assert sum(within) >= 0.9 * SHORT, (short, refs, avail)
+    assert sum(within) >= 0.9 * SHORT, (tol, [round((h - ref) / ref, 4) for h in short], avail)
     assert all(0.0 < a <= 1.0 for a in avail)
 
 

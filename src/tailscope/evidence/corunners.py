@@ -4,19 +4,21 @@ Every process's CPU time (utime + stime of /proc/PID/stat, all its threads, in t
 a trial when that trial shows that something else ran on the probe's CPUs (the collector decides, from the
 per-CPU busy time and the probe threads' run-queue wait, and within its budget); that reading is the baseline
 of the next one, so a quiet trial costs no scan of /proc. On a busy trial without a full scan, only the 16
-processes busiest at the last scan are re-read (a few files), so a busy spell names them on every trial.
+processes busiest at the last scan are re-read (a few files), and those started since that scan (one listing
+of /proc), so a busy spell names them on every trial and a newcomer from its first one.
 While a trial runs, those processes are also re-read every sample interval for the CPU they ran on
 (`processor`). A process's time is attributed to the probe's CPUs in the proportion of its readings that
 found it on one of them (exact for a pinned co-runner, a sample for a floating one), and scaled from the span
-since its previous reading to the trial's wall time (a rate). A process that started and ended between two
-readings is not seen here; the per-CPU `others_s` (busy time minus the probe's) still counts its time.
+since its previous reading (or its start, for a process younger than the baseline scan) to the trial's wall
+time (a rate). A process that started and ended between two readings is not seen here; the per-CPU
+`others_s` (busy time minus the probe's) still counts its time.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +117,8 @@ class CorunnerTracker:
     _latest: dict[int, ProcInfo] = field(default_factory=dict)
     _read_at: dict[int, float] = field(default_factory=dict)  # re-read since the baseline scan: when
     _cmdlines: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (pid, starttime) -> cmdline
+    # seconds since boot now, the clock of /proc/PID/stat's starttime (a fixture test sets its own)
+    boot_clock: Callable[[], float] = field(default=lambda: time.clock_gettime(time.CLOCK_BOOTTIME))
     # the active processes' stat files, kept open between full scans (two system calls per re-read; a
     # descriptor stays bound to its process, so a reused pid reads as gone, not as someone else)
     _files: dict[int, ProcFile] = field(default_factory=dict)
@@ -144,6 +148,12 @@ class CorunnerTracker:
             if info is not None:
                 self._note(info)
 
+    def _newcomers(self, exclude: set[int]) -> list[int]:
+        """Pids that the baseline does not know, at most ACTIVE_MAX of them (the newest last)."""
+        known = self.baseline or {}
+        new = [pid for pid in pids(self.proc) if pid not in known and pid not in exclude]
+        return sorted(new)[-ACTIVE_MAX:]
+
     def _before_ticks(self, pid: int, info: ProcInfo) -> int:
         base = self.baseline.get(pid) if self.baseline is not None else None
         return base.cpu_ticks if base is not None and base.starttime == info.starttime else 0
@@ -163,14 +173,21 @@ class CorunnerTracker:
     ) -> list[Corunner]:
         """The ranked co-runners of the trial. With `scan_now` every process is read and the reading becomes
         the next baseline. Without it, a `busy` trial re-reads only the processes busiest at the last scan
-        (a few files: the same processes are named on every trial of a busy spell, between full scans);
-        a quiet one reads nothing."""
+        and those started since (a few files: the same processes are named on every trial of a busy spell,
+        between full scans); a quiet one reads nothing."""
         assert self.baseline is not None
-        now = time.monotonic()
+        now, boot_now = time.monotonic(), self.boot_clock()
+        newcomers: dict[int, ProcInfo] = {}
         if scan_now:
             end = scan(self.proc)
-        elif busy and self.active:
+        elif busy:
             end = {pid: info for pid in self.active if (info := self._read_active(pid)) is not None}
+            # and the processes started since the last scan (one listing of /proc, ~40 us for 70 processes):
+            # a co-runner that starts in a quiet spell is named by the first busy trial, not by the next scan
+            newcomers = scan(self.proc, self._newcomers(exclude))
+            end.update(newcomers)
+            if not end:
+                return []
         else:
             return []
         for info in end.values():
@@ -194,6 +211,11 @@ class CorunnerTracker:
             # the delta spans the process's last reading to now (the trial and the gap before it): a rate,
             # scaled to the trial's wall time
             window = now - self._read_at.get(pid, self.baseline_at)
+            base = self.baseline.get(pid)
+            if pid not in self._read_at and (base is None or base.starttime != info.starttime):
+                # younger than the baseline scan: its ticks span its own life, not the time since the scan (a
+                # co-runner that started 0.4 s into a quiet spell read as 2% of the probe CPUs, not 35%)
+                window = min(window, max(boot_now - info.starttime / self.ticks_per_s, wall_s))
             scale = min(1.0, wall_s / window) if window > 0 else 1.0
             cpu_s = ticks / self.ticks_per_s * on_probe / len(seen) * scale
             # A process's CPU field is its main thread's: the time of threads on other CPUs lands here too
@@ -223,4 +245,6 @@ class CorunnerTracker:
                     self._cmdlines.clear()
                 self._cmdlines[key] = cmdline(info.pid, self.proc)
             rows.append(Corunner(info.pid, info.comm, self._cmdlines[key], cpu_s, share))
+            if info.pid in newcomers and len(self.active) < 2 * ACTIVE_MAX:
+                self.active.add(info.pid)  # a named newcomer is re-read on the next trials of the spell
         return rows
