@@ -47,7 +47,7 @@
  *
  * OUTPUT
  *   JSON lines on stdout: {"record":"ready",...} once the injection is in force (after the memory is taken,
- *   the threads pinned), then {"record":"done",...} with what was done: busy and idle time per CPU,
+ *   every thread pinned and its buffers written), then {"record":"done",...} with what was done: busy and idle time per CPU,
  *   wake-ups and missed deadlines, bytes copied, bytes held, pages kept and 2 MiB blocks covered.
  *
  * EXIT CODES
@@ -106,6 +106,16 @@ typedef struct {
 } worker;
 
 static atomic_bool stop_flag;
+/* Every worker and the main thread: "ready" is printed once each worker is pinned and has its buffers
+ * written (256 MiB for membw takes ~0.2 s; before this, an injection began that much after "ready"). */
+static pthread_barrier_t started;
+
+static void worker_started(void)
+{
+    int rc = pthread_barrier_wait(&started);
+    if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+        ts_die(TS_EXIT_RUNTIME, "pthread_barrier_wait: %s", strerror(rc));
+}
 
 static uint64_t now_ns(void)
 {
@@ -165,8 +175,10 @@ static void *duty_thread(void *arg)
 {
     worker *w = arg;
     const options *o = w->opt;
-    if (!pin_worker(w))
+    if (!pin_worker(w)) {
+        worker_started();
         return NULL;
+    }
     uint64_t *a = NULL, *b = NULL;
     size_t words = 0, pos = 0;
     if (o->mode != M_CPU) {
@@ -177,7 +189,9 @@ static void *duty_thread(void *arg)
         b = ts_xaligned(PAGE, words * sizeof(uint64_t));
         for (size_t i = 0; i < words; i++)
             a[i] = i;
+        memset(b, 0, words * sizeof(uint64_t)); /* its pages faulted in now, not in the first periods */
     }
+    worker_started();
     const uint64_t period = o->period_ns, on = (uint64_t)(o->intensity * (double)o->period_ns);
     uint64_t start = now_ns();
     while (!atomic_load(&stop_flag)) {
@@ -203,10 +217,13 @@ static void *noise_thread(void *arg)
 {
     worker *w = arg;
     const options *o = w->opt;
-    if (!pin_worker(w))
+    if (!pin_worker(w)) {
+        worker_started();
         return NULL;
+    }
     struct sched_param sp = {.sched_priority = 1};
     w->fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+    worker_started();
     const uint64_t period = (uint64_t)(1e9 / o->intensity);
     uint64_t next = now_ns() + period;
     while (!atomic_load(&stop_flag)) {
@@ -425,6 +442,9 @@ static int run_memory(const options *o, const sigset_t *sigs)
 static int run_threads(const options *o, const sigset_t *sigs)
 {
     worker *w = ts_xcalloc((size_t)o->ncpus, sizeof *w);
+    int brc = pthread_barrier_init(&started, NULL, (unsigned)o->ncpus + 1);
+    if (brc != 0)
+        ts_die(TS_EXIT_RUNTIME, "pthread_barrier_init: %s", strerror(brc));
     for (int i = 0; i < o->ncpus; i++) {
         w[i].opt = o;
         w[i].cpu = o->cpus[i];
@@ -441,6 +461,10 @@ static int run_threads(const options *o, const sigset_t *sigs)
         CPU_SET(o->cpus[i], &home);
     if (sched_setaffinity(0, sizeof home, &home) != 0)
         ts_die(TS_EXIT_RUNTIME, "sched_setaffinity (main thread): %s", strerror(errno));
+    worker_started(); /* every worker pinned, its buffers written */
+    for (int i = 0; i < o->ncpus; i++)
+        if (w[i].err)
+            ts_die(TS_EXIT_RUNTIME, "%s on CPU %d: %s", w[i].err_what, w[i].cpu, strerror(w[i].err));
     char list[256];
     printf("{\"record\":\"ready\",\"cpus\":\"%s\",\"intensity\":%g}\n",
            ts_format_cpulist(o->cpus, o->ncpus, list, sizeof list), o->intensity);

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -319,7 +319,7 @@ def write_report(
         "runs": output.with_name(f"{output.stem}-runs.csv"),
         "nodes": output.with_name(f"{output.stem}-nodes.csv"),
     }
-    write_atomic_bytes(csv_files["runs"], runs_csv(analysis).encode())
+    write_atomic_bytes(csv_files["runs"], runs_csv(analysis))
     write_atomic_bytes(csv_files["nodes"], nodes_csv(analysis).encode())
     html = render_html(
         analysis,
@@ -345,8 +345,18 @@ def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
     return None if frame.empty else frame
 
 
-def runs_csv(analysis: CampaignAnalysis) -> str:
-    """Every analysed run, one row each (the report lists only the slowest)."""
+def runs_csv(analysis: CampaignAnalysis) -> bytes:
+    """Every analysed run, one row each (the report lists only the slowest), ordered by (perf_ratio, node,
+    trial) as `sorted` would (stable).
+
+    Built column by column in Arrow: each text column's distinct values are quoted once (only where the csv
+    module would quote them: a comma, quote or line break), numbers are formatted by Arrow (shortest
+    round-trip: `123`, `0.00001`, `1e-7`), NaN and None are empty; the lines are joined, put in order and
+    written as one buffer (50,000 runs: 40 ms; cell by cell in Python: 0.17 s, issue 11)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     from tailscope.probes.catalogue import variant_name
     from tailscope.report.answer import by_ratio, run_cause
 
@@ -354,47 +364,52 @@ def runs_csv(analysis: CampaignAnalysis) -> str:
     header = ["run_id", "node", "probe", "variant", "variant_id", "trial", "started_at", "value", "unit",
               "perf_ratio", "scaled_value", "slow", "flagged", "kind", "cause",
               "cause_confidence"]  # fmt: skip
-    # Column by column in the analysis' order (the order the runs lie in memory: 50,000 of them, visited
-    # sorted, cost twice as much), then the lines sorted by (perf_ratio, node, trial) as `sorted` would
-    # (stable), written as pandas' DataFrame(...).to_csv(index=False) wrote them
-    # (tests/analysis/test_fast_paths.py compares): text quoted only where the csv module would quote it,
-    # floats as repr, NaN and None empty. A text seen before (node, probe, unit, kind, cause) is quoted once.
     runs = analysis.runs
-    quoted: dict[Any, str] = {}
+    if not runs:
+        return (",".join(header) + "\n").encode()
 
-    def text(values: Iterable[Any]) -> list[str]:
-        out = []
-        for v in values:
-            cell = quoted.get(v)
-            if cell is None:
-                cell = quoted[v] = _csv_text(v)
-            out.append(cell)
-        return out
+    def text(values: list[Any]) -> pa.Array:
+        column = pa.array(values, pa.string())
+        if not pc.any(pc.match_substring_regex(column, _CSV_SPECIAL.pattern)).as_py():
+            return column.fill_null("")
+        encoded = column.dictionary_encode()
+        quoted = pa.array([_csv_text(v) for v in encoded.dictionary.to_pylist()], pa.string())
+        return quoted.take(encoded.indices).fill_null("")
 
-    def floats(values: Iterable[Any]) -> list[str]:
-        return ["" if v is None or v != v else float.__repr__(float(v)) for v in values]
+    def flag(values: list[bool]) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(np.asarray(values, dtype=np.int8), ["False", "True"]).cast(
+            pa.string()
+        )
+
+    def number(values: list[Any], kind: pa.DataType) -> pa.Array:
+        return pc.cast(pa.array(values, kind, from_pandas=True), pa.string()).fill_null("")
 
     columns = [
-        [_csv_text(r.run_id) for r in runs],
-        text(r.node for r in runs),
-        text(r.probe for r in runs),
-        text(names.get(r.variant, r.variant) for r in runs),
-        text(r.variant for r in runs),
-        [str(r.trial) for r in runs],
-        text(r.started_at for r in runs),
-        floats(r.value for r in runs),
-        text(r.unit for r in runs),
-        floats(r.perf_ratio for r in runs),
-        floats(r.scaled_value for r in runs),
-        text(r.slow for r in runs),
-        text(r.flagged for r in runs),
-        text(r.kind for r in runs),
-        text(run_cause(r) for r in runs),
-        text(r.causes[0].confidence if r.causes else "" for r in runs),
+        text([r.run_id for r in runs]),
+        text([r.node for r in runs]),
+        text([r.probe for r in runs]),
+        text([names.get(r.variant, r.variant) for r in runs]),
+        text([r.variant for r in runs]),
+        number([r.trial for r in runs], pa.int64()),
+        text([r.started_at for r in runs]),
+        number([r.value for r in runs], pa.float64()),
+        text([r.unit for r in runs]),
+        number([r.perf_ratio for r in runs], pa.float64()),
+        number([r.scaled_value for r in runs], pa.float64()),
+        flag([r.slow for r in runs]),
+        flag([r.flagged for r in runs]),
+        text([r.kind for r in runs]),
+        text([run_cause(r) for r in runs]),
+        text([r.causes[0].confidence if r.causes else "" for r in runs]),
     ]
-    lines = [",".join(cells) for cells in zip(*columns, strict=True)]
-    body = "\n".join([lines[i] for i in by_ratio(runs)])
-    return ",".join(header) + "\n" + (body + "\n" if body else "")
+    lines = pc.binary_join_element_wise(*columns, ",")
+    lines = pc.binary_join_element_wise(lines, pa.scalar("\n"), "")  # each line with its line break
+    ordered = lines.take(pa.array(by_ratio(runs), pa.int64()))
+    offsets = np.frombuffer(ordered.buffers()[1], dtype=np.int32)[
+        ordered.offset : ordered.offset + len(ordered) + 1
+    ]
+    body = memoryview(ordered.buffers()[2])[offsets[0] : offsets[-1]]
+    return (",".join(header) + "\n").encode() + bytes(body)
 
 
 _CSV_SPECIAL = re.compile(r'[",\r\n]')
@@ -402,7 +417,7 @@ _CSV_SPECIAL = re.compile(r'[",\r\n]')
 
 def _csv_text(v: Any) -> str:
     """One text cell as the csv module writes it (QUOTE_MINIMAL): None empty, a text with a comma, quote or
-    line break quoted with its quotes doubled (floats: `floats` in runs_csv)."""
+    line break quoted with its quotes doubled."""
     if v is None:
         return ""
     s = str(v)

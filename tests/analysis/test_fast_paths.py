@@ -6,6 +6,7 @@ evidence of evidence_fixtures.py: several nodes and variants, flagged runs with 
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import io
 import math
@@ -109,10 +110,21 @@ def _pandas_runs_csv(analysis) -> str:
     names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
     rows = [
         {
-            "run_id": r.run_id, "node": r.node, "probe": r.probe, "variant": names.get(r.variant, r.variant),
-            "variant_id": r.variant, "trial": r.trial, "started_at": r.started_at, "value": r.value,
-            "unit": r.unit, "perf_ratio": r.perf_ratio, "scaled_value": r.scaled_value, "slow": r.slow,
-            "flagged": r.flagged, "kind": r.kind, "cause": run_cause(r),
+            "run_id": r.run_id,
+            "node": r.node,
+            "probe": r.probe,
+            "variant": names.get(r.variant, r.variant),
+            "variant_id": r.variant,
+            "trial": r.trial,
+            "started_at": r.started_at,
+            "value": r.value,
+            "unit": r.unit,
+            "perf_ratio": r.perf_ratio,
+            "scaled_value": r.scaled_value,
+            "slow": r.slow,
+            "flagged": r.flagged,
+            "kind": r.kind,
+            "cause": run_cause(r),
             "cause_confidence": r.causes[0].confidence if r.causes else "",
         }
         for r in sorted(analysis.runs, key=lambda r: (r.perf_ratio, r.node, r.trial))
@@ -120,7 +132,7 @@ def _pandas_runs_csv(analysis) -> str:
     return pd.DataFrame(rows).to_csv(index=False)
 
 
-def test_runs_csv_is_what_pandas_wrote() -> None:
+def test_runs_csv_reads_back_as_what_pandas_wrote() -> None:
     slow = {5: Trial(slowdown=0.2, others=0.2, corunners=((9, "hog", 0.2),)), 11: Trial(slowdown=0.15)}
     analysis = analyze_ensemble(ensemble(slow, n=30))
     runs = list(analysis.runs)
@@ -131,9 +143,20 @@ def test_runs_csv_is_what_pandas_wrote() -> None:
     for i, node in ((2, "n2"), (3, "n0"), (4, "n2"), (5, "n1")):
         runs[i] = dataclasses.replace(runs[i], perf_ratio=0.9, node=node)
     analysis = dataclasses.replace(analysis, runs=tuple(runs))
-    got = runs_csv(analysis)
-    assert got == _pandas_runs_csv(analysis)
+    got = runs_csv(analysis).decode()
+    # the same table as pandas wrote, read back (numbers are Arrow's shortest round-trip text: 1e+300, 1e-7)
     frame = pd.read_csv(io.StringIO(got))
+    pd.testing.assert_frame_equal(
+        frame, pd.read_csv(io.StringIO(_pandas_runs_csv(analysis))), check_exact=True
+    )
+    # plain text unquoted, the awkward unit quoted as the csv module quotes it, NaN empty; one line per run
+    lines = got.splitlines()
+    assert lines[0] == ",".join(frame.columns) and len(lines) == 31
+    odd = next(line for line in lines if line.startswith(runs[0].run_id + ","))
+    assert ',"GB/s, ""per node""",' in odd
+    row = next(csv.reader([odd]))
+    assert row[8] == 'GB/s, "per node"' and row[10] == ""  # unit; scaled_value NaN: empty
+    assert "," not in lines[2] or '"' not in lines[2].split(",")[1]  # a node name is never quoted
     assert len(frame) == 30 and frame["flagged"].sum() >= 2  # the control: flagged runs with causes
     assert (frame["cause"] != "-").sum() == frame["flagged"].sum()
 

@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -58,38 +59,95 @@ def test_cpuoccupy_takes_its_share_of_the_victims_cpu() -> None:
     assert ratio < 0.9, ratio
 
 
-def _skip_unless_shared(resource: str, ratio: float) -> None:
-    """In a VM the two vCPUs may sit on host cores that share no cache or memory channel in a window (seen
-    once in a clean-clone CI run: 0.97 and 1.00 where other runs gave 0.5): report the measurement instead
-    of failing on the host's placement."""
-    if ratio >= 0.95:
-        pytest.skip(f"the victim kept {ratio:.2f} of its rate: this VM's vCPUs shared no {resource} just now")
+# A plain copy loop of the injector's own footprint, pinned to the injector's CPU: the control for what the
+# host lets one vCPU do to the other's cache and memory channel right now.
+_REFERENCE_COPY = """
+import os, sys
+import numpy as np
+os.sched_setaffinity(0, {int(sys.argv[1])})
+src = np.ones(int(sys.argv[2]) // 8)
+dst = np.empty_like(src)
+np.copyto(dst, src)
+print("ready", flush=True)
+while True:
+    np.copyto(dst, src)
+"""
 
 
-def _ratio_on_another_cpu(kind: str, measure: Callable[[float], float], limit: float) -> float:
-    """The paired ratio of an injector on CPU 0 and its victim on CPU 1, measured again when it lands between
-    `limit` and 0.95: the pairs then saw the host run the two vCPUs on shared hardware for part of the time
-    only (seen on the idle machine: cachecopy 0.85-0.88, membw 0.94), and the lower of two is kept."""
-    ratio = paired_ratio(kind, 1.0, [0], 1, measure, pairs=6)
-    if limit <= ratio < 0.95:
-        ratio = min(ratio, paired_ratio(kind, 1.0, [0], 1, measure, pairs=6))
-    return ratio
+@contextmanager
+def _reference_copy(cpu: int, nbytes: int) -> Iterator[None]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REFERENCE_COPY, str(cpu), str(nbytes)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _llc_bytes() -> int:
+    text = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def _against_reference(
+    kind: str, measure: Callable[[float], float], footprint: int, pairs: int = 6, seconds: float = 0.4
+) -> tuple[float, float]:
+    """The victim on CPU 1, with the injector on CPU 0 and, in the windows between, a plain copy of the
+    injector's footprint on CPU 0 (the reference), each window against the mean of the control windows
+    either side: (median injector ratio, median reference ratio). A VM's two vCPUs share the host's L3 and
+    memory channel in some windows and not in others (cachecopy alone: 0.41-0.46 of the control's rate
+    in most runs, 0.85-1.0 in one in four; one CI run failed at 0.85-0.95 twice in a row); both sides see
+    the same host, so the injector is judged against what a copy could do then."""
+    injected, reference = [], []
+    with pinned(1):
+        measure(0.1)
+        before = measure(seconds)
+        for _ in range(pairs):
+            with Injection.of(kind, 1.0, cpus=[0]):
+                time.sleep(0.05)
+                during = measure(seconds)
+            after = measure(seconds)
+            injected.append(during / ((before + after) / 2))
+            with _reference_copy(0, footprint):
+                during = measure(seconds)
+            before = measure(seconds)
+            reference.append(during / ((after + before) / 2))
+    return median(injected), median(reference)
+
+
+def _judge_against_reference(resource: str, injected: float, reference: float) -> None:
+    if min(injected, reference) >= 0.9:
+        pytest.skip(
+            f"neither the injector ({injected:.2f}) nor a plain copy ({reference:.2f}) slowed the victim by "
+            f"10%: this VM's vCPUs shared little {resource} just now"
+        )
+    # about as much as a plain copy of its footprint, or at least half its slowdown (the host may share
+    # for part of a window only). An injector that did nothing would keep ~1.0 of the victim's rate: so did
+    # membw for its first 0.2 s, writing its 256 MiB before it streamed, until "ready" waited for that
+    # (0.71-0.86 here beside a copy's 0.57-0.62 then; 0.56-0.61 beside 0.56-0.62 since).
+    assert injected <= reference + 0.1 or 1.0 - injected >= 0.5 * (1.0 - reference), (injected, reference)
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs: injector and victim on different CPUs")
 def test_membw_lowers_bandwidth_on_another_cpu() -> None:
-    ratio = _ratio_on_another_cpu("membw", copy_rate(256 << 20), 0.9)
-    _skip_unless_shared("memory bandwidth", ratio)
-    assert ratio < 0.9, ratio
+    injected, reference = _against_reference("membw", copy_rate(256 << 20), 256 << 20)
+    print(f"membw: victim at {injected:.2f} of its rate, beside a plain copy {reference:.2f}")
+    _judge_against_reference("memory bandwidth", injected, reference)
 
 
-@pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs: injector and victim on different CPUs")
+@pytest.mark.skipif(
+    not TWO_CPUS or not Path("/sys/devices/system/cpu/cpu0/cache/index3/size").exists(),
+    reason="needs two CPUs (injector and victim apart) and a known last-level cache",
+)
 def test_cachecopy_evicts_a_cache_resident_victim_on_another_cpu() -> None:
-    # an 8 MiB copy (16 MiB of the 32 MiB L3): 0.41-0.46 of the control's rate here when the two vCPUs share
-    # the host's L3; 0.85-1.0 in windows where the host ran them apart (seen on the idle machine, 1 run in 4)
-    ratio = _ratio_on_another_cpu("cachecopy", copy_rate(8 << 20), 0.85)
-    _skip_unless_shared("last-level cache", ratio)
-    assert ratio < 0.85, ratio
+    # the victim copies 8 MiB (16 MiB of a 32 MiB L3); the injector copies an L3-sized buffer
+    injected, reference = _against_reference("cachecopy", copy_rate(8 << 20), _llc_bytes())
+    print(f"cachecopy: victim at {injected:.2f} of its rate, beside a plain copy {reference:.2f}")
+    _judge_against_reference("last-level cache", injected, reference)
 
 
 def test_os_noise_preempts_a_pinned_victim_at_its_rate() -> None:
@@ -365,3 +423,14 @@ def test_an_injector_killed_under_tailscope_is_reported_exit_1() -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert "ended on its own" in err and err.count("\n") == 1
+
+
+def test_ready_means_the_injection_is_in_force() -> None:
+    """membw writes its 256 MiB buffers before it streams (~0.2 s here): "ready" came before that, so a
+    0.3 s injection streamed for about a third of it. Now "ready" waits for every worker: the worker is busy
+    from the first period after it (busy time counts the wall time of the duty cycle's busy part)."""
+    with Injection.of("membw", 1.0, cpus=[0]) as inj:
+        time.sleep(0.3)
+    (thread,) = inj.done["threads"]
+    assert thread["busy_fraction"] >= 0.8, thread
+    assert thread["missed"] <= 2, thread
