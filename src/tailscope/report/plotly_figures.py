@@ -151,8 +151,9 @@ def minmax_thin(xs: Any, ys: Any, limit: int) -> tuple[list[float], list[float]]
 
 
 def _log_axis(values: Iterable[float]) -> bool:
-    v = [x for x in values if x > 0 and math.isfinite(x)]
-    return bool(v) and max(v) / min(v) > LOG_SPAN
+    v = np.fromiter(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return bool(v.size) and float(v.max() / v.min()) > LOG_SPAN
 
 
 def _axis(title: str, log: bool = False, **extra: Any) -> dict[str, Any]:
