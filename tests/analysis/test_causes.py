@@ -14,6 +14,7 @@ import pytest
 from evidence_fixtures import AMD_ZEN4, INTEL_SKX, Trial, analyze_ensemble, ensemble
 
 from tailscope.analysis.causes import CATALOGUE
+from tailscope.analysis.wording import pct
 
 STRESS = ((4242, "stress-ng", 0.41),)
 
@@ -417,3 +418,22 @@ def test_os_noise_leads_with_the_evidence_that_explains_most():
     top = diagnose(ctx)[0]
     assert top.cause == "os-noise"
     assert top.sentence.split(": ", 2)[2].startswith("FWQ noise 10.6% (usual 3.8%) of each quantum")
+
+
+def test_a_small_clock_drop_does_not_hide_memory_bandwidth_contention():
+    """validate on this KVM guest: membw on the neighbour CPU lowered the probe CPU's effective clock by
+    1.4-3% while stream ran 8-18% slower, and every such run was called `frequency` (memory-bandwidth-
+    contention required the clock as usual). A drop explaining less than half the slowdown leaves both."""
+    usual = 3694.0
+    small = {k: Trial(iteration_slow={i: 0.3 for i in range(5, 12)}, mhz=usual * 0.98) for k in (30, 31)}
+    r = _flagged(analyze_ensemble(ensemble(small, probe="stream")))[30]
+    names = [c.cause for c in r.causes]
+    assert names[0] == "memory-bandwidth-contention" and "frequency" in names, r.causes
+    assert (
+        f"its clock was only 2% lower, at most 2% of the {pct(r.slowdown)} slowdown" in r.causes[0].sentence
+    )
+    # a drop that explains the slowdown is frequency's alone
+    large = {k: Trial(slowdown=0.10, mhz=usual * 0.91) for k in (30, 31)}
+    r = _flagged(analyze_ensemble(ensemble(large, probe="stream")))[30]
+    assert r.causes[0].cause == "frequency"
+    assert "memory-bandwidth-contention" not in [c.cause for c in r.causes]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tailscope.analysis.causes.base import finding, vs_usual
 from tailscope.analysis.causes.context import RunContext
-from tailscope.analysis.causes.memory_bandwidth import cpu_time_as_usual
+from tailscope.analysis.causes.memory_bandwidth import clock_words, cpu_time_as_usual
 from tailscope.analysis.model import CauseFinding
 
 NAME = "cache-contention"
@@ -26,8 +26,9 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     score = 0.35 if ctx.kind == "transient" else 0.2
     sentence = (
         "a cache-bound probe slowed while it lost no CPU time "
-        f"(others {vs_usual(ctx.value('others_share'), ctx.typical('others_share'))}) and its clock was as "
-        "usual: contention for the shared cache fits"
+        f"(others {vs_usual(ctx.value('others_share'), ctx.typical('others_share'))}) "
+        f"and {clock_words(ctx)}: "
+        "contention for the shared cache fits"
     )
     evidence = {"probe": ctx.probe, "others_share": ctx.value("others_share"), "kind": ctx.kind}
     return finding(NAME, ctx, score, sentence, MITIGATION, evidence, direct=False)
