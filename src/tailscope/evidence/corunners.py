@@ -154,9 +154,14 @@ class CorunnerTracker:
         new = [pid for pid in pids(self.proc) if pid not in known and pid not in exclude]
         return sorted(new)[-ACTIVE_MAX:]
 
-    def _before_ticks(self, pid: int, info: ProcInfo) -> int:
+    def _in_baseline(self, pid: int, info: ProcInfo) -> ProcInfo | None:
+        """The baseline reading of this very process (None for one started since, or a reused pid)."""
         base = self.baseline.get(pid) if self.baseline is not None else None
-        return base.cpu_ticks if base is not None and base.starttime == info.starttime else 0
+        return base if base is not None and base.starttime == info.starttime else None
+
+    def _before_ticks(self, pid: int, info: ProcInfo) -> int:
+        base = self._in_baseline(pid, info)
+        return base.cpu_ticks if base is not None else 0
 
     def _note(self, info: ProcInfo) -> None:
         self._latest[info.pid] = info
@@ -211,8 +216,7 @@ class CorunnerTracker:
             # the delta spans the process's last reading to now (the trial and the gap before it): a rate,
             # scaled to the trial's wall time
             window = now - self._read_at.get(pid, self.baseline_at)
-            base = self.baseline.get(pid)
-            if pid not in self._read_at and (base is None or base.starttime != info.starttime):
+            if pid not in self._read_at and self._in_baseline(pid, info) is None:
                 # younger than the baseline scan: its ticks span its own life, not the time since the scan (a
                 # co-runner that started 0.4 s into a quiet spell read as 2% of the probe CPUs, not 35%)
                 window = min(window, max(boot_now - info.starttime / self.ticks_per_s, wall_s))

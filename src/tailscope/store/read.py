@@ -526,7 +526,6 @@ class CampaignConnection:
         return self._iterations_of(run_ids, "*")
 
     def _iterations_of(self, run_ids: Sequence[str], columns: str) -> pd.DataFrame:
-
         ids = [str(r) for r in run_ids]
         query = f"SELECT {columns} FROM {{}} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
         files = None if "iterations_all" in self._loaded else self._child_shards("iterations", ids)

@@ -100,6 +100,12 @@ class RunContext:
         usual = self.typical(name)
         return now - (usual if usual is not None else 0.0)
 
+    def drop(self, name: str) -> float | None:
+        """How far below the node's usual value this run's was, as a fraction of the usual one (1 - now /
+        usual; negative when above); None without both."""
+        now, usual = self.value(name), self.typical(name)
+        return None if now is None or usual is None or usual <= 0 else 1.0 - now / usual
+
     def cpu_text(self) -> str:
         return cpu_list_text(self.cpus)
 

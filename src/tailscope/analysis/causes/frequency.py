@@ -27,11 +27,7 @@ MITIGATION = (
 
 
 def assess(ctx: RunContext) -> CauseFinding | None:
-    drops = {}
-    for name in ("effective_mhz", "cpufreq_khz"):
-        now, usual = ctx.value(name), ctx.typical(name)
-        if now is not None and usual is not None and usual > 0:
-            drops[name] = 1.0 - now / usual
+    drops = {name: d for name in ("effective_mhz", "cpufreq_khz") if (d := ctx.drop(name)) is not None}
     detours = ctx.preemptions()
     if detours is not None and detours.short:
         every_chunk = detours.extra_per_s * CLOCK_CHUNK_S >= 0.5  # most chunks were hit: no clean chunk left

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from tailscope.analysis.causes.base import finding, vs_usual
 from tailscope.analysis.causes.context import RunContext
+from tailscope.analysis.causes.frequency import MIN_DROP  # the smallest clock drop read as one
 from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
 
@@ -21,7 +22,6 @@ NAME = "memory-bandwidth-contention"
 READS = ("probe", "others_share", "steal_share", "run_delay_share", "lost_share", "effective_mhz")
 BANDWIDTH_PROBES = frozenset({"stream", "triad", "membw", "hpcc-stream", "likwid-stream"})
 CPU_LOSS_TOLERANCE = 0.02
-CLOCK_TOLERANCE = 0.01  # the frequency cause's smallest drop (frequency.MIN_DROP)
 MITIGATION = (
     "run bandwidth-bound jobs with whole sockets reserved (Slurm --exclusive); look for other jobs or "
     "daemons streaming memory on the node's other cores (with a PMU: uncore memory-controller counts)"
@@ -29,9 +29,8 @@ MITIGATION = (
 
 
 def clock_drop(ctx: RunContext) -> float:
-    """How much lower the effective clock was than usual (0 when as usual or unknown)."""
-    now, usual = ctx.value("effective_mhz"), ctx.typical("effective_mhz")
-    return max(0.0, 1.0 - now / usual) if now is not None and usual else 0.0
+    """How much lower the effective clock was than usual (0 when as usual, higher or unknown)."""
+    return max(0.0, ctx.drop("effective_mhz") or 0.0)
 
 
 def cpu_time_as_usual(ctx: RunContext) -> bool:
@@ -42,13 +41,13 @@ def cpu_time_as_usual(ctx: RunContext) -> bool:
         if excess is not None and excess > CPU_LOSS_TOLERANCE:
             return False
     drop = clock_drop(ctx)
-    return drop < CLOCK_TOLERANCE or drop < 0.5 * ctx.slowdown
+    return drop < MIN_DROP or drop < 0.5 * ctx.slowdown
 
 
 def clock_words(ctx: RunContext) -> str:
     """'its clock was as usual', or how much lower it was and how little of the slowdown that explains."""
     drop = clock_drop(ctx)
-    if drop < CLOCK_TOLERANCE:
+    if drop < MIN_DROP:
         return "its clock was as usual"
     return f"its clock was only {pct(drop)} lower, at most {pct(drop)} of the {pct(ctx.slowdown)} slowdown"
 
