@@ -13,18 +13,43 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
 
 from tailscope.inject.control import Injection
 from tailscope.inject.kinds import InjectInputError
+from tailscope.node.facts import cache_size
 
 sys.path.insert(0, str(Path(__file__).parent))
 from victims import busy_loop, copy_rate, median, pinned, switches, thp_kib, vmstat
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
+
+
+def paired_windows(
+    disturbances: list[Callable[[], AbstractContextManager[object]]],
+    victim_cpu: int,
+    measure: Callable[[float], float],
+    pairs: int = 4,
+    seconds: float = 0.4,
+) -> list[float]:
+    """Per disturbance, the median over pairs of (disturbed window / mean of the control windows either
+    side); in each pair every disturbance has its window, each followed by a control window."""
+    ratios: list[list[float]] = [[] for _ in disturbances]
+    with pinned(victim_cpu):
+        measure(0.1)
+        before = measure(seconds)
+        for _ in range(pairs):
+            for ratio, disturbance in zip(ratios, disturbances, strict=True):
+                with disturbance():
+                    time.sleep(0.05)
+                    during = measure(seconds)
+                after = measure(seconds)
+                ratio.append(during / ((before + after) / 2))
+                before = after
+    return [median(r) for r in ratios]
 
 
 def paired_ratio(
@@ -37,18 +62,10 @@ def paired_ratio(
     seconds: float = 0.4,
 ) -> float:
     """Median over pairs of (injected window / mean of the control windows either side)."""
-    ratios = []
-    with pinned(victim_cpu):
-        measure(0.1)
-        before = measure(seconds)
-        for _ in range(pairs):
-            with Injection.of(kind, intensity, cpus=inj_cpus):
-                time.sleep(0.05)
-                injected = measure(seconds)
-            after = measure(seconds)
-            ratios.append(injected / ((before + after) / 2))
-            before = after
-    return median(ratios)
+    (ratio,) = paired_windows(
+        [lambda: Injection.of(kind, intensity, cpus=inj_cpus)], victim_cpu, measure, pairs, seconds
+    )
+    return ratio
 
 
 def test_cpuoccupy_takes_its_share_of_the_victims_cpu() -> None:
@@ -87,36 +104,20 @@ def _reference_copy(cpu: int, nbytes: int) -> Iterator[None]:
         proc.wait()
 
 
-def _llc_bytes() -> int:
-    text = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def _against_reference(
-    kind: str, measure: Callable[[float], float], footprint: int, pairs: int = 6, seconds: float = 0.4
-) -> tuple[float, float]:
+def _against_reference(kind: str, measure: Callable[[float], float], footprint: int) -> tuple[float, float]:
     """The victim on CPU 1, with the injector on CPU 0 and, in the windows between, a plain copy of the
-    injector's footprint on CPU 0 (the reference), each window against the mean of the control windows
-    either side: (median injector ratio, median reference ratio). A VM's two vCPUs share the host's L3 and
-    memory channel in some windows and not in others (cachecopy alone: 0.41-0.46 of the control's rate
-    in most runs, 0.85-1.0 in one in four; one CI run failed at 0.85-0.95 twice in a row); both sides see
-    the same host, so the injector is judged against what a copy could do then."""
-    injected, reference = [], []
-    with pinned(1):
-        measure(0.1)
-        before = measure(seconds)
-        for _ in range(pairs):
-            with Injection.of(kind, 1.0, cpus=[0]):
-                time.sleep(0.05)
-                during = measure(seconds)
-            after = measure(seconds)
-            injected.append(during / ((before + after) / 2))
-            with _reference_copy(0, footprint):
-                during = measure(seconds)
-            before = measure(seconds)
-            reference.append(during / ((after + before) / 2))
-    return median(injected), median(reference)
+    injector's footprint on CPU 0 (the reference): (median injector ratio, median reference ratio). A VM's
+    two vCPUs share the host's L3 and memory channel in some windows and not in others (cachecopy alone:
+    0.41-0.46 of the control's rate in most runs, 0.85-1.0 in one in four; one CI run failed at 0.85-0.95
+    twice in a row); both sides see the same host, so the injector is judged against what a copy could do
+    then."""
+    injected, reference = paired_windows(
+        [lambda: Injection.of(kind, 1.0, cpus=[0]), lambda: _reference_copy(0, footprint)],
+        1,
+        measure,
+        pairs=6,
+    )
+    return injected, reference
 
 
 def _judge_against_reference(resource: str, injected: float, reference: float) -> None:
@@ -140,12 +141,12 @@ def test_membw_lowers_bandwidth_on_another_cpu() -> None:
 
 
 @pytest.mark.skipif(
-    not TWO_CPUS or not Path("/sys/devices/system/cpu/cpu0/cache/index3/size").exists(),
+    not TWO_CPUS or cache_size(3) is None,
     reason="needs two CPUs (injector and victim apart) and a known last-level cache",
 )
 def test_cachecopy_evicts_a_cache_resident_victim_on_another_cpu() -> None:
     # the victim copies 8 MiB (16 MiB of a 32 MiB L3); the injector copies an L3-sized buffer
-    injected, reference = _against_reference("cachecopy", copy_rate(8 << 20), _llc_bytes())
+    injected, reference = _against_reference("cachecopy", copy_rate(8 << 20), cache_size(3) or 0)
     print(f"cachecopy: victim at {injected:.2f} of its rate, beside a plain copy {reference:.2f}")
     _judge_against_reference("last-level cache", injected, reference)
 
