@@ -455,3 +455,42 @@ def test_the_slowest_of_few_runs_is_judged_against_a_wider_noise_allowance(build
     assert check.limit > 0.041 > 4 * 0.0095  # it would have failed at 4 sds
     far = analyze(*_noisy_group(build, 0.03, 0.002), _only(max_q01_drop=0.005), "c1").verdict
     assert not far.checks[0].passed
+
+
+def test_runs_that_fail_a_quiet_nodes_own_rule_get_causes(build):
+    """The robust score pools a variant's nodes; a node far quieter than its peers fails its own quantile
+    rule with runs that are no outliers in the pooled noise. Those runs are the ones flagged and given
+    causes (the Slurm test's n1 was degraded with no cause); a quiet node whose rule passes flags none."""
+    rows = []
+    for t in range(30):
+        noisy = 1.0 + 0.02 * ((t * 7) % 11 - 5) / 5  # +-2% on n5-n9: the pooled MAD is about 0.6%
+        rows += [build.run_row(f"n{k}", t, 100.0 * noisy) for k in range(5, 10)]
+        quiet = 1.0 + 0.0005 * ((t * 3) % 5 - 2)  # +-0.1% on n1 and n4
+        rows.append(build.run_row("n1", t, 100.0 * quiet * (0.98 if t in (7, 19) else 1.0)))
+        rows.append(build.run_row("n4", t, 100.0 * quiet * (0.997 if t == 7 else 1.0)))
+    result = analyze(build.runs_frame(rows), pd.DataFrame(), Settings(), "c1")
+    low = [_run(result, "n1", t) for t in (7, 19)]
+    assert all(not r.slow and not r.robust_outlier for r in low)  # the pooled screens miss both
+    assert all(r.flagged and r.causes and r.causes[0].cause == "unknown" for r in low)
+    assert [r.trial for r in result.runs if r.node == "n1" and r.flagged] == [7, 19]
+    n1 = next(n for n in result.nodes if n.node == "n1")
+    assert n1.verdict == "degraded" and n1.causes and n1.causes[0].cause == "unknown", n1
+    assert "trials 7, 19" in n1.causes[0].sentence
+    # n4's one run 0.3% low is inside its line (max 0.5%, 6 sds): the rule passes, nothing is flagged
+    assert _group(result, "n4").quantile_rule.passed
+    assert not any(r.flagged for r in result.runs if r.node == "n4")
+    assert next(n for n in result.nodes if n.node == "n4").verdict == "healthy"
+
+
+def test_a_node_degraded_by_spread_alone_says_which_way_its_runs_spread(build):
+    """One run 10% faster than 29 quiet ones: the CV-ratio check fails, no run is slow or flagged, and the
+    node's cause says the farthest run is faster instead of listing nothing."""
+    rows = [build.run_row("n1", t, 100.0 * (1.0 + 0.0005 * ((t * 3) % 5 - 2))) for t in range(29)]
+    rows.append(build.run_row("n1", 29, 110.0))
+    result = analyze(build.runs_frame(rows), pd.DataFrame(), Settings(), "c1")
+    assert not any(r.flagged for r in result.runs)
+    (node,) = result.nodes
+    assert node.verdict == "degraded"
+    (cause,) = node.causes
+    assert cause.cause == "unknown" and cause.evidence["checks"] == ["max_cv_ratio"], cause
+    assert "the farthest run is 10% faster" in cause.sentence and cause.evidence["slowest"] < 0.002

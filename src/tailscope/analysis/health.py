@@ -7,7 +7,8 @@ One screen per node, used by the terminal, the report, `verdict --nhc`, `--drain
 2. degraded: a (variant, node) group that is not too noisy fails a check (verdict.py: slow-run rate with
    the binomial test, the SJTU quantile rule widened to the node's own noise, CV far above the noise floor),
    or the fleet screen (cluster.py: Bonferroni) drains the node. The causes are the node's flagged runs'
-   top causes (analysis/causes), grouped, with their trials; hardware-config for a drained node.
+   top causes (analysis/causes), grouped, with their trials; hardware-config for a drained node; for a
+   group that fails on the spread of its runs alone (no run flagged), 'unknown' saying which way they spread.
 3. inconclusive, noisy: a group's noise floor (3 robust sds) is above the slow threshold, so slow runs
    cannot be told from noise there; or the fleet screen selects the node for a re-test only (BH).
 4. healthy otherwise.
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tailscope.analysis.causes import hardware_config
+from tailscope.analysis.causes import hardware_config, unknown
 from tailscope.analysis.causes.context import corunner_lists, cpu_list_text, ranges_text, run_features
 from tailscope.analysis.model import (
     CauseFinding,
@@ -209,6 +210,7 @@ def _one_node(
     unsure: list[str] = []
     causes: list[CauseFinding] = []
     slow_runs: list[RunVerdict] = []
+    spread: list[CauseFinding] = []  # failed groups without a flagged run
     for g in groups:
         floor = noise_floor(g.mad, g.median) if g.median > 0 else 0.0
         if g.n >= MIN_RUNS_FOR_FLOOR and floor > settings.primary_threshold:
@@ -222,7 +224,10 @@ def _one_node(
         failed = [c for c in checks.get(f"{g.variant}/{g.node}", []) if not c.passed]
         if failed:
             degraded += [f"{c.name}: {c.message}" for c in failed]
-            slow_runs += flagged.get((g.variant, g.node), [])
+            mine = flagged.get((g.variant, g.node), [])
+            slow_runs += mine
+            if not mine:
+                spread.append(_spread_cause(g, failed))
     drained = any(e.drain for _, e in screen)
     retest = any(e.retest and not e.drain for _, e in screen)
     for summary, e in screen:
@@ -242,7 +247,7 @@ def _one_node(
     hw = hardware_config.assess_node(node, config, worst)  # named even when the node is not (yet) slower
     if hw is not None:
         causes.append(hw)
-    causes = _run_causes(slow_runs) + causes
+    causes = _run_causes(slow_runs) + spread + causes
     if busy is not None and busy.median_share > settings.max_busy_share:
         reasons = [_busy_text(busy, settings), *drains, *degraded, *unsure]
         state: NodeState = "inconclusive"
@@ -298,6 +303,33 @@ def _run_causes(runs: Sequence[RunVerdict]) -> list[CauseFinding]:
             )
         )
     return out
+
+
+def _spread_cause(group: GroupSummary, failed: Sequence[Check]) -> CauseFinding:
+    """A group fails a spread check (CV, CV ratio) with no run past its node's lines: say which way the
+    runs spread, since no run has evidence of its own to read."""
+    m = group.median
+    low, high = (group.minimum, group.maximum) if group.higher_is_better else (group.maximum, group.minimum)
+    slower, faster = abs(m - low) / m, abs(high - m) / m
+    far = f"{pct(faster)} faster" if faster > slower else f"{pct(slower)} slower"
+    names = [c.name for c in failed]
+    return CauseFinding(
+        cause=unknown.NAME,
+        score=0.0,
+        confidence="low",
+        evidence={
+            "probe": group.probe,
+            "checks": names,
+            "slowest": round(slower, 4),
+            "fastest": round(faster, 4),
+        },
+        sentence=(
+            f"{group.probe}: the spread of the runs fails {', '.join(names)} with no run past the node's "
+            f"quantile line: the farthest run is {far} than the node median (runs on two levels, or a few "
+            "runs faster than the rest)"
+        ),
+        mitigation=unknown.MITIGATION,
+    )
 
 
 def _common_corunner(runs: Sequence[RunVerdict]) -> str | None:

@@ -212,7 +212,7 @@ class RunVerdict:
     kind: RunKind
     evidence: KindEvidence | None
     extras: dict[str, Any] = field(default_factory=dict)  # probe-specific per-run numbers (fwq noise)
-    flagged: bool = False  # slow, or a robust outlier: the runs that get a kind and causes
+    flagged: bool = False  # slow, a robust outlier, or failing its node's quantile rule: get kind and causes
     causes: tuple[CauseFinding, ...] = ()  # ranked, most likely first (analysis/causes); flagged runs only
 
 

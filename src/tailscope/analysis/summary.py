@@ -5,8 +5,9 @@ Pipeline (each step is one module; this one only wires them and builds the resul
 2. per variant: the global median; per (variant, node): the node median (scaling.py).
 3. per run: performance ratio, node-scaled value, slow at each threshold (scaling.py), robust score of
    the log ratio against all runs of the variant (robust.py).
-4. flagged runs (slow, or robust outliers): systematic or transient from their iterations (classify.py);
-   fwq runs: noise (fwq_noise.py); the ranked causes of every flagged run from its evidence (causes/).
+4. flagged runs (slow; robust outliers; past their node's quantile-rule line where that rule fails):
+   systematic or transient from their iterations (classify.py); fwq runs: noise (fwq_noise.py); the
+   ranked causes of every flagged run from its evidence (causes/).
 5. per (variant, node): GroupSummary: median with its exact interval and the slow-side quantile with its
    interval (quantiles.py), tail counts and trials needed (binomial.py); the node against its peers, by
    the one fleet screen (cluster.py: drain), so every output names the same nodes.
@@ -55,7 +56,7 @@ from tailscope.analysis.model import (
 from tailscope.analysis.notes import compose_notes
 from tailscope.analysis.quantiles import quantile_ci
 from tailscope.analysis.settings import settings_from_dict, validate_settings
-from tailscope.analysis.verdict import make_verdict, rule_limit
+from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits
 
 __all__ = [
     "ITERATION_COLUMNS",
@@ -255,8 +256,52 @@ def score_runs(ok: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     scored["robust_score"] = score
     scored["robust_outlier"] = robust.slow_outliers(score, settings.robust_cut)
     scored["slow"] = scored["perf_ratio"] < 1.0 - settings.primary_threshold
-    scored["flagged"] = scored["slow"] | scored["robust_outlier"]
+    scored["past_node_line"] = _past_node_line(scored, settings)
+    scored["flagged"] = scored["slow"] | scored["robust_outlier"] | scored["past_node_line"]
     return scored
+
+
+def _past_node_line(scored: pd.DataFrame, settings: Settings) -> np.ndarray:
+    """The runs that fail their node's quantile rule (verdict.py, max_q01_drop): beyond the rule's line
+    (max_q01_drop, or floor_sds robust sds of the node's own noise where larger) in a (variant, node) group
+    whose slow-side quantile is beyond it too, so the check fails.
+
+    The robust score pools the variant's nodes: on a node far quieter than its peers, the runs that fail
+    its own rule are no outliers there, and the node was degraded with no run to take causes from (seen in
+    the Slurm test: n1's slowest l2sum runs 1-2% low where its own noise was 0.1%, the pooled noise ~1%).
+    """
+    past = np.zeros(len(scored), dtype=bool)
+    if settings.max_q01_drop is None or scored.empty:
+        return past
+    value = scored["value"].to_numpy(dtype=float)
+    median = scored["node_median"].to_numpy(dtype=float)
+    hib = scored["higher_is_better"].to_numpy(dtype=bool)
+    drop = np.where(hib, median - value, value - median) / median  # oriented: > 0 = slower than the node
+    if not (drop > settings.max_q01_drop).any():  # the line is never below max_q01_drop
+        return past
+    group, _ = pd.MultiIndex.from_arrays([scored["variant"], scored["node"]]).factorize()
+    count = int(group.max()) + 1
+    sizes = np.bincount(group, minlength=count)
+    first = np.empty(count, dtype=np.int64)
+    first[group[::-1]] = np.arange(len(group))[::-1]
+    low_q = np.where(hib[first], settings.quantile_rule_q, 1.0 - settings.quantile_rule_q)
+    intervals = {
+        (n, q): quantiles.quantile_ci_ranks(n, q, settings.confidence) is not None
+        for n, q in set(zip(sizes.tolist(), low_q.tolist(), strict=True))
+    }
+    has_interval = np.array([intervals[k] for k in zip(sizes.tolist(), low_q.tolist(), strict=True)])
+    floor = robust.robust_cv(robust.group_mads(value, group, count), median[first])
+    limit = rule_limits(floor, settings, has_interval)
+    beyond = drop > limit[group]
+    order = np.argsort(group, kind="stable")
+    ends = np.cumsum(sizes)
+    for g in np.unique(group[beyond]).tolist():  # few groups: those with a run past their line
+        rows = order[ends[g] - sizes[g] : ends[g]]
+        m = median[first[g]]
+        estimate = quantiles.quantile_estimate(value[rows], float(low_q[g]))
+        if (m - estimate if hib[first[g]] else estimate - m) / m > limit[g]:  # verdict: observed > limit
+            past[rows] = beyond[rows]
+    return past
 
 
 def _variant_summaries(scored: pd.DataFrame) -> tuple[VariantSummary, ...]:

@@ -13,6 +13,10 @@ from tailscope.analysis.wording import pct
 
 NAME = "unknown"
 READS = ("has_evidence", "kind", "kind_evidence")
+MITIGATION = (
+    "rerun with the monitor (`--monitor`) or on a node with a PMU to see more; compare the pages with "
+    "`tailscope addr explain`"
+)
 SHOWN = ("others_share", "irq_share", "interrupts_per_s", "effective_mhz", "thp_fault_fallback", "pgmajfault")
 
 
@@ -35,9 +39,6 @@ def assess(ctx: RunContext) -> CauseFinding:
     else:
         seen = ", ".join(f"{n} {ctx.value(n):.4g}" for n in SHOWN if ctx.value(n) is not None)
         reason = "nothing unusual in the recorded evidence" + (f" ({seen})" if seen else "")
-        mitigation = (
-            "rerun with the monitor (`--monitor`) or on a node with a PMU to see more; compare the pages "
-            "with `tailscope addr explain`"
-        )
+        mitigation = MITIGATION
     evidence = {"has_evidence": ctx.has_evidence, "kind": ctx.kind, "reason": reason}
     return finding(NAME, ctx, 0.0, f"{reason}; {shape(ctx)}", mitigation, evidence, direct=False)
