@@ -238,13 +238,18 @@ def _one_node_screen(
 
 
 def score_runs(ok: pd.DataFrame, settings: Settings) -> pd.DataFrame:
-    """Add node_median, global_median, perf_ratio, scaled_value, robust_score, robust_outlier, slow.
+    """Add node_median, node_mad, global_median, perf_ratio, scaled_value, robust_score, robust_outlier, slow,
+    past_node_line and flagged.
 
     `ok` holds ok runs only (value > 0). Vectorised; row order is kept.
     """
     scored = ok.copy()
     value = scored["value"].astype(float)
-    scored["node_median"] = value.groupby([scored["variant"], scored["node"]], sort=False).transform("median")
+    by_node = value.groupby([scored["variant"], scored["node"]], sort=False)
+    scored["node_median"] = by_node.transform("median")
+    group = by_node.ngroup().to_numpy()
+    groups = int(group.max()) + 1 if len(group) else 0
+    scored["node_mad"] = robust.group_mads(value.to_numpy(), group, groups)[group]  # two sorts in all
     scored["global_median"] = value.groupby(scored["variant"], sort=False).transform("median")
     scored["perf_ratio"] = scaling.perf_ratio(value, scored["node_median"], scored["higher_is_better"])
     scored["scaled_value"] = scaling.node_scaled(value, scored["node_median"], scored["global_median"])
@@ -256,12 +261,12 @@ def score_runs(ok: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     scored["robust_score"] = score
     scored["robust_outlier"] = robust.slow_outliers(score, settings.robust_cut)
     scored["slow"] = scored["perf_ratio"] < 1.0 - settings.primary_threshold
-    scored["past_node_line"] = _past_node_line(scored, settings)
+    scored["past_node_line"] = _past_node_line(scored, group, settings)
     scored["flagged"] = scored["slow"] | scored["robust_outlier"] | scored["past_node_line"]
     return scored
 
 
-def _past_node_line(scored: pd.DataFrame, settings: Settings) -> np.ndarray:
+def _past_node_line(scored: pd.DataFrame, group: np.ndarray, settings: Settings) -> np.ndarray:
     """The runs that fail their node's quantile rule (verdict.py, max_q01_drop): beyond the rule's line
     (max_q01_drop, or floor_sds robust sds of the node's own noise where larger) in a (variant, node) group
     whose slow-side quantile is beyond it too, so the check fails.
@@ -279,8 +284,7 @@ def _past_node_line(scored: pd.DataFrame, settings: Settings) -> np.ndarray:
     drop = np.where(hib, median - value, value - median) / median  # oriented: > 0 = slower than the node
     if not (drop > settings.max_q01_drop).any():  # the line is never below max_q01_drop
         return past
-    group, _ = pd.MultiIndex.from_arrays([scored["variant"], scored["node"]]).factorize()
-    count = int(group.max()) + 1
+    count = int(group.max()) + 1  # group: each run's (variant, node) group, numbered from 0
     sizes = np.bincount(group, minlength=count)
     first = np.empty(count, dtype=np.int64)
     first[group[::-1]] = np.arange(len(group))[::-1]
@@ -290,7 +294,7 @@ def _past_node_line(scored: pd.DataFrame, settings: Settings) -> np.ndarray:
         for n, q in set(zip(sizes.tolist(), low_q.tolist(), strict=True))
     }
     has_interval = np.array([intervals[k] for k in zip(sizes.tolist(), low_q.tolist(), strict=True)])
-    floor = robust.robust_cv(robust.group_mads(value, group, count), median[first])
+    floor = robust.robust_cv(scored["node_mad"].to_numpy(dtype=float)[first], median[first])
     limit = rule_limits(floor, settings, has_interval)
     beyond = drop > limit[group]
     order = np.argsort(group, kind="stable")
@@ -346,7 +350,7 @@ def _group_summaries(
     group_of = np.empty(len(scored), dtype=np.int64)
     for i, (_, rows) in enumerate(groups):
         group_of[rows] = i
-    mads = robust.group_mads(value_all, group_of, len(groups))  # two sorts, not two medians per group
+    mad_all = scored["node_mad"].to_numpy(dtype=float)  # score_runs: robust.group_mads, two sorts in all
     # each group's slow runs at each threshold, and their intervals in one vectorised pass (tail_count reads)
     n_of = np.bincount(group_of, minlength=len(groups)).tolist()
     slow_of = [
@@ -367,7 +371,8 @@ def _group_summaries(
             low_ci = quantile_ci(values, low_q, settings.confidence)
             drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
             has_interval = low_ci.lower_rank is not None
-            rule_limit = _rule_limit(float(mads[i]), median, settings, has_interval=has_interval)
+            mad = float(mad_all[rows[0]])
+            rule_limit = _rule_limit(mad, median, settings, has_interval=has_interval)
             tails = tuple(
                 tail_count(k[i], n, d, settings.allowed_slow_rate, settings.alpha, settings.confidence)
                 for k, d in zip(slow_of, settings.thresholds, strict=True)
@@ -402,7 +407,7 @@ def _group_summaries(
                     mean=mean,
                     sd=sd,
                     cv=None if sd is None or mean == 0.0 else sd / mean,
-                    mad=float(mads[i]),
+                    mad=mad,
                     low_quantile=low_ci,
                     quantile_rule=QuantileRule(
                         q=low_q,
