@@ -7,6 +7,7 @@ healthy; the seed's DGEMM ensemble gets its transient and its systematic run. Th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -437,3 +438,20 @@ def test_a_small_clock_drop_does_not_hide_memory_bandwidth_contention():
     r = _flagged(analyze_ensemble(ensemble(large, probe="stream")))[30]
     assert r.causes[0].cause == "frequency"
     assert "memory-bandwidth-contention" not in [c.cause for c in r.causes]
+
+
+def test_unknown_says_when_the_iteration_noise_is_too_wide_to_tell_a_low_iteration():
+    """classify's low cut is 1 - 3 sds of the node's iteration noise: on a busy node it can fall below 0,
+    and 'below 185% under the usual' was written."""
+    from tailscope.analysis.causes import unknown
+    from tailscope.analysis.causes.context import RunContext
+    from tailscope.analysis.model import KindEvidence
+
+    wide = KindEvidence(20, 0, 0.0, 0.4, 0.01, 0.9, low_cut=-0.85, reference=150.0)
+    ctx = RunContext(
+        run_id="r3", node="n1", probe="l2sum", variant="l2sum-1", trial=3, slowdown=0.6, kind="unclassified",
+        kind_evidence=wide, has_evidence=False, now={}, usual={}, cpus=(0,), corunners=(),
+    )  # fmt: skip
+    assert unknown.shape(ctx) == "its node's iterations vary too much to tell a low one (20 iterations)"
+    usual = dataclasses.replace(ctx, kind_evidence=dataclasses.replace(wide, low=3, low_cut=0.95))
+    assert unknown.shape(usual).startswith("3 of 20 iterations low (below 5% under the usual)")

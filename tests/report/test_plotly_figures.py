@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
+import numpy as np
 import pandas as pd
 from report_builders import run_verdict, variant_summary
 
@@ -60,3 +62,26 @@ def test_thinning_keeps_every_slow_run():
     normal, slow = spec["data"]
     assert len(slow["y"]) == 20 and len(normal["y"]) == plots.MAX_POINTS
     assert normal["name"] == f"normal (9980, {plots.MAX_POINTS} drawn)"
+
+
+def test_a_timeline_whose_low_cut_is_below_zero_draws_no_low_line():
+    """On a busy node the iteration noise can be so wide that 3 sds reach below zero (classify.low_cut < 0):
+    no iteration can be low, and the 'low' line would sit at a negative value, which a log axis cannot
+    place (the suite under stress-ng: `check --deep` failed with a math domain error). Only the reference
+    is drawn."""
+    from tailscope.analysis.model import KindEvidence
+    from tailscope.report.timelines import IterationSeries
+
+    evidence = KindEvidence(20, 0, 0.0, 0.4, 0.01, 0.9, low_cut=-1.85, reference=150.0)
+    slow = run_verdict("v-1", "n1", 3, 0.4, kind="unclassified", evidence=evidence)
+    series = IterationSeries(np.arange(20), np.geomspace(1.0, 400.0, 20), "team")  # a log axis
+    spec = _spec(plots.timeline_figure(plots.Figures(), variant_summary("v-1", nodes=1, n=6), slow, series,
+                                       None, None, Settings()))  # fmt: skip
+    assert spec["layout"]["yaxis"]["type"] == "log"
+    (line,) = spec["layout"]["shapes"]
+    assert line["y0"] == 150.0 and "noise too wide" in spec["layout"]["annotations"][0]["text"]
+    fine = dataclasses.replace(evidence, low_cut=0.95)
+    shapes = _spec(plots.timeline_figure(plots.Figures(), variant_summary("v-1", nodes=1, n=6),
+                                         dataclasses.replace(slow, evidence=fine), series, None, None,
+                                         Settings()))["layout"]["shapes"]  # fmt: skip
+    assert [s["y0"] for s in shapes] == [150.0, 142.5]

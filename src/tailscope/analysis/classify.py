@@ -193,22 +193,19 @@ def classify_slow_runs(
     A slow run without usable iterations is ("unclassified", None).
     """
     table = evidence_table(iteration_ratios(iterations, runs), threshold, slowdowns)
-    result: dict[str, tuple[RunKind, KindEvidence | None]] = {}
-    for run_id in runs.loc[runs["slow"], "run_id"]:
-        if run_id not in table.index:
-            result[run_id] = ("unclassified", None)
-            continue
-        row = table.loc[run_id]
-        reference = float(row["reference"])
+    found: dict[str, tuple[RunKind, KindEvidence | None]] = {}
+    for row in table.itertuples():  # one pass, not a .loc per run (hundreds of flagged runs)
+        reference = float(row.reference)
         evidence = KindEvidence(
-            iterations=int(row["iterations"]),
-            low=int(row["low"]),
-            fraction_low=float(row["fraction_low"]),
-            median_ratio=float(row["median_ratio"]),
-            min_ratio=float(row["min_ratio"]),
-            spread=float(row["spread"]),
-            low_cut=float(row["low_cut"]),
+            iterations=int(row.iterations),
+            low=int(row.low),
+            fraction_low=float(row.fraction_low),
+            median_ratio=float(row.median_ratio),
+            min_ratio=float(row.min_ratio),
+            spread=float(row.spread),
+            low_cut=float(row.low_cut),
             reference=None if np.isnan(reference) else reference,
         )
-        result[run_id] = (str(row["kind"]), evidence)  # type: ignore[assignment]
-    return result
+        found[str(row.Index)] = (str(row.kind), evidence)  # type: ignore[assignment]
+    unclassified: tuple[RunKind, KindEvidence | None] = ("unclassified", None)
+    return {run_id: found.get(run_id, unclassified) for run_id in runs.loc[runs["slow"], "run_id"]}

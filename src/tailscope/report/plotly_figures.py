@@ -509,6 +509,9 @@ def timeline_levels(
     ev = slow.evidence
     if ev is not None and ev.reference is not None and ev.reference > 0:
         cut = 1.0 - ev.low_cut
+        if cut >= 1.0:  # the node's iteration noise is so wide that no iteration can be low: no such line
+            return [(ev.reference, "typical iteration (the label's reference; no low line: noise too wide)",
+                     "#555", "dot")]  # fmt: skip
         return [
             (ev.reference, "typical iteration (the label's reference)", "#555", "dot"),
             (
