@@ -262,10 +262,9 @@ def test_import_perfcounts_loads_pyarrow_alone(tmp_path: Path) -> None:
 GC_PROBE = """
 import gc, json, os, sys
 from tailscope import cli
-before = gc.get_threshold()
 end = os._exit
 def report(code):
-    state = {"code": code, "threshold": gc.get_threshold(), "frozen": gc.get_freeze_count(), "before": before}
+    state = {"code": code, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}
     sys.__stderr__.write("\\nGC " + json.dumps(state) + "\\n")
     sys.__stderr__.flush()
     end(code)
@@ -275,12 +274,12 @@ cli.entry()
 """
 
 
-def test_a_one_shot_read_only_command_tunes_the_collector_main_in_process_does_not(tmp_path: Path) -> None:
-    """cli._one_shot_gc: the `tailscope analyze` process freezes its imported modules out of the cyclic GC
-    and collects young objects every 50,000 allocations; `main` called in this process leaves both alone."""
+def test_one_shot_read_only_command_turns_the_collector_off_main_in_process_does_not(tmp_path: Path) -> None:
+    """cli._one_shot_gc: the `tailscope analyze` process turns the cyclic GC off and freezes its imported
+    modules out of any explicit collection; `main` called in this process leaves both alone."""
     import gc
 
-    from tailscope.cli import GC_GEN0_THRESHOLD, main
+    from tailscope.cli import main
 
     root = tmp_path / "c"
     _small_campaign(root)
@@ -290,8 +289,7 @@ def test_a_one_shot_read_only_command_tunes_the_collector_main_in_process_does_n
     line = next(x for x in proc.stderr.splitlines() if x.startswith("GC "))
     state = json.loads(line.removeprefix("GC "))
     assert state["code"] in (0, 1, 3) and json.loads(proc.stdout)["campaign"], proc.stderr
-    assert state["threshold"][0] == GC_GEN0_THRESHOLD != state["before"][0]
-    assert state["frozen"] > 10_000  # pandas, pyarrow and numpy's objects, at least
-    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    assert not state["enabled"] and state["frozen"] > 10_000  # pandas, pyarrow and numpy's objects, at least
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
     assert main(["analyze", str(root), "--json"]) in (0, 1, 3)
-    assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
+    assert (gc.isenabled(), gc.get_freeze_count()) == (enabled, frozen) and enabled

@@ -825,26 +825,26 @@ _READ_ONLY_VERBS = frozenset({"analyze", "report", "compare", "verdict"})
 
 
 _ONE_SHOT = False  # set by `entry`: this process runs one command and ends (not `main` called in-process)
-GC_GEN0_THRESHOLD = 50_000  # allocations between young collections in a one-shot read-only command (was 700)
 
 
 def _one_shot_gc() -> None:
-    """The cyclic garbage collector tuned for one read-only command on a large campaign (issue 11).
+    """No cyclic garbage collection in one read-only command (issue 11): its memory is freed at exit.
 
     Measured with gc.callbacks: `analyze --json` of 1,000 nodes spent 82-105 ms in 311 collections,
     `report` 149-166 ms, `analyze` of 5,000 nodes 578 ms in 861. Each older collection walks every object
-    alive, and the imported pandas/pyarrow/tailscope modules are most of them and never garbage. They are
-    imported now (the verb imports them next) and frozen out of every later collection (gc.freeze, meant
-    for this); young collections run every 50,000 allocations, not 700. Now 44 ms, 45 ms and 154 ms, at
-    the same peak memory (/usr/bin/time: 277, 317 and 838 MB; disabling the collector saved no more).
+    alive, the imported pandas/pyarrow/tailscope modules most of them, and what the analysis builds is
+    acyclic (freed by reference counts). With a young-collection threshold of 50,000 instead of 700 and the
+    modules frozen (gc.freeze), 44-48 ms were left, in two collections: one during the imports, one over the
+    50,000 run verdicts. Disabled, peak memory is the same (/usr/bin/time: 277 MB, 310 MB and 835 MB for the
+    three commands above). The modules are still frozen out of any explicit gc.collect() a library makes.
     Only for a process that ends after the command: `main` called in-process (tests) keeps Python's GC.
     """
     import gc
 
+    gc.disable()
     import tailscope.workflow  # noqa: F401  (pandas, pyarrow, numpy and the analysis: what the verb loads)
 
     gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def entry() -> None:
