@@ -257,27 +257,29 @@ def _time_trace(
 def sorted_figure(
     figs: Figures, variant: VariantSummary, name: str, runs: Sequence[RunVerdict], settings: Settings
 ) -> str:
-    ordered = [runs[i] for i in by_ratio(runs)]
-    rank = {id(r): i + 1 for i, r in enumerate(ordered)}
-    normal = _thin([r for r in ordered if not r.slow])
-    slow = [r for r in ordered if r.slow]
+    order = by_ratio(runs)  # rank k (from 1) is runs[order[k - 1]]; only the drawn runs are looked at again
+    slow_at = np.fromiter((runs[i].slow for i in order), dtype=bool, count=len(order))
+    n_slow = int(slow_at.sum())
+    normal_ranks = _thin((np.flatnonzero(~slow_at) + 1).tolist())
+    slow_ranks = (np.flatnonzero(slow_at) + 1).tolist()
     data = []
-    for label, chosen, color, symbol in (
-        ("normal", normal, COLORS[0], "circle"),
-        ("slow", slow, SLOW_COLOR, "x"),
+    for label, ranks, color, symbol in (
+        ("normal", normal_ranks, COLORS[0], "circle"),
+        ("slow", slow_ranks, SLOW_COLOR, "x"),
     ):
-        if chosen:
+        if ranks:
+            chosen = [runs[order[k - 1]] for k in ranks]
             data.append(
                 {
                     "type": "scatter",
                     "mode": "markers",
-                    "name": f"{label} ({len(chosen) if label == 'slow' else len(ordered) - len(slow)}"
+                    "name": f"{label} ({len(chosen) if label == 'slow' else len(order) - n_slow}"
                     + (
                         f", {len(chosen)} drawn)"
-                        if label == "normal" and len(chosen) < len(ordered) - len(slow)
+                        if label == "normal" and len(chosen) < len(order) - n_slow
                         else ")"
                     ),
-                    "x": [rank[id(r)] for r in chosen],
+                    "x": ranks,
                     "y": [_round(r.scaled_value) for r in chosen],
                     "customdata": [_custom(r) for r in chosen],
                     "hovertemplate": _hover(variant.unit, "scaled "),
@@ -292,7 +294,7 @@ def sorted_figure(
     log = _log_axis(r.scaled_value for r in runs)
     at = (lambda y: math.log10(y)) if log else (lambda y: y)  # annotations on a log axis are placed in log10
     layout = {
-        "title": {"text": f"{len(ordered)} runs sorted, node-scaled", "x": 0},
+        "title": {"text": f"{len(order)} runs sorted, node-scaled", "x": 0},
         "xaxis": _axis("run rank (slowest first)"),
         "yaxis": _axis(f"{variant.metric}, node-scaled ({variant.unit})", log),
         "shapes": [_hline(y, color) for y, _, color in lines],  # shapes take data values
