@@ -256,3 +256,16 @@ def test_by_ratio_is_sorted_by_ratio_node_trial() -> None:
     runs[6] = dataclasses.replace(runs[2])  # an exact tie: the earlier stays first
     want = sorted(range(len(runs)), key=lambda i: (runs[i].perf_ratio, runs[i].node, runs[i].trial))
     assert by_ratio(runs) == want and by_ratio([]) == []
+
+
+def test_time_figure_order_is_sorted_by_start_then_trial() -> None:
+    """The time figure's order of runs, by numpy, is `sorted` by (started_at text, trial), ties in order."""
+    from tailscope.report.plotly_figures import _by_start
+
+    runs = list(analyze_ensemble(ensemble({3: Trial(slowdown=0.2)}, n=24)).runs)
+    starts = ["2026-11-02T10:05:00", "2026-11-02T10:01:00", "2026-11-02T10:05:00", "2026-11-02T09:59:59"]
+    for i, start in enumerate(starts):
+        runs[i] = dataclasses.replace(runs[i], started_at=start, trial=7 - i)
+    runs[6] = dataclasses.replace(runs[2])  # an exact tie: the earlier stays first
+    want = sorted(range(len(runs)), key=lambda i: (str(runs[i].started_at), runs[i].trial))
+    assert _by_start(runs) == want and _by_start([]) == []

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary
 from tailscope.analysis.wording import pct
@@ -203,7 +204,8 @@ def time_figure(
     nodes = sorted({r.node for r in runs})
     per_node = len(nodes) <= MAX_NODE_TRACES
     by_trace: dict[str, list[RunVerdict]] = defaultdict(list)
-    for r in sorted(runs, key=lambda r: (str(r.started_at), r.trial)):
+    for i in _by_start(runs):
+        r = runs[i]
         if not r.slow:
             by_trace[r.node if per_node else "all nodes"].append(r)
     data: list[dict[str, Any]] = []
@@ -237,6 +239,16 @@ def time_figure(
         "shapes": shapes,
     }
     return figs.html("time", variant.variant, data, layout, 380)
+
+
+def _by_start(runs: Sequence[RunVerdict]) -> list[int]:
+    """Positions of `runs` in (started_at text, trial) order, ties in their order: `sorted(runs, key=...)`
+    by numpy (50,000 runs: a Python key sort took 30 ms)."""
+    if not runs:
+        return []
+    started = pd.factorize(np.array([str(r.started_at) for r in runs], dtype=object), sort=True)[0]
+    trial = np.fromiter((r.trial for r in runs), dtype=np.int64, count=len(runs))
+    return np.lexsort((trial, started)).tolist()
 
 
 def _time_trace(
