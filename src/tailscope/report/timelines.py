@@ -48,15 +48,13 @@ def pick_timelines(
     analysis: CampaignAnalysis, *, per_node: int = PER_NODE, per_variant: int = PER_VARIANT
 ) -> dict[tuple[str, str], TimelinePick]:
     """Per (variant, node) that has a drawn slow run, what to draw; ordered by variant, then node."""
-    by_group: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)
+    slow_of: dict[str, list[RunVerdict]] = defaultdict(list)  # one pass over the runs for the slow ones
     for run in analysis.runs:
-        by_group[(run.variant, run.node)].append(run)
+        if run.slow:
+            slow_of[run.variant].append(run)
     chosen: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)
-    for variant in sorted({r.variant for r in analysis.runs}):
-        slow = sorted(
-            (r for r in analysis.runs if r.variant == variant and r.slow),
-            key=lambda r: (r.perf_ratio, r.node, r.trial, r.run_id),
-        )
+    for variant in sorted(slow_of):
+        slow = sorted(slow_of[variant], key=lambda r: (r.perf_ratio, r.node, r.trial, r.run_id))
         taken = 0
         for run in slow:
             if taken >= per_variant:
@@ -65,9 +63,14 @@ def pick_timelines(
             if len(chosen[key]) < per_node:
                 chosen[key].append(run)
                 taken += 1
+    wanted = {k for k, runs in chosen.items() if runs}
+    normal_of: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)  # and one for the chosen groups'
+    for run in analysis.runs:
+        if not run.slow and (run.variant, run.node) in wanted:
+            normal_of[(run.variant, run.node)].append(run)
     picks = {}
-    for key in sorted(k for k, runs in chosen.items() if runs):
-        normal = [r for r in by_group[key] if not r.slow]
+    for key in sorted(wanted):
+        normal = normal_of[key]
         typical = min(normal, key=lambda r: (abs(r.perf_ratio - 1.0), r.trial, r.run_id), default=None)
         picks[key] = TimelinePick(key[0], key[1], typical, tuple(chosen[key]))
     return picks
