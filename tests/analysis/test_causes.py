@@ -454,4 +454,4 @@ def test_unknown_says_when_the_iteration_noise_is_too_wide_to_tell_a_low_iterati
     )  # fmt: skip
     assert unknown.shape(ctx) == "its node's iterations vary too much to tell a low one (20 iterations)"
     usual = dataclasses.replace(ctx, kind_evidence=dataclasses.replace(wide, low=3, low_cut=0.95))
-    assert unknown.shape(usual).startswith("3 of 20 iterations low (below 5% under the usual)")
+    assert unknown.shape(usual).startswith("3 of 20 iterations low (more than 5% under the usual)")

@@ -26,7 +26,7 @@ def shape(ctx: RunContext) -> str:
         return "its iterations do not tell a level shift from interference"
     if ev.low_cut <= 0:  # classify.low_cut: 3 sds of the node's iteration noise reach below zero
         return f"its node's iterations vary too much to tell a low one ({ev.iterations} iterations)"
-    low = f"{ev.low} of {ev.iterations} iterations low (below {pct(1 - ev.low_cut)} under the usual)"
+    low = f"{ev.low} of {ev.iterations} iterations low (more than {pct(1 - ev.low_cut)} under the usual)"
     if ctx.kind == "systematic":
         return f"{low}: a level shift over the whole run, as from the pages it got or a whole-run co-runner"
     if ctx.kind == "transient":
