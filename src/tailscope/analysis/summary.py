@@ -286,8 +286,7 @@ def _past_node_line(scored: pd.DataFrame, group: np.ndarray, settings: Settings)
         return past
     count = int(group.max()) + 1  # group: each run's (variant, node) group, numbered from 0
     sizes = np.bincount(group, minlength=count)
-    first = np.empty(count, dtype=np.int64)
-    first[group[::-1]] = np.arange(len(group))[::-1]
+    first = np.unique(group, return_index=True)[1]  # each group's first run
     low_q = np.where(hib[first], settings.quantile_rule_q, 1.0 - settings.quantile_rule_q)
     intervals = {
         (n, q): quantiles.quantile_ci_ranks(n, q, settings.confidence) is not None

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from tailscope.analysis.binomial import tail_p_value
 from tailscope.analysis.model import Check, GroupSummary, Settings, Verdict
@@ -65,13 +65,11 @@ def rule_limit(floor: float, settings: Settings, *, has_interval: bool) -> float
     widening is NO_INTERVAL_SDS x larger (6 sds by default). Seen on this project's quiet VM: fwq's slowest
     of 30 runs 4.1% off with a robust CV of ~1% failed a 3.9% limit; a run 3% low where the noise is 0.2%
     (15 sds) still fails."""
-    return float(rule_limits(np.array([floor]), settings, np.array([has_interval]))[0])
+    return float(rule_limits(floor, settings, has_interval))
 
 
-def rule_limits(
-    floor: NDArray[np.float64], settings: Settings, has_interval: NDArray[np.bool_]
-) -> NDArray[np.float64]:
-    """rule_limit of many groups at once (the one formula)."""
+def rule_limits(floor: ArrayLike, settings: Settings, has_interval: ArrayLike) -> NDArray[np.float64]:
+    """rule_limit of one group or of many at once (arrays): the one formula."""
     assert settings.max_q01_drop is not None
     sds = settings.floor_sds * np.where(has_interval, 1.0, NO_INTERVAL_SDS)
     return np.maximum(settings.max_q01_drop, sds * np.asarray(floor, dtype=float))

@@ -24,11 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary
 from tailscope.analysis.wording import pct
-from tailscope.report.answer import by_ratio, run_cause
+from tailscope.report.answer import by_ratio, run_cause, text_rank
 from tailscope.report.markup import esc
 
 MAX_POINTS = 4000  # normal runs drawn per figure; beyond, evenly thinned (slow runs are always drawn)
@@ -246,9 +245,8 @@ def _by_start(runs: Sequence[RunVerdict]) -> list[int]:
     by numpy (50,000 runs: a Python key sort took 30 ms)."""
     if not runs:
         return []
-    started = pd.factorize(np.array([str(r.started_at) for r in runs], dtype=object), sort=True)[0]
     trial = np.fromiter((r.trial for r in runs), dtype=np.int64, count=len(runs))
-    return np.lexsort((trial, started)).tolist()
+    return np.lexsort((trial, text_rank([str(r.started_at) for r in runs]))).tolist()
 
 
 def _time_trace(
