@@ -371,7 +371,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from tailscope.check import run_check
-    from tailscope.report.terminal import render_answer, render_summary, terminal_width, wrap_lines
+    from tailscope.report.terminal import (
+        SCREEN_LINES,
+        render_answer,
+        render_summary,
+        terminal_width,
+        wrap_lines,
+    )
 
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials {args.trials}: expected at least 1")
@@ -393,10 +399,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     outcome = result.outcome
     print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")
     campaign = str(outcome.campaign.resolve())
-    answer = render_answer(result.analysis, width=width, campaign_dir=campaign, verbose=args.verbose)
-    print("\n".join(answer))
-    if args.verbose:
-        print("\n".join(render_summary(result.analysis, verdict=False)))
     advice = list(result.pages_advice)
     if not args.verbose:  # the VM statement in one line; --verbose and the report have all of it
         advice = [
@@ -406,9 +408,16 @@ def cmd_check(args: argparse.Namespace) -> int:
             else line
             for line in advice
         ]
-    print("\n".join(wrap_lines(advice, width)))
-    if result.deep is not None:
-        print("\n".join(wrap_lines(result.deep.lines(), width)))
+    after = wrap_lines(advice, width) + (wrap_lines(result.deep.lines(), width) if result.deep else [])
+    room = SCREEN_LINES - 2 - len(after)  # the campaign and report lines
+    answer = render_answer(
+        result.analysis, width=width, campaign_dir=campaign, verbose=args.verbose, max_lines=room
+    )
+    print("\n".join(answer))
+    if args.verbose:
+        print("\n".join(render_summary(result.analysis, verdict=False)))
+    if after:
+        print("\n".join(after))
     print(f"report: {result.report.resolve()}")
     return STATE_EXIT[result.analysis.verdict.state]
 

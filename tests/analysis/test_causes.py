@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -455,3 +456,32 @@ def test_unknown_says_when_the_iteration_noise_is_too_wide_to_tell_a_low_iterati
     assert unknown.shape(ctx) == "its node's iterations vary too much to tell a low one (20 iterations)"
     usual = dataclasses.replace(ctx, kind_evidence=dataclasses.replace(wide, low=3, low_cut=0.95))
     assert unknown.shape(usual).startswith("3 of 20 iterations low (more than 5% under the usual)")
+
+
+def test_the_check_answer_shows_fewer_causes_rather_than_run_past_its_screen():
+    """`check` gives render_answer the lines left on a 40-line screen (cli.cmd_check): the causes are cut
+    from the least important, never below one, and the header says how many are shown (CI: a live check
+    printed 41 lines when three causes each wrapped over 3-7)."""
+    from evidence_fixtures import MHZ
+
+    from tailscope.report.terminal import MAX_FINDINGS, render_answer
+
+    trials = {k: Trial(slowdown=0.3, others=0.33, corunners=((4242, "stress-ng", 0.31),)) for k in (3, 4)}
+    trials |= {k: Trial(slowdown=0.08, irq=0.05, interrupts_per_s=20000.0) for k in (9, 10)}
+    trials |= {k: Trial(slowdown=0.10, mhz=MHZ * 0.9) for k in (15, 16)}
+    analysis = analyze_ensemble(ensemble(trials, n=30))
+    full = render_answer(analysis, width=100, campaign_dir="/c")
+    heads = [line for line in full if line.startswith("causes of the flagged runs")]
+    assert len([line for line in full if re.match(r"  \d\. ", line)]) == MAX_FINDINGS, full
+    for limit in range(len(full) - 1, 0, -1):
+        cut = render_answer(analysis, width=100, campaign_dir="/c", max_lines=limit)
+        shown = [line for line in cut if re.match(r"  \d\. ", line)]
+        assert len(shown) >= 1
+        if len(shown) > 1:
+            assert len(cut) <= limit, (limit, cut)
+        if len(shown) < MAX_FINDINGS:
+            assert f"({len(shown)} of " in next(x for x in cut if x.startswith("causes of the flagged runs"))
+        assert cut[0] == full[0] and cut[-1] == full[-1]  # the verdict first, the terms last
+    assert heads and render_answer(analysis, width=100, campaign_dir="/c", max_lines=len(full)) == full
+    one = render_answer(analysis, width=100, campaign_dir="/c", max_lines=1)
+    assert len([line for line in one if re.match(r"  \d\. ", line)]) == 1

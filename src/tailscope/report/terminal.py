@@ -35,6 +35,7 @@ from tailscope.report.numbers import kinds_text, median_ci_text, tail_text
 
 __all__ = [
     "MAX_NOTES",
+    "SCREEN_LINES",
     "render_answer",
     "render_summary",
     "terminal_width",
@@ -49,6 +50,7 @@ WIDTH = 100  # notes are wrapped to this many columns
 
 
 MAX_FINDINGS = 3  # causes shown without --verbose (all with it, and in the report)
+SCREEN_LINES = 40  # `check` (without --verbose) prints at most this many lines: fewer causes where needed
 MAX_NODE_LINES = 12  # nodes named one per line (degraded and inconclusive first); the rest are counted
 MAX_REASONS = 2  # reasons shown per node (all with --verbose, in the report and in --json)
 
@@ -58,27 +60,34 @@ def terminal_width(default: int = WIDTH) -> int:
 
 
 def render_answer(
-    analysis: CampaignAnalysis, *, width: int | None = None, campaign_dir: str = "DIR", verbose: bool = False
+    analysis: CampaignAnalysis,
+    *,
+    width: int | None = None,
+    campaign_dir: str = "DIR",
+    verbose: bool = False,
+    max_lines: int | None = None,
 ) -> list[str]:
     """The verdict per node (analysis/health.py), one line per probe, the causes of the flagged runs
     grouped across probes (analysis/causes), the terms: wrapped at `width`. `verbose` names every node
-    with all its reasons."""
+    with all its reasons. `max_lines` (not verbose): fewer causes are shown, never fewer than one, where
+    MAX_FINDINGS of them would make the answer longer (a cause with its next command takes 5-7 lines)."""
     width = width or terminal_width()
     answer = answer_of(analysis, campaign_dir)
     s = analysis.settings
     out: list[str] = []
 
-    def put(text: str, indent: str = "", more: str = "    ") -> None:
-        out.extend(
-            textwrap.wrap(
-                _printable(text),
-                width,
-                initial_indent=indent,
-                subsequent_indent=more,
-                break_on_hyphens=False,
-                break_long_words=False,
-            )
+    def wrap(text: str, indent: str = "", more: str = "    ") -> list[str]:
+        return textwrap.wrap(
+            _printable(text),
+            width,
+            initial_indent=indent,
+            subsequent_indent=more,
+            break_on_hyphens=False,
+            break_long_words=False,
         )
+
+    def put(text: str, indent: str = "", more: str = "    ") -> None:
+        out.extend(wrap(text, indent, more))
 
     states = Counter(n.state for n in answer.nodes)
     summary = ", ".join(f"{states[k]} {k}" for k in ("degraded", "inconclusive", "healthy") if states[k])
@@ -115,29 +124,38 @@ def render_answer(
     put(f"probes (median [{pct(s.confidence)} CI], run-to-run CV, slow runs):")
     for line in _probe_lines(analysis):
         put(line, "  ", "      ")
-    shown = answer.causes if verbose else answer.causes[:MAX_FINDINGS]
-    if shown:
+
+    def causes_block(count: int) -> list[str]:
+        shown = answer.causes[:count]
+        if not shown:
+            return wrap("causes: no flagged runs") if analysis.runs else []
         of = (
             f" ({len(shown)} of {len(answer.causes)}; --verbose for all)"
             if len(shown) < len(answer.causes)
             else ""
         )
-        put(f"causes of the flagged runs, most important first{of}:")
+        block = wrap(f"causes of the flagged runs, most important first{of}:")
         for i, c in enumerate(shown, start=1):
             head = f"{i}. {c.cause} [{c.confidence}]: "
             room = max(40, 2 * (width - 5) - len(head) - 12)  # about two lines
-            put(head + (c.evidence if verbose else _clip(c.evidence, room)), "  ", "     ")
+            block += wrap(head + (c.evidence if verbose else _clip(c.evidence, room)), "  ", "     ")
             todo = c.mitigation if verbose else c.mitigation.split("; ")[0]
-            put(f"do: {todo}", "     ", "       ")
+            block += wrap(f"do: {todo}", "     ", "       ")
             if c.next_command:
-                put(f"next: {c.next_command}", "     ", "       ")
-    elif analysis.runs:
-        put("causes: no flagged runs")
-    comparisons = _comparison_lines(analysis)
-    for line in comparisons:
-        put(line, "", "    ")
-    put("terms: " + terms(analysis))
-    return out
+                block += wrap(f"next: {c.next_command}", "     ", "       ")
+        return block
+
+    tail: list[str] = []
+    for line in _comparison_lines(analysis):
+        tail += wrap(line, "", "    ")
+    tail += wrap("terms: " + terms(analysis))
+    count = len(answer.causes) if verbose else MAX_FINDINGS
+    block = causes_block(count)
+    room = None if verbose or max_lines is None else max_lines - len(out) - len(tail)
+    while room is not None and count > 1 and len(block) > room:
+        count -= 1
+        block = causes_block(count)
+    return out + block + tail
 
 
 def _clip(text: str, limit: int) -> str:
