@@ -366,14 +366,17 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
         pytest.skip("transparent huge pages are off on this node")
     compact = Path("/proc/sys/vm/compact_unevictable_allowed")
     old = compact.read_text()
-    control = thp_kib(512)
-    if control < 256 << 10:
+    # 1 GiB: more than the whole free blocks the injector leaves (its --reserve plus the kernel's watermarks,
+    # ~500 MiB here), so faults must fall back; at 512 MiB they sometimes all fit (measured: 512/512 MiB huge)
+    control = thp_kib(1024)
+    if control < 512 << 10:
         pytest.skip(f"a quiet THP allocation got only {control} KiB of huge pages: nothing to lower")
     with Injection.of("thp-fragment", 1.0, reserve="300m") as inj:
         assert compact.read_text().strip() == "0"
-        fallback0 = vmstat("thp_fault_fallback")
-        injected = thp_kib(512)
+        fallback0, migrated0 = vmstat("thp_fault_fallback"), vmstat("pgmigrate_success")
+        injected = thp_kib(1024)
         fallbacks = vmstat("thp_fault_fallback") - fallback0
+        migrated = vmstat("pgmigrate_success") - migrated0
         covered = inj.ready["blocks_covered"]
     assert compact.read_text() == old
     assert covered > 0.5 * inj.ready["blocks_total"]
@@ -385,8 +388,13 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
             f"thp-fragment covered {covered} of {total} blocks but the THP allocation still got "
             f"{injected} KiB of huge pages (control {control}); no fallback to measure on this node now"
         )
-    assert injected < 0.5 * control, (control, injected)
-    assert fallbacks > 0
+    assert fallbacks > 0 and injected < control, (control, injected, fallbacks)
+    if migrated < 0.1 * (control >> 2):
+        # the kernel moved (almost) nothing into the holes: the fragmentation held and most faults fell back
+        assert injected < 0.5 * control, (control, injected, migrated)
+    # else compaction migrated other processes' movable pages (page cache, anonymous memory) into the holes
+    # the injector left and freed whole blocks from them (measured here: 380-420 of 1,024 MiB still huge with
+    # 400,000 pages migrated; 486 of 512 MiB once); only the fallback itself is the injector's to promise
 
 
 @pytest.mark.parametrize(

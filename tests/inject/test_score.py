@@ -93,6 +93,36 @@ def test_known_answer_document() -> None:
     assert s["causes_available"] and s["notes"] == []
 
 
+def test_flags_at_the_slow_threshold_part_the_nodes_noise_from_tailscopes_own_false_alarms() -> None:
+    # 20 clean runs at 1.0 except: trial 5 really 7% slower (flagged: the node's noise, backed by its
+    # neighbours), trial 12 2% slower but flagged (an own false alarm), trial 15 6% slower and not flagged
+    runs = [run(t, 1.0, False) for t in range(20)]
+    runs[5] = run(5, 0.93, True, [("memory-bandwidth-contention", 0.5)])
+    runs[12] = run(12, 0.98, True, [("unknown", 0.1)])
+    runs[15] = run(15, 0.94, False)
+    s = score({"runs": runs}, [])
+    assert s["flag_threshold"] == 0.05  # analyze's default primary threshold when the settings are absent
+    assert (s["clean"]["successes"], s["clean"]["trials"]) == (2, 20)
+    assert s["placebo"]["successes"] == 0  # nothing 10% slower
+    assert s["placebo_flag"]["successes"] == 2  # trials 5 and 15: >= 5% slower than their neighbours
+    assert s["unbacked"]["successes"] == 1  # trial 12 only
+    # the analysis' own threshold is the flag threshold: at 8%, trial 5 (7%) is no longer backed
+    s8 = score({"runs": runs, "settings": {"thresholds": [0.08, 0.12]}}, [])
+    assert s8["flag_threshold"] == 0.08
+    assert (s8["placebo_flag"]["successes"], s8["unbacked"]["successes"]) == (0, 2)
+    measures = {r["measure"]: r for r in validation_rows(s)}
+    assert measures["unbacked_flag_rate"]["successes"] == 1
+    assert measures["placebo_rate_flag"]["successes"] == 2
+    # with the kernel's accounting the quiet figures part them too
+    outside = {f"r{t}": 0.0 for t in range(20)} | {"r5": 0.2}
+    q = score({"runs": runs}, [], outside=outside)
+    assert (q["placebo_flag_quiet"]["successes"], q["placebo_flag_quiet"]["trials"]) == (1, 19)
+    assert q["unbacked_quiet"]["successes"] == 1
+    assert {"placebo_rate_flag_quiet", "unbacked_flag_rate_quiet"} <= {
+        r["measure"] for r in validation_rows(q)
+    }
+
+
 def test_local_reference_follows_a_drifting_clean_baseline() -> None:
     # clean at 1.0, then the machine gets busier and clean runs sit at 0.6; each injection is ~12% below the
     # clean runs around it. A campaign-wide median (0.8) would miss the first and inflate the second.
@@ -145,7 +175,16 @@ def test_validation_rows_fit_the_table() -> None:
     runs += [run(6, 0.5, True, [("cpu-contention", 1.0)])]
     rows = validation_rows(score({"runs": runs}, [inj(6, 6, "cpuoccupy", 0.5)]))
     measures = {r["measure"] for r in rows}
-    assert measures == {"false_positive_rate", "placebo_rate", "recall", "top1", "top2", "confusion"}
+    assert measures == {
+        "false_positive_rate",
+        "placebo_rate",
+        "placebo_rate_flag",
+        "unbacked_flag_rate",
+        "recall",
+        "top1",
+        "top2",
+        "confusion",
+    }
     import pyarrow as pa
 
     table = pa.Table.from_pylist(

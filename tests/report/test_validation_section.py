@@ -130,6 +130,10 @@ def test_section_tables_show_the_stored_figures(stored) -> None:
     assert fpr[1:3] == ["2/28", "7.1%"]
     placebo = _cells(html, "placebo rate: clean runs as much slower than their neighbours as an injection")
     assert placebo[1] == f"{scores['placebo']['successes']}/28"
+    at_flag = _cells(html, "placebo rate at the flag threshold: what a never-wrong flag would count")
+    assert at_flag[1] == f"{scores['placebo_flag']['successes']}/28"
+    own = _cells(html, "own false alarms: clean runs flagged, not that much slower than their neighbours")
+    assert own[1] == f"{scores['unbacked']['successes']}/28"
     causes = html.split("<h3>Cause accuracy per injected cause</h3>", 1)[1]
     accuracy = _cells(causes, "os-noise")
     assert accuracy[1:3] == ["1/4", "25%"] and accuracy[4] == "100%"  # named second in the other three

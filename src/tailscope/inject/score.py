@@ -20,6 +20,13 @@ Definitions (all over the runs of this campaign, per node and variant):
 - *Placebo rate*: clean runs whose slowdown against the clean runs around them (themselves left out) is
   >= `threshold`: how often run-to-run noise alone would count as an effective injection. When it is not
   far below 1, the recall and cause figures measure the node's noise as much as tailscope.
+- The false-positive rate counts flags at analyze's own (primary) slow threshold, `flag_threshold` (5% by
+  default, from the analysis' settings), which is usually below the scoring `threshold`. So two more figures
+  part a node's noise from tailscope's own mistakes: the *placebo at the flag threshold* (clean runs at
+  least `flag_threshold` slower than the clean runs around them: the false-positive rate a perfect flag would
+  have on this node) and the *unbacked flags* (clean runs flagged slow although they were less than
+  `flag_threshold` slower than the clean runs around them: false alarms of tailscope itself, whatever the
+  node's noise).
 - *Top-1 / top-2 cause accuracy* per expected cause: effective injected runs whose first (first two) ranked
   causes include the injector's expected cause; a run with no causes predicts `none` (the catalogue gives
   causes to flagged runs only: slow, or a robust outlier).
@@ -42,6 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tailscope.analysis import binomial
+from tailscope.analysis.model import Settings
 from tailscope.inject.kinds import CAUSES
 
 NONE = "none"
@@ -99,6 +107,12 @@ def _reference(clean: list[tuple[int, float]], trial: int, window: int | None) -
     return statistics.median(picked)
 
 
+def _flag_threshold(analysis: Mapping[str, Any]) -> float:
+    """analyze's primary slow threshold, from the analysis' settings (the default when it has none)."""
+    given = (analysis.get("settings") or {}).get("thresholds") or Settings().thresholds
+    return float(given[0])
+
+
 def _node_verdicts(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per-node verdicts wherever `analyze --json` puts them (a `nodes` list, or on groups)."""
     out = []
@@ -136,8 +150,9 @@ def score(
         v.sort()
     causes_available = any("causes" in r for r in runs)
     unknown_names: set[str] = set()
+    flag_threshold = _flag_threshold(analysis)
 
-    clean_n = clean_flagged = placebo = 0
+    clean_n = clean_flagged = placebo = placebo_flag = unbacked = 0
     quiet: Counter[str] = Counter()
     det: dict[tuple[str, float], Counter[str]] = defaultdict(Counter)
     slowdowns: dict[tuple[str, float], list[float]] = defaultdict(list)
@@ -175,6 +190,8 @@ def score(
         if inj is None:
             clean_n += 1
             placebo += int(slowdown >= threshold)
+            placebo_flag += int(slowdown >= flag_threshold)
+            unbacked += int(slow and slowdown < flag_threshold)
             if slow:
                 clean_flagged += 1
                 confusion[NONE][first] += 1
@@ -182,6 +199,8 @@ def score(
                 quiet["clean"] += 1
                 quiet["flagged"] += int(slow)
                 quiet["placebo"] += int(slowdown >= threshold)
+                quiet["placebo_flag"] += int(slowdown >= flag_threshold)
+                quiet["unbacked"] += int(slow and slowdown < flag_threshold)
             continue
         cell = (str(inj["kind"]), float(inj["intensity"]))
         det[cell]["runs"] += 1
@@ -223,6 +242,7 @@ def score(
                     **_rate(total["detected"], total["effective"], confidence),
                 }
             )
+
     def cause_rows_of(counts: Mapping[str, Counter[str]]) -> list[dict[str, Any]]:
         return [
             {
@@ -232,6 +252,9 @@ def score(
             }
             for expected in sorted(counts)
         ]
+
+    def of_quiet(count: str) -> dict[str, Any]:
+        return {"runs": quiet["clean"], **_rate(quiet[count], quiet["clean"], confidence)}
 
     cause_rows = cause_rows_of(top1)
     labels = sorted({p for row in confusion.values() for p in row} | set(confusion))
@@ -243,7 +266,8 @@ def score(
         )
     if pooled:
         notes.append(
-            "without a PMU, " + "; ".join(" and ".join(sorted(g)) for g in alike)
+            "without a PMU, "
+            + "; ".join(" and ".join(sorted(g)) for g in alike)
             + " are found by elimination and cannot be told apart here: their accuracy is also given for "
             "the pair (either one named counts)"
         )
@@ -257,10 +281,17 @@ def score(
         "clean": {"runs": clean_n, **_rate(clean_flagged, clean_n, confidence)},
         # clean runs >= threshold slower than the clean runs around them: what noise alone "injects"
         "placebo": {"runs": clean_n, **_rate(placebo, clean_n, confidence)},
+        "flag_threshold": flag_threshold,
+        # clean runs >= flag_threshold slower than their neighbours: the false positives of a perfect flag
+        "placebo_flag": {"runs": clean_n, **_rate(placebo_flag, clean_n, confidence)},
+        # clean runs flagged slow that their neighbours do not back: tailscope's own false alarms
+        "unbacked": {"runs": clean_n, **_rate(unbacked, clean_n, confidence)},
         "quiet_limit": quiet_limit,
         "outside_known": bool(outside),
-        "clean_quiet": {"runs": quiet["clean"], **_rate(quiet["flagged"], quiet["clean"], confidence)},
-        "placebo_quiet": {"runs": quiet["clean"], **_rate(quiet["placebo"], quiet["clean"], confidence)},
+        "clean_quiet": of_quiet("flagged"),
+        "placebo_quiet": of_quiet("placebo"),
+        "placebo_flag_quiet": of_quiet("placebo_flag"),
+        "unbacked_quiet": of_quiet("unbacked"),
         "detection": detection,
         "causes": cause_rows,
         "causes_quiet": cause_rows_of(top1_quiet),
@@ -297,12 +328,18 @@ def validation_rows(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = [row("false_positive_rate", scores["clean"])]
     if "placebo" in scores:
         rows.append(row("placebo_rate", scores["placebo"]))
+    if "unbacked" in scores:
+        rows.append(row("placebo_rate_flag", scores["placebo_flag"]))
+        rows.append(row("unbacked_flag_rate", scores["unbacked"]))
     for c in scores.get("causes_pooled") or []:
         rows.append(row("top1_pooled", c["top1"], expected_cause=c["expected_cause"]))
         rows.append(row("top2_pooled", c["top2"], expected_cause=c["expected_cause"]))
     if scores.get("outside_known"):
         rows.append(row("false_positive_rate_quiet", scores["clean_quiet"]))
         rows.append(row("placebo_rate_quiet", scores["placebo_quiet"]))
+        if "unbacked_quiet" in scores:
+            rows.append(row("placebo_rate_flag_quiet", scores["placebo_flag_quiet"]))
+            rows.append(row("unbacked_flag_rate_quiet", scores["unbacked_quiet"]))
         for c in scores["causes_quiet"]:
             rows.append(row("top1_quiet", c["top1"], expected_cause=c["expected_cause"]))
             rows.append(row("top2_quiet", c["top2"], expected_cause=c["expected_cause"]))

@@ -442,10 +442,24 @@ def render_scores(result: dict[str, Any]) -> list[str]:
             f"placebo: clean runs >= {s['threshold']:.0%} slower than the clean runs around them "
             f"(noise alone): {_pct(s['placebo'])}"
         )
+    if "unbacked" in s:
+        flag = f"{s['flag_threshold']:.0%}"
+        lines.append(
+            f"  flags are at analyze's {flag} slow threshold: clean runs >= {flag} slower than the clean "
+            f"runs around them (what a perfect flag would count here): {_pct(s['placebo_flag'])}; clean runs "
+            f"flagged though less than {flag} slower than those (tailscope's own false alarms): "
+            f"{_pct(s['unbacked'])}"
+        )
     if s.get("outside_known"):
         lines.append(
             f"  on quiet clean runs (outside work took < {s['quiet_limit']:.0%} of the probe CPUs): "
             f"{_pct(s['clean_quiet'])}; placebo {_pct(s['placebo_quiet'])}"
+            + (
+                f"; at the flag threshold {_pct(s['placebo_flag_quiet'])}; own false alarms "
+                f"{_pct(s['unbacked_quiet'])}"
+                if "unbacked_quiet" in s
+                else ""
+            )
         )
     window = s.get("reference_window")
     ref = f"the {window} nearest clean runs" if window else "all clean runs"

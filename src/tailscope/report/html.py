@@ -86,7 +86,7 @@ padding:8px 12px;font-size:13px;margin:6px 0}.caveat p{margin:6px 0}
 #toc ol{columns:2;margin:4px 0;padding-left:22px}#toc h2{font-size:15px}
 table{border-collapse:collapse;margin:6px 0 10px;font-size:13px;max-width:100%}
 th,td{border:1px solid #d4d4d4;padding:3px 7px;text-align:left;vertical-align:top}
-th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .meta td:first-child{color:#555}
 .notes{background:#fff8e1;border:1px solid #f0c36d;padding:8px 14px 8px 34px;border-radius:4px}
 .notes li{margin:4px 0}

@@ -104,11 +104,20 @@ def _rates_table(frame: pd.DataFrame) -> str:
         ("false_positive_rate", "false-positive rate: clean runs flagged slow"),
         ("placebo_rate", "placebo rate: clean runs as much slower than their neighbours as an injection"),
     ]
+    flag_rows = [
+        ("placebo_rate_flag", "placebo rate at the flag threshold: what a never-wrong flag would count"),
+        ("unbacked_flag_rate", "own false alarms: clean runs flagged, not that much slower than their "
+         "neighbours"),
+    ]  # fmt: skip
+    if _one(frame, "unbacked_flag_rate") is not None:  # scored by a tailscope that parts the two
+        measures += flag_rows
     if _one(frame, "false_positive_rate_quiet") is not None:  # validate knew what else ran (score.py)
         measures += [
             ("false_positive_rate_quiet", f"false-positive rate on {QUIET}"),
             ("placebo_rate_quiet", f"placebo rate on {QUIET}"),
         ]
+        if _one(frame, "unbacked_flag_rate_quiet") is not None:
+            measures += [(f"{m}_quiet", f"{label.split(':')[0]} on {QUIET}") for m, label in flag_rows]
     for measure, label in measures:
         row = _one(frame, measure)
         if row is None:
@@ -193,8 +202,12 @@ def _confusion(frame: pd.DataFrame, figs: plots.Figures) -> str:
     layout = {
         "margin": {"l": 64, "r": 16, "t": 16, "b": 84},
         "xaxis": {"title": {"text": "tailscope's top cause"}, "automargin": True, "type": "category"},
-        "yaxis": {"title": {"text": "injected cause"}, "automargin": True, "type": "category",
-                  "autorange": "reversed"},
+        "yaxis": {
+            "title": {"text": "injected cause"},
+            "automargin": True,
+            "type": "category",
+            "autorange": "reversed",
+        },
     }
     height = max(300, 120 + 44 * len(expected))
     figure = figs.html("confusion", "validation", data, layout, height)
@@ -270,7 +283,10 @@ def validation_section(
         _rates_table(frame),
         explain(
             "When the placebo rate is not far below the recall, the node's own run-to-run noise makes "
-            "clean runs look injected as often, and the figures measure that noise as much as tailscope."
+            "clean runs look injected as often, and the figures measure that noise as much as tailscope. "
+            "Runs are flagged at analyze's slow threshold, usually below the scoring threshold: the placebo "
+            "rate at that threshold is the false-positive rate a flag that is never wrong would have on this "
+            "node, and the own false alarms are the clean runs flagged beyond it."
         ),
         "<h3>Cause accuracy per injected cause</h3>",
         _accuracy_table(frame),

@@ -240,7 +240,8 @@ VALIDATION = Table(
         Column(
             "measure",
             pa.string(),
-            doc="recall | false_positive_rate | placebo_rate | top1 | top2 | confusion | *_quiet (score.py)",
+            doc="recall | false_positive_rate | placebo_rate | placebo_rate_flag | unbacked_flag_rate | "
+            "top1 | top2 | confusion | *_quiet (score.py)",
         ),
         Column("kind", pa.string(), nullable=True, doc="injector (recall); null for all intensities / clean"),
         Column("intensity", pa.float64(), nullable=True, doc="recall per intensity; null: all of the kind"),
