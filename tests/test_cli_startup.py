@@ -293,3 +293,33 @@ def test_one_shot_read_only_command_turns_the_collector_off_main_in_process_does
     enabled, frozen = gc.isenabled(), gc.get_freeze_count()
     assert main(["analyze", str(root), "--json"]) in (0, 1, 3)
     assert (gc.isenabled(), gc.get_freeze_count()) == (enabled, frozen) and enabled
+
+
+def test_the_version_is_read_from_the_dist_info_name_without_importlib_metadata(tmp_path: Path) -> None:
+    # a copy of the package beside a dist-info of a made-up version: the lookup must find that one, and
+    # never import importlib.metadata (20 ms of a cold `tailscope import`)
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(
+        SRC / "tailscope", site / "tailscope", ignore=shutil.ignore_patterns("__pycache__", "_native")
+    )
+    (site / "tailscope-7.8.9.dist-info").mkdir()
+    code = "import sys, tailscope; print(tailscope.__version__, 'importlib.metadata' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(site)),
+    )
+    assert out.stdout.split() == ["7.8.9", "False"], out.stderr
+    # two dist-infos (a broken install): importlib.metadata decides (the installed tailscope, or none)
+    (site / "tailscope-7.9.0.dist-info").mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(site)),
+    )
+    version, metadata = out.stdout.split()
+    assert metadata == "True" and version not in ("7.8.9", "7.9.0")
