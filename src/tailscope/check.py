@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tailscope.analysis.causes.page_placement import variants_it_explains
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.campaign.runner import RunOutcome, default_campaign_dir
 from tailscope.node.facts import collect, node_name
@@ -81,7 +82,9 @@ def run_check(
             analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
     sweep_dir = f"{Path(outcome.campaign).resolve()}-sweep-1g"
-    advice = list(advice_lines(collect(), brief=True, sweep_dir=sweep_dir))
+    # the sweep's commands only where page placement is a run's best explanation
+    placement = bool(variants_it_explains(analysis.runs))
+    advice = list(advice_lines(collect(), brief=True, sweep_dir=sweep_dir, sweep=placement))
     if os.geteuid() != 0:
         advice.append(
             "pages: no physical pages were recorded: /proc/self/pagemap gives frame numbers only to root "

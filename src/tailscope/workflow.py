@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tailscope.analysis.causes.page_placement import PagesTest, pages_tests
+from tailscope.analysis.causes.page_placement import PagesTest, pages_tests, variants_it_explains
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
@@ -245,7 +245,7 @@ def pages_tests_for(
 ) -> dict[str, PagesTest]:
     """The pages test (addr explain's permutation test, no slice model) of the variants where a run's
     best explanation is page-placement and the campaign recorded pages; empty otherwise."""
-    wanted = {r.variant for r in analysis.runs if r.causes and r.causes[0].cause == "page-placement"}
+    wanted = variants_it_explains(analysis.runs)
     if not wanted or not con.has_rows("pages"):
         return {}
     if not wanted & set(con.pages(with_trials=True)["variant"].astype(str)):

@@ -91,3 +91,20 @@ def test_no_address_dependence_leaves_page_placement_weak(tmp_path):
     assert "the pages test found no address dependence" in placement[0].sentence
     # Weak page evidence now ranks below cache contention by elimination (l2sum is cache-bound).
     assert {c.cause for c in tops} == {"cache-contention"}
+
+
+def test_only_a_runs_best_explanation_calls_for_the_pages_test_and_the_sweep() -> None:
+    from types import SimpleNamespace as Run
+
+    from tailscope.analysis.causes.page_placement import variants_it_explains
+
+    def cause(name: str) -> Run:
+        return Run(cause=name)
+
+    runs = [
+        Run(variant="a", causes=(cause("cache-contention"), cause("page-placement"))),  # second: a busy node
+        Run(variant="b", causes=(cause("page-placement"),)),
+        Run(variant="c", causes=()),
+    ]
+    assert variants_it_explains(runs) == {"b"}
+    assert variants_it_explains(runs[:1]) == set()

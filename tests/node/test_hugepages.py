@@ -168,6 +168,11 @@ def test_brief_lines_for_the_check():
     assert "Pages and mitigation" in lines[-1]
     assert not any("GLIBC_TUNABLES" in line for line in lines)  # the full advice is in the report
     assert any("GLIBC_TUNABLES" in line for line in advice_lines(facts_of()))
+    # no run pointed at page placement: the sweep's commands are left to the report, and the line says so
+    quiet = advice_lines(facts_of(virtualization="kvm"), brief=True, sweep=False)
+    assert not any("--offset" in line or "1 GiB offset sweep (" in line for line in quiet)
+    assert "no flagged run pointed at page placement" in quiet[-1] and "Pages and mitigation" in quiet[-1]
+    assert len(quiet) == len(lines) - 3  # the sweep's heading and its two commands
 
 
 def nodes_frame(*rows: dict) -> pd.DataFrame:
@@ -270,7 +275,12 @@ def test_the_check_prints_the_pages_status_and_the_sweep(tmp_path, capsys):
     pages = [line for line in out.splitlines() if line.startswith("pages: ")]
     assert pages[0].startswith("pages: status: transparent huge pages: ")
     words = " ".join(out.split())  # lines are wrapped at the terminal width
-    assert "tailscope run l2sum --page 1g --offset 0m,16m" in words
+    # the sweep's commands where a flagged run's first cause is page-placement; else the report's
+    assert main(["analyze", str(tmp_path / "c"), "--json"]) in (0, 1, 3)
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    placement = any((r.get("causes") or [{}])[0].get("cause") == "page-placement" for r in runs)
+    assert ("tailscope run l2sum --page 1g --offset 0m,16m" in words) == placement
+    assert ("no flagged run pointed at page placement" in words) == (not placement)
     assert ("guest-physical addresses say nothing about host cache sets" in words) == (
         node_facts.virtualization() != "none"
     )

@@ -355,7 +355,12 @@ def _busy_text(busy: Busy, settings: Settings) -> str:
             f"{busy.trials} fwq runs above the limit; who ran is not recorded (no evidence rows in this "
             f"campaign: it was imported or run before evidence collection); {BUSY_ADVICE}"
         )
-    who = some([f"{_who(comm, pids)} {pct(share)} in {n} trials" for comm, pids, share, n in busy.corunners])
+    who = some(
+        [
+            f"{_who(comm, pids)} {pct(share)} in {n} trial{'' if n == 1 else 's'}"
+            for comm, pids, share, n in busy.corunners
+        ]
+    )
     return (
         f"too busy to judge: other processes took {pct(busy.median_share)} of {cpu_list_text(busy.cpus)} in "
         f"the median trial (limit {pct(settings.max_busy_share)}), {len(busy.busy_trials)} of {busy.trials} "

@@ -52,6 +52,7 @@ WIDTH = 100  # notes are wrapped to this many columns
 MAX_FINDINGS = 3  # causes shown without --verbose (all with it, and in the report)
 SCREEN_LINES = 40  # `check` (without --verbose) prints at most this many lines: fewer causes where needed
 MAX_NODE_LINES = 12  # nodes named one per line (degraded and inconclusive first); the rest are counted
+FEW_NODES = 3  # at most this many nodes named: each one's first reason gets three lines, not two
 MAX_REASONS = 2  # reasons shown per node (all with --verbose, in the report and in --json)
 
 
@@ -108,7 +109,10 @@ def render_answer(
         more = (
             f" (+{len(n.reasons) - 1} more: --verbose)" if len(n.reasons) > 1 and n.state != "healthy" else ""
         )
-        room = max(40, 2 * (width - 6) - len(head) - len(more) - 12)  # about two lines
+        # about two lines; three for a lone node or a few (`check` on this node), so the first reason gets to
+        # its second clause: who ran there when the node was too busy, the figure and its limit otherwise
+        lines = 3 if len(named) <= FEW_NODES else 2
+        room = max(40, lines * (width - 6) - len(head) - len(more) - 12)
         first = _clip(n.reasons[0], room) if n.reasons else ""
         put(head + (f" - {first}{more}" if first else ""), "  ", "      ")
     if len(named) < len(ranked):

@@ -54,6 +54,13 @@ class PagesTest:
     significant: bool
 
 
+def variants_it_explains(runs: Sequence[Any]) -> set[str]:
+    """The variants with a run whose best explanation (first cause) is page-placement: where the pages
+    test is worth running (workflow) and the check suggests the 1 GiB offset sweep. A second place behind
+    another elimination cause (a busy node's cache-contention) is no reason to test pages."""
+    return {str(r.variant) for r in runs if r.causes and r.causes[0].cause == NAME}
+
+
 def pages_tests(explanation: Any) -> dict[str, PagesTest]:
     """Per variant: the pages test, from an addr.explain.Explanation."""
     out = {}
