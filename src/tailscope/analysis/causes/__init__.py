@@ -47,11 +47,15 @@ METHOD = (
 )
 
 # Run-level causes in ranking order for ties; page-placement runs after them (it needs their findings).
+# memory-pressure and thp-fallback come before os-noise: reclaim and compaction make kernel work of their own
+# (swap I/O interrupts, kworkers, kswapd's wake-ups) that os-noise also counts, while os-noise makes no major
+# fault and no fallback. Under swap thrash (a process touching more than RAM, seen here) both explained the
+# whole slowdown (score 1.0) and the tie named os-noise first, a consequence, in 11 of 14 runs.
 RUN_CAUSES: tuple[ModuleType, ...] = (
     cpu_contention,
-    os_noise,
     memory_pressure,
     thp_fallback,
+    os_noise,
     frequency,
     numa_placement,
     memory_bandwidth,
