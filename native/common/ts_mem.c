@@ -68,7 +68,7 @@ uint64_t ts_region_footprint(ts_page p, uint64_t offset, uint64_t bytes)
     return round_up(offset + bytes, ts_page_bytes(p));
 }
 
-uint64_t ts_mem_available(void)
+static uint64_t meminfo_field(const char *format)
 {
     FILE *f = fopen("/proc/meminfo", "re");
     if (!f)
@@ -76,10 +76,20 @@ uint64_t ts_mem_available(void)
     char line[256];
     uint64_t kb = 0;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
+        if (sscanf(line, format, &kb) == 1)
             break;
     fclose(f);
     return kb * 1024;
+}
+
+uint64_t ts_mem_available(void)
+{
+    return meminfo_field("MemAvailable: %" SCNu64 " kB");
+}
+
+uint64_t ts_mem_total(void)
+{
+    return meminfo_field("MemTotal: %" SCNu64 " kB");
 }
 
 const char *ts_thp_mode(char *buf, size_t size)

@@ -55,4 +55,8 @@ const char *ts_thp_mode(char *buf, size_t size);
 /* MemAvailable from /proc/meminfo in bytes; 0 when unknown. */
 uint64_t ts_mem_available(void);
 
+/* MemTotal from /proc/meminfo in bytes; 0 when unknown. A node property: default problem sizes are capped by
+ * it, never by MemAvailable, so a run's size does not follow what other processes hold at the moment. */
+uint64_t ts_mem_total(void);
+
 #endif

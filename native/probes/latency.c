@@ -22,7 +22,8 @@
  *       L1   = L1d / 2                 (48 KiB L1d -> 24 KiB)
  *       L2   = sqrt(L1d x L2)          (48 KiB, 1 MiB -> 222 KiB)
  *       L3   = sqrt(L2 x LLC)          (1 MiB, 32 MiB -> 5.7 MiB)
- *       DRAM = max(8 x LLC, 64 MiB), at most --max-bytes (default 1 GiB) and a quarter of MemAvailable
+ *       DRAM = max(8 x LLC, 64 MiB), at most --max-bytes (default 1 GiB) and a quarter of MemTotal (a node
+ *              property: never MemAvailable, which would shrink the set under memory pressure)
  *              (32 MiB L3 -> 256 MiB; at most 1/8 of the random loads can still hit in the LLC)
  *   The chase visits its lines in one fixed cyclic order, so a set larger than a cache defeats an LRU-like
  *   cache completely: the level below contributes almost no hits. The upper end matters more: random lines
@@ -216,10 +217,10 @@ int main(int argc, char **argv)
         dram = max_bytes;
         dram_sizing = "capped by --max-bytes";
     }
-    uint64_t avail = ts_mem_available();
-    if (avail && dram > avail / 4) {
-        dram = avail / 4;
-        dram_sizing = "capped by a quarter of MemAvailable";
+    uint64_t total = ts_mem_total();
+    if (total && dram > total / 4) {
+        dram = total / 4;
+        dram_sizing = "capped by a quarter of MemTotal";
     }
 
     wset sets[MAX_SETS];

@@ -24,7 +24,10 @@
  *   Each array must be well beyond the last-level caches: by default elements = 4 x (sum of the distinct
  *   last-level caches of the CPUs used) / 8 bytes. Worked example: one socket with a 32 MiB L3 gives
  *   4 x 32 MiB / 8 = 16777216 elements (128 MiB) per array. Caps: --max-bytes per array (default 1 GiB),
- *   and all three arrays within a quarter of MemAvailable. A VM often reports the host's whole L3 (e.g.
+ *   and all three arrays within a quarter of MemTotal (a property of the node, not of the moment: a cap by
+ *   MemAvailable shrank the arrays into the cache under memory pressure, and those runs measured 60% more
+ *   bandwidth than the node has). Where the arrays do not fit in MemAvailable the probe exits 3, as for any
+ *   region (ts_probe.h). A VM often reports the host's whole L3 (e.g.
  *   300 MiB for 2 vCPUs): when sysfs reports more than 16 MiB of last-level cache per core sharing it, a
  *   llc_implausible warning names the reported size and the cache is taken as 16 MiB x cores (arrays of
  *   4 x 16 MiB x cores). --elements sets the size directly.
@@ -296,10 +299,10 @@ static sizing default_size(ts_probe *p, uint64_t max_bytes)
         s.elements = max_bytes / sizeof(double);
         s.rule = "capped by --max-bytes";
     }
-    uint64_t avail = ts_mem_available();
-    if (avail && 3 * s.elements * sizeof(double) > avail / 4) {
-        s.elements = avail / 4 / 3 / sizeof(double);
-        s.rule = "capped by a quarter of MemAvailable";
+    uint64_t total = ts_mem_total();
+    if (total && 3 * s.elements * sizeof(double) > total / 4) {
+        s.elements = total / 4 / 3 / sizeof(double);
+        s.rule = "capped by a quarter of MemTotal";
     }
     return s;
 }

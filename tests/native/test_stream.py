@@ -111,6 +111,24 @@ def test_default_size_rule(probe):
         assert "4 x 16 MiB x" in warned[0]
 
 
+@pytest.mark.slow
+def test_the_default_size_does_not_follow_free_memory(probe):
+    """A node property, not a moment's: with most of MemAvailable held by an injector, `--check-args` gives
+    the same arrays. A cap by MemAvailable (until this wave) shrank them into the cache under memory
+    pressure, and those validate runs measured 60% more bandwidth than the node has."""
+    from tailscope.inject.control import Injection
+
+    quiet = probe("stream", "--check-args").params
+    arrays = 3 * 8 * quiet["elements"]
+    # leave twice the arrays free: they still fit, and a quarter of what is left is half of them
+    reserve = max(1 << 30, 2 * arrays)
+    with Injection.of("memeater", 1.0, reserve=f"{reserve >> 20}m") as inj:
+        assert inj.ready["taken_bytes"] > 0
+        pressed = probe("stream", "--check-args").params
+    assert (pressed["elements"], pressed["sizing"]) == (quiet["elements"], quiet["sizing"])
+    assert "MemAvailable" not in quiet["sizing"]
+
+
 def test_max_bytes_caps_the_default(probe):
     run = probe("stream", "--max-bytes", "8m", "--reps", "2", "--no-pages")
     assert run.params["elements"] == 8 * MIB // 8
