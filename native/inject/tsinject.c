@@ -25,6 +25,13 @@
  *                page cache out: reclaim and major faults. It takes no CPU time once it holds its memory.
  *   memleak      X > 0: MiB per second: grow an allocation by X MiB/s (touched, never freed) until
  *                MemAvailable reaches --reserve or the run ends.
+ *   memthrash    X in (0, 1]: take all of (MemAvailable - --reserve) and X of the free swap (SwapFree -
+ *                --reserve) in 4 KiB pages, then write one byte of every page, round and round, without a
+ *                pause: a working set larger than RAM, so the kernel pages (kswapd, direct reclaim, swap
+ *                I/O) and the victim's own pages go to swap too: it takes major faults when it touches them
+ *                again. This is HPAS's memory-intensive eater on a node with swap; without swap (SwapFree
+ *                below --reserve) it refuses to start (exit 3): there, taking more than RAM ends in the OOM
+ *                killer, not in paging. It keeps one CPU busy writing; pin it off the victim's CPUs.
  *   thp-fragment X in (0, 1]: take X of (MemAvailable - --reserve) in 4 KiB pages (MADV_NOHUGEPAGE),
  *                mlock it, read each page's frame from /proc/self/pagemap, keep one locked page in every
  *                2 MiB physical block it touched and free the rest. Free memory is then in 4 KiB holes
@@ -80,7 +87,7 @@
 #define BLOCK_PAGES 512ul /* 2 MiB / 4 KiB */
 #define MAX_CPUS 4096
 
-typedef enum { M_CPU, M_CACHE, M_MEMBW, M_NOISE, M_EATER, M_LEAK, M_THP } mode_t_;
+typedef enum { M_CPU, M_CACHE, M_MEMBW, M_NOISE, M_EATER, M_LEAK, M_THP, M_THRASH } mode_t_;
 
 typedef struct {
     mode_t_ mode;
@@ -393,6 +400,20 @@ static int run_memory(const options *o, const sigset_t *sigs)
     uint64_t target = 0;
     if (o->mode != M_LEAK)
         target = avail0 > o->reserve ? (uint64_t)(o->intensity * (double)(avail0 - o->reserve)) : 0;
+    if (o->mode == M_THRASH) {
+        uint64_t swap0 = meminfo_bytes("SwapFree");
+        if (swap0 <= o->reserve)
+            ts_die(TS_EXIT_RESOURCE, "memthrash: SwapFree is %" PRIu64 " MiB, not above --reserve: without swap, "
+                   "a working set larger than RAM ends in the OOM killer, not in paging", swap0 >> 20);
+        target = (avail0 > o->reserve ? avail0 - o->reserve : 0) +
+                 (uint64_t)(o->intensity * (double)(swap0 - o->reserve));
+        while (held_bytes() + step <= target + step / 2 && !stopping(sigs) && now_ns() < deadline) {
+            if (meminfo_bytes("MemAvailable") + meminfo_bytes("SwapFree") < 2 * o->reserve + step)
+                break; /* leave --reserve of memory or swap to everyone else */
+            if (!take(step, false))
+                break;
+        }
+    }
     if (o->mode == M_EATER || o->mode == M_THP) {
         while (held_bytes() + step <= target + step / 2 && !stopping(sigs)) {
             if (meminfo_bytes("MemAvailable") < o->reserve + step)
@@ -407,13 +428,25 @@ static int run_memory(const options *o, const sigset_t *sigs)
     printf("{\"record\":\"ready\",\"mode\":\"%s\",\"available_bytes\":%" PRIu64 ",\"target_bytes\":%" PRIu64
            ",\"taken_bytes\":%" PRIu64 ",\"kept_pages\":%" PRIu64 ",\"blocks_covered\":%" PRIu64
            ",\"blocks_total\":%" PRIu64 "}\n",
-           o->mode == M_THP ? "thp-fragment" : o->mode == M_EATER ? "memeater" : "memleak", avail0, target,
+           o->mode == M_THP ? "thp-fragment" : o->mode == M_EATER ? "memeater" : o->mode == M_THRASH ? "memthrash"
+                                                                                            : "memleak",
+           avail0, target,
            grabbed, kept, blocks, meminfo_bytes("MemTotal") / (PAGE * BLOCK_PAGES));
     if (fflush(stdout) != 0)
         ts_die(TS_EXIT_RUNTIME, "stdout: %s", strerror(errno));
     uint64_t next = now_ns(), retouch = now_ns() + 30ull * 1000000000ull;
     const size_t leak_step = 16ul << 20;
-    while (!stopping(sigs) && now_ns() < deadline) {
+    uint64_t rounds = 0;
+    while (o->mode == M_THRASH && !stopping(sigs) && now_ns() < deadline) {
+        for (size_t r = 0; r < nregions && !atomic_load(&stop_flag); r++) {
+            for (size_t i = 0; i < regions[r].bytes; i += PAGE)
+                ((volatile char *)regions[r].addr)[i] += 1;
+            if (stopping(sigs) || now_ns() >= deadline)
+                break;
+        }
+        rounds++;
+    }
+    while (o->mode != M_THRASH && !stopping(sigs) && now_ns() < deadline) {
         if (o->mode == M_LEAK && now_ns() >= next) {
             if (meminfo_bytes("MemAvailable") > o->reserve + leak_step && take(leak_step, false))
                 next += (uint64_t)(16.0 / o->intensity * 1e9);
@@ -430,8 +463,8 @@ static int run_memory(const options *o, const sigset_t *sigs)
         if (sigtimedwait(sigs, NULL, &tick) > 0)
             break;
     }
-    printf("{\"record\":\"done\",\"held_bytes\":%" PRIu64 ",\"seconds\":%.3f}\n",
-           o->mode == M_THP ? kept * PAGE : held_bytes(), (double)(now_ns() - t0) / 1e9);
+    printf("{\"record\":\"done\",\"held_bytes\":%" PRIu64 ",\"rounds\":%" PRIu64 ",\"seconds\":%.3f}\n",
+           o->mode == M_THP ? kept * PAGE : held_bytes(), rounds, (double)(now_ns() - t0) / 1e9);
     for (size_t r = 0; r < nregions; r++)
         if (munmap(regions[r].addr, regions[r].bytes) != 0)
             ts_die(TS_EXIT_RUNTIME, "munmap: %s", strerror(errno));
@@ -544,14 +577,14 @@ int main(int argc, char **argv)
     }
     if (argc < 2)
         ts_die(TS_EXIT_USAGE, "expected a MODE (cpuoccupy, cachecopy, membw, os-noise, memeater, memleak, "
-                              "thp-fragment); --help for the manual");
+                              "memthrash, thp-fragment); --help for the manual");
     static const struct {
         const char *name;
         mode_t_ mode;
         double intensity;
     } modes[] = {{"cpuoccupy", M_CPU, 0.5},  {"cachecopy", M_CACHE, 0.5}, {"membw", M_MEMBW, 0.5},
                  {"os-noise", M_NOISE, 1000}, {"memeater", M_EATER, 0.5}, {"memleak", M_LEAK, 64},
-                 {"thp-fragment", M_THP, 0.5}};
+                 {"memthrash", M_THRASH, 0.5}, {"thp-fragment", M_THP, 0.5}};
     static options o;
     bool known = false;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
@@ -559,7 +592,7 @@ int main(int argc, char **argv)
             o.mode = modes[i].mode, o.intensity = modes[i].intensity, known = true;
     if (!known)
         ts_die(TS_EXIT_USAGE, "unknown mode %s (cpuoccupy, cachecopy, membw, os-noise, memeater, memleak, "
-                              "thp-fragment)", argv[1]);
+                              "memthrash, thp-fragment)", argv[1]);
     o.cpus[0] = 0, o.ncpus = 1;
     o.period_ns = 10 * 1000 * 1000;
     o.work_ns = 5000;
@@ -619,6 +652,6 @@ int main(int argc, char **argv)
     int rc = pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* threads inherit the mask; main waits for them */
     if (rc != 0)
         ts_die(TS_EXIT_RUNTIME, "pthread_sigmask: %s", strerror(rc));
-    bool memory = o.mode == M_EATER || o.mode == M_LEAK || o.mode == M_THP;
+    bool memory = o.mode == M_EATER || o.mode == M_LEAK || o.mode == M_THP || o.mode == M_THRASH;
     return memory ? run_memory(&o, &sigs) : run_threads(&o, &sigs);
 }

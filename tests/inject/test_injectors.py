@@ -406,6 +406,7 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
         (["membw", "--cpus", "9999"], "--cpus 9999"),
         (["cachecopy", "--size", "1k"], "--size 1k"),
         (["memleak", "--frobnicate", "1"], "unknown option --frobnicate"),
+        (["memthrash", "--intensity", "1.5"], "memthrash takes a fraction in (0, 1]"),
     ],
 )
 def test_tsinject_usage_errors_are_one_line_and_exit_2(args: list[str], says: str) -> None:
@@ -415,6 +416,22 @@ def test_tsinject_usage_errors_are_one_line_and_exit_2(args: list[str], says: st
     assert proc.returncode == 2
     assert proc.stderr.startswith("tsinject: error: ") and says in proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+
+
+def test_memthrash_refuses_to_start_without_swap_to_page_to() -> None:
+    """A --reserve above any swap there is stands for a node without swap: exit 3 (resource), one line,
+    before a byte is taken (taking more than RAM there ends in the OOM killer, not in paging)."""
+    from tailscope.native import native_path
+
+    proc = subprocess.run(
+        [str(native_path("tsinject")), "memthrash", "--reserve", "1t", "--duration", "5"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 3 and proc.stdout == ""
+    assert proc.stderr.startswith("tsinject: error: memthrash: SwapFree is ") and "OOM killer" in proc.stderr
+    assert proc.stderr.count("\n") == 1
 
 
 def test_tsinject_help_is_its_header_comment() -> None:

@@ -37,6 +37,25 @@ def test_default_injectors_skip_what_cannot_act_and_say_why() -> None:
         assert why
 
 
+def test_memthrash_needs_swap_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tailscope.inject import validate
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(
+        "MemTotal:       24684108 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n"
+    )
+    assert validate.swap_free_bytes(meminfo) == 0
+    meminfo.write_text("SwapFree:        3145724 kB\n")
+    assert validate.swap_free_bytes(meminfo) == 3145724 * 1024
+    monkeypatch.setattr(validate, "swap_free_bytes", lambda: 0)
+    why = validate.why_unavailable(KINDS["memthrash"])
+    assert why is not None and why.startswith("no swap") and "OOM killer" in why
+    with pytest.raises(validate.InjectInputError, match="--injectors memthrash: cannot act here: no swap"):
+        choose_kinds(("memthrash",))
+    monkeypatch.setattr(validate, "swap_free_bytes", lambda: 8 << 30)
+    assert validate.why_unavailable(KINDS["memthrash"]) is None
+
+
 def test_cache_and_bandwidth_injectors_get_a_cpu_beside_the_probe() -> None:
     kinds = [KINDS[k] for k in ("cpuoccupy", "cachecopy", "membw", "memeater")]
     plan, kept, skipped = plan_cpus(kinds, [0, 1], [0, 1], pinned=False)

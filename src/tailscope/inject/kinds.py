@@ -99,6 +99,16 @@ KINDS: dict[str, InjectorKind] = {
             placement="beside",
         ),
         InjectorKind(
+            "memthrash",
+            "native",
+            "fraction of the free swap taken beyond all of MemAvailable (less a reserve), written in a loop",
+            0.5,
+            (0.3, 0.6),
+            "memory-pressure",
+            needs_cpus=False,
+            placement="beside",
+        ),
+        InjectorKind(
             "thp-fragment",
             "native",
             "fraction of MemAvailable (less a reserve) fragmented to one locked page per 2 MiB block",

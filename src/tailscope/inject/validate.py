@@ -58,6 +58,16 @@ class Block:
     intensity: float | None
 
 
+SWAP_NEEDED = 2 << 30  # memthrash leaves tsinject's 1 GiB --reserve of swap and pages through the rest
+
+
+def swap_free_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
+    for line in meminfo.read_text().splitlines():
+        if line.startswith("SwapFree:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def why_unavailable(kind: InjectorKind) -> str | None:
     """Why `kind` cannot act on this node (None when it can)."""
     if kind.name == "freq-cap" and not freq_cap_available():
@@ -71,6 +81,11 @@ def why_unavailable(kind: InjectorKind) -> str | None:
             return str(exc)
         if os.geteuid() != 0:
             return "needs root to create a cgroup"
+    if kind.name == "memthrash" and swap_free_bytes() < SWAP_NEEDED:
+        return (
+            f"no swap (SwapFree below {SWAP_NEEDED >> 30} GiB): taking more than RAM ends in the OOM killer "
+            "here, not in paging"
+        )
     if kind.name == "thp-fragment":
         if os.geteuid() != 0:
             return "needs root (page frame numbers, compact_unevictable_allowed)"
