@@ -25,8 +25,9 @@ Definitions (all over the runs of this campaign, per node and variant):
   part a node's noise from tailscope's own mistakes: the *placebo at the flag threshold* (clean runs at
   least `flag_threshold` slower than the clean runs around them: the false-positive rate a perfect flag would
   have on this node) and the *unbacked flags* (clean runs flagged slow although they were less than
-  `flag_threshold` slower than the clean runs around them: false alarms of tailscope itself, whatever the
-  node's noise).
+  `flag_threshold` slower than the clean runs around them and than the median of all the clean runs: false
+  alarms of tailscope itself, whatever the node's noise; a slow stretch of the node, which moves the local
+  reference with it, backs its runs' flags through the campaign-wide median).
 - *Top-1 / top-2 cause accuracy* per expected cause: effective injected runs whose first (first two) ranked
   causes include the injector's expected cause; a run with no causes predicts `none` (the catalogue gives
   causes to flagged runs only: slow, or a robust outlier).
@@ -151,6 +152,7 @@ def score(
     causes_available = any("causes" in r for r in runs)
     unknown_names: set[str] = set()
     flag_threshold = _flag_threshold(analysis)
+    clean_median = {key: statistics.median(r for _, r in rows) for key, rows in clean.items() if rows}
 
     clean_n = clean_flagged = placebo = placebo_flag = unbacked = 0
     quiet: Counter[str] = Counter()
@@ -191,7 +193,10 @@ def score(
             clean_n += 1
             placebo += int(slowdown >= threshold)
             placebo_flag += int(slowdown >= flag_threshold)
-            unbacked += int(slow and slowdown < flag_threshold)
+            usual = clean_median.get((node, variant))
+            below_usual = 1 - float(r["perf_ratio"]) / usual if usual else slowdown
+            false_alarm = slow and max(slowdown, below_usual) < flag_threshold
+            unbacked += int(false_alarm)
             if slow:
                 clean_flagged += 1
                 confusion[NONE][first] += 1
@@ -200,7 +205,7 @@ def score(
                 quiet["flagged"] += int(slow)
                 quiet["placebo"] += int(slowdown >= threshold)
                 quiet["placebo_flag"] += int(slowdown >= flag_threshold)
-                quiet["unbacked"] += int(slow and slowdown < flag_threshold)
+                quiet["unbacked"] += int(false_alarm)
             continue
         cell = (str(inj["kind"]), float(inj["intensity"]))
         det[cell]["runs"] += 1

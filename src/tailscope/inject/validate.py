@@ -462,7 +462,8 @@ def render_scores(result: dict[str, Any]) -> list[str]:
         lines.append(
             f"  flags are at analyze's {flag} slow threshold: clean runs >= {flag} slower than the clean "
             f"runs around them (what a perfect flag would count here): {_pct(s['placebo_flag'])}; clean runs "
-            f"flagged though less than {flag} slower than those (tailscope's own false alarms): "
+            f"flagged though less than {flag} slower than those and than the clean median (tailscope's own "
+            "false alarms): "
             f"{_pct(s['unbacked'])}"
         )
     if s.get("outside_known"):

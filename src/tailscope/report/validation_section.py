@@ -107,7 +107,7 @@ def _rates_table(frame: pd.DataFrame) -> str:
     flag_rows = [
         ("placebo_rate_flag", "placebo rate at the flag threshold: what a never-wrong flag would count"),
         ("unbacked_flag_rate", "own false alarms: clean runs flagged, not that much slower than their "
-         "neighbours"),
+         "neighbours or the clean median"),
     ]  # fmt: skip
     if _one(frame, "unbacked_flag_rate") is not None:  # scored by a tailscope that parts the two
         measures += flag_rows
