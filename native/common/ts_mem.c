@@ -157,10 +157,15 @@ int ts_mem_feasible(ts_page p, uint64_t total, char *err, size_t errlen)
         }
         return 0;
     }
-    uint64_t avail = ts_mem_available();
-    if (avail && total > avail) {
-        snprintf(err, errlen, "--page %s: needs %s of memory, MemAvailable is %s; use smaller sizes",
-                 ts_page_name(p), ts_fmt_bytes(total, b1, sizeof b1), ts_fmt_bytes(avail, b2, sizeof b2));
+    /* Where swap exists the kernel gives more than MemAvailable by paging: a run on a node short of memory
+     * then measures what a job there gets (major faults, reclaim: the memory-pressure cause) instead of
+     * refusing. Without swap, more than MemAvailable ends in the OOM killer: refused here. */
+    uint64_t avail = ts_mem_available(), swap = meminfo_field("SwapFree: %" SCNu64 " kB");
+    if (avail && total > avail + swap) {
+        char b3[32];
+        snprintf(err, errlen, "--page %s: needs %s of memory, MemAvailable is %s%s%s; use smaller sizes",
+                 ts_page_name(p), ts_fmt_bytes(total, b1, sizeof b1), ts_fmt_bytes(avail, b2, sizeof b2),
+                 swap ? " and the free swap " : " (no swap)", swap ? ts_fmt_bytes(swap, b3, sizeof b3) : "");
         return TS_EXIT_RESOURCE;
     }
     return 0;

@@ -35,7 +35,8 @@ typedef struct ts_region {
 uint64_t ts_region_footprint(ts_page p, uint64_t offset, uint64_t bytes);
 
 /* Can `total` bytes (sum of footprints) be had under policy p? Checks the hugetlb pool of that size (free
- * pages) or MemAvailable, without allocating. Returns 0, or TS_EXIT_RESOURCE with the reason (naming the
+ * pages) or MemAvailable plus the free swap (paging is what a job on that node would get), without
+ * allocating. Returns 0, or TS_EXIT_RESOURCE with the reason (naming the
  * sysfs knob or boot parameters to change) in err, prefixed "--page P: ". */
 int ts_mem_feasible(ts_page p, uint64_t total, char *err, size_t errlen);
 

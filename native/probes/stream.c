@@ -26,9 +26,9 @@
  *   4 x 32 MiB / 8 = 16777216 elements (128 MiB) per array. Caps: --max-bytes per array (default 1 GiB),
  *   and all three arrays within a quarter of MemTotal (a property of the node, not of the moment: a cap by
  *   MemAvailable shrank the arrays into the cache under memory pressure, and those runs measured 60% more
- *   bandwidth than the node has). Where the arrays do not fit in MemAvailable the probe exits 3, as for any
- *   region (ts_probe.h). A VM often reports the host's whole L3 (e.g.
- *   300 MiB for 2 vCPUs): when sysfs reports more than 16 MiB of last-level cache per core sharing it, a
+ *   bandwidth than the node has). Where the arrays do not fit in MemAvailable and the free swap, the probe
+ *   exits 3, as for any region (ts_probe.h). A VM often reports the host's whole L3 (e.g. 300 MiB for 2
+ *   vCPUs): when sysfs reports more than 16 MiB of last-level cache per core sharing it, a
  *   llc_implausible warning names the reported size and the cache is taken as 16 MiB x cores (arrays of
  *   4 x 16 MiB x cores). --elements sets the size directly.
  *
