@@ -153,9 +153,13 @@ def test_huge_n_is_refused_before_allocating(probe):
     """N = 200000 needs 320 GB for A: exit 3 naming the memory, nothing mapped."""
     meminfo = Path("/proc/meminfo").read_text()
     available_kb = int(re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.M).group(1))
-    if available_kb * 1024 > 320e9:
-        pytest.skip("this machine has 320 GB available: N = 200000 would fit")
+    swap_kb = int(re.search(r"^SwapFree:\s+(\d+) kB", meminfo, re.M).group(1))
+    if (available_kb + swap_kb) * 1024 > 320e9:
+        pytest.skip("this machine has 320 GB available with its swap: N = 200000 would fit")
     run = probe("hpl", "--n", "200000", "--no-pages", expect=3)
     assert run.records[0]["record"] == "config"
     assert not run.of("iteration")
     assert "needs 298 GiB of memory, MemAvailable is" in run.stderr  # 200000 x 200000 doubles
+    # beyond MemAvailable is refused only past the free swap too (paging is what a job there would get)
+    assert ("and the free swap" in run.stderr) == (swap_kb > 0)
+    assert ("(no swap)" in run.stderr) == (swap_kb == 0)
