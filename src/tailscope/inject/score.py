@@ -289,7 +289,7 @@ def score(
         "flag_threshold": flag_threshold,
         # clean runs >= flag_threshold slower than their neighbours: the false positives of a perfect flag
         "placebo_flag": {"runs": clean_n, **_rate(placebo_flag, clean_n, confidence)},
-        # clean runs flagged slow that their neighbours do not back: tailscope's own false alarms
+        # clean runs flagged slow that neither their neighbours nor the clean median back: own false alarms
         "unbacked": {"runs": clean_n, **_rate(unbacked, clean_n, confidence)},
         "quiet_limit": quiet_limit,
         "outside_known": bool(outside),
