@@ -1,7 +1,9 @@
 /* ts_clock.h -- the effective core clock, measured without a PMU.
  *
- * A chain of dependent integer adds retires one add per core cycle on every out-of-order core tailscope
- * targets (x86-64 since P6/K7, Arm Neoverse/Kunpeng: integer ADD latency is 1 cycle). Timing a chain of
+ * A chain of dependent register-register integer adds retires one add per core cycle on every out-of-order
+ * core tailscope targets (x86-64 since P6/K7, Arm Neoverse/Kunpeng: integer ADD latency is 1 cycle). The
+ * addend must be a register: Golden Cove and later Intel cores execute adds of an immediate in the renamer,
+ * several per cycle (a `+= 1` chain read 22.6 GHz on a 2.6 GHz Xeon). Timing a chain of
  * A adds with the TSC gives the core clock over that stretch: hz = A / (ticks / tsc_hz). The chain runs in
  * short chunks (default 0.5 M adds, about 135 us at 3.7 GHz) and the median over chunks is the clock:
  * a chunk the hypervisor or the OS preempted reads slow (as low as 41 MHz here) and falls in the low
