@@ -144,7 +144,7 @@ def test_latency_chase_is_sixteen_dependent_loads():
 
 
 def test_effective_clock_chain_is_dependent_adds():
-    """ts_clock.h's chain (linked into every probe that measures the clock): 64 adds of one register to another.
+    """ts_clock.h's chain (linked into every probe that measures the clock): 64 register-register adds.
 
     Register-register: Golden Cove and later Intel cores fold adds of an immediate in the renamer, and the
     `add $0x1` chain of the first wave read 22.6 GHz on a 2.6 GHz Sapphire-Rapids-class guest."""
