@@ -7,7 +7,27 @@
 #
 # Run as root (cpu-quota makes a cgroup, thp-fragment reads page frames). Prints the table and keeps the JSON
 # beside the campaign (DIR.json).
+#
+# memthrash (memory-pressure by paging) acts only where the node has swap. With SWAP_GIB=N set and no swap
+# on, the script makes an N GiB swap file for the run (mkswap + swapon, as root) and removes it at exit,
+# interrupted or not, so the memory-pressure figures are measured rather than skipped: SWAP_GIB=8.
 set -euo pipefail
+swapfile=""
+cleanup() {
+  if [[ -n $swapfile ]]; then
+    swapoff "$swapfile" 2>/dev/null || true
+    rm -f "$swapfile"
+  fi
+}
+trap cleanup EXIT
+if [[ -n ${SWAP_GIB:-} ]] && ! awk 'NR > 1 { found = 1 } END { exit !found }' /proc/swaps; then
+  swapfile=${TMPDIR:-/var/tmp}/tailscope-validate-$$.swap
+  echo "bench_validate: making a ${SWAP_GIB} GiB swap file $swapfile for memthrash (removed at exit)" >&2
+  dd if=/dev/zero of="$swapfile" bs=1M count=$(( SWAP_GIB * 1024 )) status=none
+  chmod 600 "$swapfile"
+  mkswap -q "$swapfile"
+  swapon "$swapfile"
+fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 trials=${1:-200}
 seed=${2:-2026}
