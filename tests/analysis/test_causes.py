@@ -248,6 +248,29 @@ def test_thp_fallback_owns_the_compaction_stalls_of_its_failed_huge_pages():
     assert not pressure or pressure[0].score < 0.3  # only the 2 major faults are its own
 
 
+def test_a_node_short_of_memory_is_memory_pressure_even_where_huge_pages_fell_back():
+    """Recorded on this VM in validate under tsinject memthrash (an 8 GiB swap file, the node paging): the
+    first trial of a block, 67% slower, with 160 huge-page faults fallen back. kswapd reclaimed (161,113
+    pages scanned) and the node took 9,753 major faults: the shortage is the cause, the fallbacks one of its
+    effects. The old rule gave the stalls to thp-fallback and named it first in 8 of 36 such runs."""
+    thrash = {k: Trial(slowdown=0.67, vm={"thp_fault_alloc": 32.0, "thp_fault_fallback": 160.0,
+                                          "pgscan_direct": 85921.0, "allocstall_normal": 346.0,
+                                          "compact_stall": 178.0, "pgmajfault": 9753.0,
+                                          "pgscan_kswapd": 161113.0})
+              for k in (20, 21)}  # fmt: skip
+    r = _flagged(analyze_ensemble(ensemble(thrash, probe="stream")))[20]
+    assert r.causes[0].cause == "memory-pressure" and r.causes[0].score == 1.0
+    assert "161,113 pages scanned by kswapd" in r.causes[0].sentence
+    thp = next(c for c in r.causes if c.cause == "thp-fallback")
+    assert thp.score < r.causes[0].score and thp.evidence["short_of_memory"] is True
+    assert "the node was short of memory (kswapd reclaimed)" in thp.sentence
+    # the same trial without kswapd's reclaim is fragmentation: the stalls are the failed 2 MiB allocations'
+    fragmented = {k: Trial(slowdown=0.67, vm={**thrash[k].vm, "pgscan_kswapd": 0.0, "pgmajfault": 2.0})
+                  for k in (20, 21)}  # fmt: skip
+    f = _flagged(analyze_ensemble(ensemble(fragmented, probe="stream")))[20]
+    assert f.causes[0].cause == "thp-fallback" and f.causes[0].evidence["short_of_memory"] is False
+
+
 def test_frequency_from_the_effective_clock():
     slow_clock = {k: Trial(slowdown=0.10, mhz=3325.0) for k in (3, 4)}
     a = analyze_ensemble(ensemble(slow_clock, probe="dgemm"))

@@ -103,7 +103,7 @@ KINDS: dict[str, InjectorKind] = {
             "native",
             "fraction of the free swap taken beyond all of MemAvailable (less a reserve), written in a loop",
             0.5,
-            (0.3, 0.6),
+            (0.3, 0.6, 0.9),
             "memory-pressure",
             needs_cpus=False,
             placement="beside",

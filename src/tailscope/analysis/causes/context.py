@@ -48,6 +48,7 @@ OTHERS_NOISE_S = 0.02  # /proc/stat counts 10 ms ticks: below this per CPU a tim
 # cgroup quota holds a thread back for tens of ms. Measured on this project's VM: os-noise wake-ups cost
 # the probe 17-20 us each, a duty-cycled busy loop 1.5-2 ms, a CPU quota ~40 ms (docs/causes.md).
 SHORT_DETOUR_S = 100e-6
+KSWAPD_BATCH = 32  # pages kswapd scans per batch (SWAP_CLUSTER_MAX): fewer is no reclaim pass
 MIN_EXTRA_PREEMPT_PER_S = 200.0  # per probe thread: below this the detours are the usual tick-rate ones
 
 
@@ -105,6 +106,15 @@ class RunContext:
         usual; negative when above); None without both."""
         now, usual = self.value(name), self.typical(name)
         return None if now is None or usual is None or usual <= 0 else 1.0 - now / usual
+
+    def short_of_memory(self) -> bool:
+        """kswapd reclaimed beyond the usual in this trial: free memory fell below the low watermark, a
+        shortage of memory. Failed huge-page allocations alone do not wake kswapd under THP's default defrag
+        ('madvise'): recorded here under tsinject thp-fragment, 148 fallbacks and 23,000 pages of direct
+        reclaim per trial with no kswapd scan; under memthrash (the node paging) 130,000-190,000 kswapd
+        scans and 7,000-10,000 major faults per trial. The one test memory-pressure and thp-fallback share
+        for whose the trial's stalls and direct reclaim are."""
+        return (self.excess("pgscan_kswapd") or 0.0) >= KSWAPD_BATCH
 
     def cpu_text(self) -> str:
         return cpu_list_text(self.cpus)

@@ -4,9 +4,12 @@ Reads /proc/vmstat deltas (pgscan_direct, allocstall_*, compact_stall, pgmajfaul
 threads' major faults and kswapd/kcompactd among the co-runners. Explained slowdown, with stated costs
 (not measured): 1 ms per allocation or compaction stall, 100 us per major fault, plus the reclaim threads'
 share of the probe CPUs; a run with direct reclaim or stalls scores at least 0.3 (direct evidence).
-When the same trial's huge-page faults fell back to small pages, its compaction and allocation stalls and
+When the same trial's huge-page faults fell back to small pages and kswapd did not reclaim (free memory
+stayed above the low watermark: `RunContext.short_of_memory`), its compaction and allocation stalls and
 direct reclaim are the failed 2 MiB allocations' (fragmentation: thp-fallback reads them), not a shortage of
-memory: then only major faults, kswapd and the reclaim threads count here.
+memory: then only major faults, kswapd and the reclaim threads count here. When kswapd reclaimed, the node
+was short of memory, the fallbacks are one of its effects, and the stalls count here (validate on this VM
+under memthrash: 8 of 36 runs slowed 40-75% were named thp-fallback first while the stalls went to it).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ MITIGATION = (
 def assess(ctx: RunContext) -> CauseFinding | None:
     ex = {n: max(0.0, ctx.excess(n) or 0.0) for n in READS}
     faults = max(ex["pgmajfault"], ex["task_majflt"])
-    if max(0.0, ctx.excess("thp_fault_fallback") or 0.0) >= 1:  # the stalls are thp-fallback's
+    if max(0.0, ctx.excess("thp_fault_fallback") or 0.0) >= 1 and not ctx.short_of_memory():
+        # fragmentation, not a shortage: the stalls are thp-fallback's
         ex["allocstall"] = ex["compact_stall"] = ex["pgscan_direct"] = 0.0
     stalls = ex["allocstall"] + ex["compact_stall"]
     reclaimers = [c for c in ctx.corunners if c.comm.startswith(("kswapd", "kcompactd"))]

@@ -5,7 +5,9 @@ its parameters name a huge/THP page policy or when the node's normal runs got hu
 set when it starts, so a fallback shows as a level shift (systematic); the score is higher then. The
 compaction and allocation stalls of the same trial are the kernel's failed attempts to find 2 MiB blocks
 (fragmentation): their time (1 ms per stall, memory_pressure's stated cost) counts here too, and the score
-is at least the share of the slowdown they explain.
+is at least the share of the slowdown they explain -- unless kswapd reclaimed in the trial
+(`RunContext.short_of_memory`): then the node was short of memory, the fallbacks are one effect of that
+shortage, and the stalls are memory-pressure's.
 """
 
 from __future__ import annotations
@@ -38,15 +40,21 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     fraction = extra / max(extra + alloc, 1.0)
     base = 0.5 if ctx.kind == "systematic" else 0.3
     stalls = sum(max(0.0, ctx.excess(n) or 0.0) for n in ("compact_stall", "allocstall"))
+    short = ctx.short_of_memory()
     wall = ctx.value("wall_s") or 0.0
-    stalled = stalls * STALL_COST_S / wall if wall > 0 else 0.0
+    stalled = stalls * STALL_COST_S / wall if wall > 0 and not short else 0.0
     score = max(min(1.0, base + 0.4 * fraction), explained_score(stalled, ctx.slowdown))
+    stall_text = f"; {stalls:,.0f} compaction and allocation stalls looking for 2 MiB blocks" * (stalls > 0)
     sentence = (
         f"{extra:,.0f} huge-page faults fell back to small pages (thp_fault_fallback {fallback:,.0f}, usual "
         f"{ctx.typical('thp_fault_fallback') or 0:,.0f}); it got {alloc:,.0f} huge pages where normal runs "
         "got "
         f"{usual_alloc:,.0f} ({pct(fraction)} of its huge-page faults fell back)"
-        + (f"; {stalls:,.0f} compaction and allocation stalls looking for 2 MiB blocks" if stalls else "")
+        + (
+            "; the node was short of memory (kswapd reclaimed): the fallbacks are one effect of that"
+            if short
+            else stall_text
+        )
     )
     evidence = {
         "thp_fault_fallback": fallback,
@@ -55,6 +63,7 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         "usual_thp_fault_alloc": usual_alloc,
         "fallback_fraction": fraction,
         "stalls": stalls,
+        "short_of_memory": short,
         "page_policy": policy or None,
     }
     return finding(NAME, ctx, score, sentence, MITIGATION, evidence)
