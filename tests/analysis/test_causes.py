@@ -84,6 +84,29 @@ def test_window_corunner_is_degraded_cpu_contention_naming_the_trials():
     assert not any(r.causes for r in a.runs if not r.flagged)
 
 
+def test_the_noise_floor_is_the_nodes_own_without_the_runs_interference_explains():
+    """A co-runner in 3 of 12 trials widens the MAD of all 12 past the 5% threshold (seen here: `check
+    --trials 12` with stress-ng for 15 s made all four probes 'too noisy' and the node inconclusive). The
+    floor without those 3 runs, which cpu-contention explains with direct evidence, is the node's own."""
+    from tailscope.analysis.robust import noise_floor
+
+    window = {k: Trial(slowdown=0.3, others=0.33, corunners=STRESS) for k in (4, 5, 6)}
+    a = analyze_ensemble(ensemble(window, n=12, noise=0.07, seed=6))
+    g = a.groups[0]
+    assert noise_floor(g.mad, g.median) > 0.05  # all 12 runs: too noisy, as before
+    n1 = _node(a)
+    assert n1.verdict == "degraded" and [c.cause for c in n1.causes] == ["cpu-contention"]
+    assert n1.causes[0].evidence["trials"] == [4, 5, 6]
+    # Where the node's own noise is above the threshold too, it stays inconclusive and says both figures.
+    noisy = _node(analyze_ensemble(ensemble(window, n=12, noise=0.07, seed=3)))
+    assert noisy.verdict == "inconclusive"
+    assert re.search(
+        r"l2sum: too noisy to judge: runs vary by [\d.]+% \(robust CV over 12 runs; [\d.]+% without the 3 "
+        r"runs that evidenced interference explains\), so only slowdowns above",
+        noisy.reasons[0],
+    )
+
+
 def test_quiet_node_is_healthy():
     a = analyze_ensemble(ensemble())
     n1 = _node(a)

@@ -10,7 +10,12 @@ One screen per node, used by the terminal, the report, `verdict --nhc`, `--drain
    top causes (analysis/causes), grouped, with their trials; hardware-config for a drained node; for a
    group that fails on the spread of its runs alone (no run flagged), 'unknown' saying which way they spread.
 3. inconclusive, noisy: a group's noise floor (3 robust sds) is above the slow threshold, so slow runs
-   cannot be told from noise there; or the fleet screen selects the node for a re-test only (BH).
+   cannot be told from noise there; or the fleet screen selects the node for a re-test only (BH). The floor
+   is the node's own noise: where the runs' spread comes from interference that direct evidence names
+   (a flagged run whose first cause has medium or high confidence: a co-runner, OS noise, reclaim, ...),
+   the floor is taken again without those runs (`own_floors`), and a group within it is judged. Otherwise
+   a co-runner during a quarter of the trials made every probe "too noisy" and the node inconclusive,
+   when its answer is "degraded: cpu-contention in those trials" (issue 14's window case, seen here).
 4. healthy otherwise.
 The campaign's state is the worst node's: degraded > inconclusive > healthy.
 """
@@ -36,15 +41,15 @@ from tailscope.analysis.model import (
     RunVerdict,
     Settings,
 )
-from tailscope.analysis.robust import noise_floor, robust_cv
+from tailscope.analysis.robust import mad, noise_floor, robust_cv
 from tailscope.analysis.verdict import limits_text
-from tailscope.analysis.wording import pct, some
+from tailscope.analysis.wording import pct, runs_word, some
 
 METHOD = (
     "node verdict: inconclusive when others took more than max_busy_share of the probe CPUs in the median "
     "trial; degraded when a group within its noise floor fails a check or the fleet screen drains the node; "
-    "inconclusive when a group's noise floor (3 robust sds) exceeds the slow threshold or the node is only "
-    "selected for a re-test; healthy otherwise"
+    "inconclusive when a group's noise floor (3 robust sds, without the runs that evidenced interference "
+    "explains) exceeds the slow threshold or the node is only selected for a re-test; healthy otherwise"
 )
 
 MIN_RUNS_FOR_FLOOR = 6  # a median interval needs 6 runs; below that the noise floor is not judged
@@ -161,6 +166,7 @@ def node_health(
         for effect in summary.nodes:
             screen[effect.node].append((summary, effect))
     config = hardware_config.fleet(facts)  # node/fleet.py: the one comparison of node configuration
+    floors = own_floors(groups, runs, settings.primary_threshold)
     groups_of: dict[str, list[GroupSummary]] = defaultdict(list)  # one pass, not one per node (5,000 nodes)
     for g in groups:
         groups_of[g.node].append(g)
@@ -178,9 +184,62 @@ def node_health(
                 busy.get(node),
                 config.get(node, []),
                 limits,
+                floors,
             )
         )
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class OwnFloor:
+    """A noisy group's noise floor without the runs that evidenced interference explains."""
+
+    floor: float  # 3 robust sds of the kept runs' performance ratios
+    robust_cv: float
+    kept: int
+    left_out: int  # flagged runs whose first cause has direct evidence (medium or high confidence)
+
+
+def explained_by_interference(r: RunVerdict) -> bool:
+    """A flagged run whose first cause rests on direct evidence (a co-runner's CPU time, interrupts,
+    reclaim, fallen-back huge pages, a lower clock): its slowness is not the node's own noise."""
+    return r.flagged and bool(r.causes) and r.causes[0].confidence != "low"
+
+
+def own_floors(
+    groups: Sequence[GroupSummary], runs: Sequence[RunVerdict], threshold: float
+) -> dict[tuple[str, str], OwnFloor]:
+    """For each (variant, node) group whose noise floor is above `threshold`: the floor again over the runs
+    that no evidenced interference explains (only where some are left out and MIN_RUNS_FOR_FLOOR stay).
+    One pass over the runs, and only for the noisy groups (a fleet's quiet groups cost nothing)."""
+    noisy = {
+        (g.variant, g.node)
+        for g in groups
+        if g.n >= MIN_RUNS_FOR_FLOOR and g.median > 0 and noise_floor(g.mad, g.median) > threshold
+    }
+    if not noisy:
+        return {}
+    kept: dict[tuple[str, str], list[float]] = defaultdict(list)
+    left_out: dict[tuple[str, str], int] = defaultdict(int)
+    for r in runs:
+        key = (r.variant, r.node)
+        if key not in noisy or not np.isfinite(r.perf_ratio):
+            continue
+        if explained_by_interference(r):
+            left_out[key] += 1
+        else:
+            kept[key].append(r.perf_ratio)
+    out = {}
+    for key, ratios in kept.items():
+        if not left_out.get(key) or len(ratios) < MIN_RUNS_FOR_FLOOR:
+            continue
+        x = np.asarray(ratios, dtype=float)
+        median = float(np.median(x))
+        if median <= 0:
+            continue
+        spread = mad(x)
+        out[key] = OwnFloor(noise_floor(spread, median), robust_cv(spread, median), len(x), left_out[key])
+    return out
 
 
 def campaign_state(nodes: Sequence[NodeHealth]) -> NodeState:
@@ -204,6 +263,7 @@ def _one_node(
     busy: Busy | None,
     config: Sequence[hardware_config.ConfigFinding],
     limits: tuple[str, ...],
+    floors: Mapping[tuple[str, str], OwnFloor],
 ) -> NodeHealth:
     degraded: list[str] = []
     drains: list[str] = []
@@ -213,11 +273,22 @@ def _one_node(
     spread: list[CauseFinding] = []  # failed groups without a flagged run
     for g in groups:
         floor = noise_floor(g.mad, g.median) if g.median > 0 else 0.0
-        if g.n >= MIN_RUNS_FOR_FLOOR and floor > settings.primary_threshold:
+        own = floors.get((g.variant, g.node))
+        if (
+            g.n >= MIN_RUNS_FOR_FLOOR
+            and floor > settings.primary_threshold
+            and (own is None or own.floor > settings.primary_threshold)
+        ):
+            without = (
+                f"; {pct(own.robust_cv)} without the {runs_word(own.left_out)} that evidenced "
+                "interference explains"
+                if own is not None
+                else ""
+            )
             unsure.append(
-                f"{g.probe}: too noisy to judge: runs vary by {pct(robust_cv(g.mad, g.median))} (robust CV "
-                "over "
-                f"{g.n} runs), so only slowdowns above {pct(floor)} stand out, more than the "
+                f"{g.probe}: too noisy to judge: runs vary by {pct(robust_cv(g.mad, g.median))} (robust "
+                f"CV over {g.n} runs{without}), so only slowdowns above "
+                f"{pct(floor if own is None else own.floor)} stand out, more than the "
                 f"{pct(settings.primary_threshold)} threshold; {NOISY_ADVICE}"
             )
             continue
