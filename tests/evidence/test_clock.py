@@ -19,9 +19,8 @@ SHORT = 20  # per-trial readings (the collector's defaults: clock.CHUNKS chunks 
 def test_per_trial_clock_is_stable_against_long_reference_readings():
     cpu = sorted(os.sched_getaffinity(0))[0]
     refs, short, avail = [], [], []
-    for i in range(SHORT):
-        if i % 4 == 0:
-            refs.append(clock.measure([cpu], chunks=REFERENCE_CHUNKS)[0].effective_hz)
+    for _ in range(SHORT):  # a reference before every reading: the clock's own movement is the control
+        refs.append(clock.measure([cpu], chunks=REFERENCE_CHUNKS)[0].effective_hz)
         reading = clock.measure([cpu])[0]
         short.append(reading.effective_hz)
         avail.append(reading.available_fraction)
@@ -29,11 +28,17 @@ def test_per_trial_clock_is_stable_against_long_reference_readings():
     ref = statistics.median(refs)
     # the control: how much the clock itself moved during the test (turbo on a shared host moves it ~1%);
     # never tighter than 0.2%, the chunk-timing resolution of a 70 us chunk on a VM clock
-    # drift = max((max(refs) - min(refs)) / ref, 0.002); and never tighter than the smallest clock drop the
+    # (the references' p10-p90 spread, at least 0.2%); and never tighter than the smallest clock drop the
     # frequency cause reads (a reading closer than that to the usual clock cannot mislead it). Five reference
     # readings can agree to 0.2% while a busy 2-core guest moves the 9-chunk readings by 0.6-1% (one CI run:
-    # 16 of 20 within 0.6%).
-    drift = max((max(refs) - min(refs)) / ref, 0.002)
+    # 16 of 20 within 0.6%). On the Sapphire-Rapids-class guest the clock itself moves by 1-3% within tens of
+    # ms (a 9-chunk reading bracketed by two 101-chunk ones fell up to 2.6% outside them; the p10-p90 of 21
+    # references spanned 1-5.8% on the idle guest): with a reference only every 4th reading, five references
+    # agreed to 0.33% while the readings followed the clock over +-1.7% (one CI run: 10 of 20 outside 1%). A
+    # reference before every reading measures that movement; a reading dragged down by preempted chunks (a
+    # plain median at availability 0.5) would still fall far outside it.
+    deciles = statistics.quantiles(refs, n=10)  # p10-p90, not max-min: one reference may catch a clock dip
+    drift = max((deciles[-1] - deciles[0]) / ref, 0.002)
     tol = max(3 * drift, frequency.MIN_DROP)
     assert abs(statistics.median(short) - ref) / ref <= tol, (short, refs)
     # disturbed chunks (availability < 1) must not drag a reading down: 90% of the readings within tolerance
