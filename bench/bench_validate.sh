@@ -20,6 +20,14 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+if [[ -n ${SWAP_GIB:-} && ! ${SWAP_GIB} =~ ^[1-9][0-9]{0,3}$ ]]; then
+  echo "bench_validate: SWAP_GIB=${SWAP_GIB}: expected a whole number of GiB, 1 to 9999" >&2
+  exit 2
+fi
+if [[ -n ${SWAP_GIB:-} && $(id -u) -ne 0 ]]; then
+  echo "bench_validate: SWAP_GIB needs root (mkswap, swapon)" >&2
+  exit 2
+fi
 if [[ -n ${SWAP_GIB:-} ]] && ! awk 'NR > 1 { found = 1 } END { exit !found }' /proc/swaps; then
   swapfile=${TMPDIR:-/var/tmp}/tailscope-validate-$$.swap
   echo "bench_validate: making a ${SWAP_GIB} GiB swap file $swapfile for memthrash (removed at exit)" >&2

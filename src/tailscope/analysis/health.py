@@ -192,12 +192,12 @@ def node_health(
 
 @dataclass(frozen=True)
 class OwnFloor:
-    """A noisy group's noise floor without the runs that evidenced interference explains."""
+    """The noise floor a noisy group is judged by: its own, without the runs that evidenced interference
+    explains, where some are left out and MIN_RUNS_FOR_FLOOR stay; else the floor over all its runs."""
 
-    floor: float  # 3 robust sds of the kept runs' performance ratios
+    floor: float  # 3 robust sds
     robust_cv: float
-    kept: int
-    left_out: int  # flagged runs whose first cause has direct evidence (medium or high confidence)
+    left_out: int  # flagged runs whose first cause has direct evidence (0: the floor over all runs)
 
 
 def explained_by_interference(r: RunVerdict) -> bool:
@@ -209,11 +209,11 @@ def explained_by_interference(r: RunVerdict) -> bool:
 def own_floors(
     groups: Sequence[GroupSummary], runs: Sequence[RunVerdict], threshold: float
 ) -> dict[tuple[str, str], OwnFloor]:
-    """For each (variant, node) group whose noise floor is above `threshold`: the floor again over the runs
-    that no evidenced interference explains (only where some are left out and MIN_RUNS_FOR_FLOOR stay).
-    One pass over the runs, and only for the noisy groups (a fleet's quiet groups cost nothing)."""
+    """The floor of each (variant, node) group whose noise floor over all its runs is above `threshold`
+    (the only groups in the answer: a group not in it is within its floor). One pass over the runs of the
+    noisy groups only (a fleet's quiet groups cost nothing)."""
     noisy = {
-        (g.variant, g.node)
+        (g.variant, g.node): g
         for g in groups
         if g.n >= MIN_RUNS_FOR_FLOOR and g.median > 0 and noise_floor(g.mad, g.median) > threshold
     }
@@ -230,15 +230,14 @@ def own_floors(
         else:
             kept[key].append(r.perf_ratio)
     out = {}
-    for key, ratios in kept.items():
-        if not left_out.get(key) or len(ratios) < MIN_RUNS_FOR_FLOOR:
-            continue
-        x = np.asarray(ratios, dtype=float)
-        median = float(np.median(x))
-        if median <= 0:
-            continue
-        spread = mad(x)
-        out[key] = OwnFloor(noise_floor(spread, median), robust_cv(spread, median), len(x), left_out[key])
+    for key, g in noisy.items():
+        x = np.asarray(kept.get(key, ()), dtype=float)
+        median = float(np.median(x)) if len(x) else 0.0
+        if left_out.get(key) and len(x) >= MIN_RUNS_FOR_FLOOR and median > 0:
+            spread = mad(x)
+            out[key] = OwnFloor(noise_floor(spread, median), robust_cv(spread, median), left_out[key])
+        else:
+            out[key] = OwnFloor(noise_floor(g.mad, g.median), robust_cv(g.mad, g.median), 0)
     return out
 
 
@@ -272,24 +271,18 @@ def _one_node(
     slow_runs: list[RunVerdict] = []
     spread: list[CauseFinding] = []  # failed groups without a flagged run
     for g in groups:
-        floor = noise_floor(g.mad, g.median) if g.median > 0 else 0.0
-        own = floors.get((g.variant, g.node))
-        if (
-            g.n >= MIN_RUNS_FOR_FLOOR
-            and floor > settings.primary_threshold
-            and (own is None or own.floor > settings.primary_threshold)
-        ):
+        judged = floors.get((g.variant, g.node))
+        if judged is not None and judged.floor > settings.primary_threshold:
             without = (
-                f"; {pct(own.robust_cv)} without the {runs_word(own.left_out)} that evidenced "
+                f"; {pct(judged.robust_cv)} without the {runs_word(judged.left_out)} that evidenced "
                 "interference explains"
-                if own is not None
+                if judged.left_out
                 else ""
             )
             unsure.append(
                 f"{g.probe}: too noisy to judge: runs vary by {pct(robust_cv(g.mad, g.median))} (robust "
-                f"CV over {g.n} runs{without}), so only slowdowns above "
-                f"{pct(floor if own is None else own.floor)} stand out, more than the "
-                f"{pct(settings.primary_threshold)} threshold; {NOISY_ADVICE}"
+                f"CV over {g.n} runs{without}), so only slowdowns above {pct(judged.floor)} stand out, more "
+                f"than the {pct(settings.primary_threshold)} threshold; {NOISY_ADVICE}"
             )
             continue
         failed = [c for c in checks.get(f"{g.variant}/{g.node}", []) if not c.passed]

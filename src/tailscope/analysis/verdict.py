@@ -98,8 +98,8 @@ def limits_text(settings: Settings) -> tuple[str, ...]:
         out.append(f"CV at most {settings.max_cv_ratio:g} x the robust CV (or {pct(CV_FLOOR)})")
     out.append(
         f"inconclusive when others took more than {pct(settings.max_busy_share)} of the probe CPUs in the "
-        f"median trial, or a probe's noise floor ({VISIBLE_SDS:g} robust sds) exceeds "
-        f"{pct(settings.primary_threshold)}"
+        f"median trial, or a probe's noise floor ({VISIBLE_SDS:g} robust sds, without the runs that "
+        f"evidenced interference explains) exceeds {pct(settings.primary_threshold)}"
     )
     return tuple(out)
 

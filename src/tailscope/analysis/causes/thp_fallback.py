@@ -44,17 +44,18 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     wall = ctx.value("wall_s") or 0.0
     stalled = stalls * STALL_COST_S / wall if wall > 0 and not short else 0.0
     score = max(min(1.0, base + 0.4 * fraction), explained_score(stalled, ctx.slowdown))
-    stall_text = f"; {stalls:,.0f} compaction and allocation stalls looking for 2 MiB blocks" * (stalls > 0)
+    if short:
+        tail = "; the node was short of memory (kswapd reclaimed): the fallbacks are one effect of that"
+    elif stalls:
+        tail = f"; {stalls:,.0f} compaction and allocation stalls looking for 2 MiB blocks"
+    else:
+        tail = ""
     sentence = (
         f"{extra:,.0f} huge-page faults fell back to small pages (thp_fault_fallback {fallback:,.0f}, usual "
         f"{ctx.typical('thp_fault_fallback') or 0:,.0f}); it got {alloc:,.0f} huge pages where normal runs "
         "got "
         f"{usual_alloc:,.0f} ({pct(fraction)} of its huge-page faults fell back)"
-        + (
-            "; the node was short of memory (kswapd reclaimed): the fallbacks are one effect of that"
-            if short
-            else stall_text
-        )
+        + tail
     )
     evidence = {
         "thp_fault_fallback": fallback,
