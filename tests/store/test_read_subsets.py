@@ -241,3 +241,45 @@ def test_local_zone_is_the_one_duckdb_picks(tz, monkeypatch):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     ours, duckdbs = out.stdout.split()
     assert ours == duckdbs
+
+
+@pytest.mark.parametrize("change", ["column added since", "narrower integer"])
+def test_a_shard_of_an_older_schema_reads_as_the_current_one(tmp_path, change):
+    """Each shard file is read on its own (read.py, _scan): a shard written before a nullable column was
+    added reads with nulls there, one whose integers are narrower is converted; the other shards' rows and
+    the table's types are those of a campaign whose shards are all current."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from tailscope.store.read import read_table
+
+    c = Campaign.create(tmp_path / "c")
+    for i in range(3):
+        runs = [{**run_row(c, f"n{i}", t), "cpus": f"{t}-{t + 1}"} for t in range(4)]
+        with load_into(c.root, "test") as load:
+            load.write_tables({"runs": table("runs", runs)}, node=f"n{i}")
+    current = read_table(Campaign.open(c.root), "runs").sort_by("run_id")
+    old = Campaign.open(c.root).shard_files("runs")[1]
+    shard = pq.read_table(old)
+    old_ids = shard.column("run_id")
+    if change == "column added since":
+        shard = shard.drop_columns(["cpus"])
+    else:
+        trial = shard.schema.get_field_index("trial")
+        shard = shard.set_column(
+            trial, pa.field("trial", pa.int16(), False), shard.column("trial").cast("int16")
+        )
+    pq.write_table(shard, old, write_page_checksum=True)
+
+    for columns in (None, ["run_id", "trial", "cpus"]):
+        again = read_table(Campaign.open(c.root), "runs", columns).sort_by("run_id")
+        expected = current if columns is None else current.select(columns)
+        assert again.schema.equals(expected.schema)
+        in_old = pc.is_in(again.column("run_id"), value_set=old_ids)
+        assert again.filter(pc.invert(in_old)).equals(expected.filter(pc.invert(in_old)))
+        if change == "column added since":
+            assert again.filter(in_old).column("cpus").null_count == 4
+            assert again.drop_columns(["cpus"]).equals(expected.drop_columns(["cpus"]))
+        else:
+            assert again.equals(expected)
