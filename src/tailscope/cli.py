@@ -597,7 +597,13 @@ def _build_import(sub: _Sub, probe_for_run: str | None) -> None:
         help="perf-csv: start time (epoch seconds or ISO 8601) when the "
         "file has no '# started on' line (default: its modification time minus its duration)",
     )
-    p.add_argument("file", type=Path)
+    p.add_argument(
+        "file",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="the file to import; perfcounts takes several (one node each), stored in one commit",
+    )
     p.add_argument("--campaign", type=Path, required=True, metavar="DIR")
     p.add_argument("--name", help="probe name to import under (default: the file's stem)")
     p.add_argument("--unit", help="unit of the values when the file has no unit column")

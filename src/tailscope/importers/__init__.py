@@ -78,6 +78,16 @@ def stored_count(load: Transaction, question: str, *args: str) -> int:
         con.close()
 
 
+def stored_samples_by_node(load: Transaction, source: str) -> dict[str, int]:
+    """node -> sample values of `source` the campaign already holds (read once, with pyarrow alone); empty
+    for a campaign this load creates."""
+    if not load.exists:
+        return {}
+    from tailscope.store import read
+
+    return read.samples_by_node(load.campaign(), source)
+
+
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()

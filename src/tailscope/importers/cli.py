@@ -15,9 +15,15 @@ COUNTER_FORMATS = ("perfcounts", "perf-csv", "likwid-csv")
 
 def run_import(args: argparse.Namespace) -> int:
     """The `import` verb (called from cli.cmd_import): one line saying what was stored, or exit 2."""
-    path: Path = args.file
-    if not path.is_file():
-        raise ImportInputError(f"{path}: no such file")
+    paths: list[Path] = args.file if isinstance(args.file, list) else [args.file]
+    for path in paths:
+        if not path.is_file():
+            raise ImportInputError(f"{path}: no such file")
+    if len(paths) > 1 and args.format != "perfcounts":
+        raise ImportInputError(
+            f"import {args.format}: {len(paths)} files given, expected one (only perfcounts takes several)"
+        )
+    path = paths[0]
     node = getattr(args, "node", None)
     if args.format == "iterations":
         from tailscope.importers.iterations_csv import import_iterations
@@ -42,13 +48,24 @@ def run_import(args: argparse.Namespace) -> int:
             f"{counts['variants']} problem sizes) into {args.campaign}"
         )
     elif args.format == "perfcounts":
-        from tailscope.importers.perfcounts import import_perfcounts
+        from tailscope.importers.perfcounts import import_perfcounts_files
 
-        counts = import_perfcounts(path, args.campaign, node=node)
-        print(
-            f"imported {counts['samples']} samples ({counts['rows']} values, {counts['series']} series) of "
-            f"node {counts['node']} into {args.campaign}{_notes(counts)}"
-        )
+        files = import_perfcounts_files(paths, args.campaign, node=node)
+        if len(files) == 1:
+            counts = files[0]
+            print(
+                f"imported {counts['samples']} samples ({counts['rows']} values, {counts['series']} series) "
+                f"of node {counts['node']} into {args.campaign}{_notes(counts)}"
+            )
+        else:
+            nodes = [f["node"] for f in files]
+            named = ", ".join(nodes) if len(nodes) <= 4 else f"{nodes[0]}, {nodes[1]} .. {nodes[-1]}"
+            notes = sorted({n for f in files for n in f.get("notes") or []})
+            print(
+                f"imported {len(files)} files in one commit: {sum(f['samples'] for f in files)} samples "
+                f"({sum(f['rows'] for f in files)} values) of {len(nodes)} nodes ({named}) into "
+                f"{args.campaign}{_notes({'notes': notes})}"
+            )
     elif args.format == "perf-csv":
         from tailscope.importers.perf_csv import import_perf_csv
 

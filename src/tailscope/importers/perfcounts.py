@@ -50,20 +50,23 @@ import math
 import mmap
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from tailscope.importers import BOM, ImportInputError, digest_in_background, stored_count
+from tailscope.importers import BOM, ImportInputError, digest_in_background, stored_samples_by_node
 from tailscope.importers.fast_csv import FastReaderFallback
 from tailscope.native import NativeMissingError, native_library
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import TABLES
+
+if TYPE_CHECKING:
+    from tailscope.store.load import Transaction
 
 SOURCE = "imported:perfcounts"
 FORMAT = "perfcounts"
@@ -899,43 +902,74 @@ def import_perfcounts(
 ) -> dict[str, Any]:
     """Stream `path` into the campaign (whole-file readers when streaming does not apply); refuse samples
     already stored for (node, source)."""
-    path = Path(path)
-    node = node or node_from_path(path)
-    digest = digest_in_background(path)  # for record_source, while the file is scanned
-    try:
-        return _import(path, campaign_dir, node, source, digest, streamed=True)
-    except FastReaderFallback:
-        return _import(path, campaign_dir, node, source, digest, streamed=False)
+    return import_perfcounts_files([path], campaign_dir, node=node, source=source)[0]
 
 
-def _import(
-    path: Path, campaign_dir: Path, node: str, source: str, digest: Callable[[], str], *, streamed: bool
-) -> dict[str, Any]:
-    summary = StreamSummary()
-    with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
-        held = stored_count(load, "samples_of", node, source)
-        if held:
+def import_perfcounts_files(
+    paths: Sequence[Path], campaign_dir: Path, *, node: str | None = None, source: str = SOURCE
+) -> list[dict[str, Any]]:
+    """Import several sampler files (one node each: `--node`, or each file's <host>.perfcounts.lua) in one
+    transaction: every file is stored, or none (the first bad file names itself and nothing is committed).
+    One commit for all of them: the campaign's stored samples and imported files are read once, not once
+    per file, and a job's sampler files become visible together."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ImportInputError("import perfcounts: no FILE given")
+    if node is not None and len(paths) > 1:
+        raise ImportInputError(
+            f"--node {node}: one node for {len(paths)} files; leave --node out so that each file's "
+            "<host>.perfcounts.lua names its node"
+        )
+    nodes = [node or node_from_path(p) for p in paths]
+    first_of: dict[str, Path] = {}
+    for path, of in zip(paths, nodes, strict=True):
+        if of in first_of and path.resolve() == first_of[of].resolve():
+            raise ImportInputError(f"{path}: named twice; each file is imported once")
+        if of in first_of:
             raise ImportInputError(
-                f"{path}: campaign {campaign_dir} already holds {held} samples of node {node} from "
-                f"{source}; import under another --node"
+                f"{path}: node {of} again (also {first_of[of]}); import one file per node, or one of them "
+                "under --node in its own import"
             )
-        if streamed:
-            for table in stream_tables(path, node, source, summary):
-                for offset in range(0, table.num_rows, CHUNK_ROWS):
-                    load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)
-        else:
-            parsed = parse(path)
-            table = samples_table(parsed, node, source)
-            summary = StreamSummary(dict(parsed.header), parsed.keys, parsed.n_samples, table.num_rows)
-            for offset in range(0, table.num_rows, CHUNK_ROWS):
-                load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)
-        header = dict(summary.header)
+        first_of[of] = path
+    label = paths[0].name if len(paths) == 1 else f"{len(paths)} files ({paths[0].name} ..)"
+    with load_into(campaign_dir, f"import {FORMAT} {label}", create=True) as load:
+        held = stored_samples_by_node(load, source)
+        return [
+            _import_one(load, path, of, source, held.get(of, 0))
+            for path, of in zip(paths, nodes, strict=True)
+        ]
 
-        def remember(manifest: Manifest) -> None:
-            manifest.sample_headers.setdefault(node, {})[source] = header
 
-        load.record_source(digest(), str(path))
-        load.change_manifest(remember)
+def _import_one(load: Transaction, path: Path, node: str, source: str, held: int) -> dict[str, Any]:
+    """Stage one file's samples in `load`: streamed, or read whole when streaming does not apply (what the
+    stream staged is rolled back first)."""
+    if held:
+        raise ImportInputError(
+            f"{path}: campaign {load.root} already holds {held} samples of node {node} from {source}; "
+            "import under another --node"
+        )
+    digest = digest_in_background(path)  # for record_source, while the file is scanned
+    point = load.savepoint()
+    try:
+        summary = StreamSummary()
+        for table in stream_tables(path, node, source, summary):
+            _stage(load, table, node)
+    except FastReaderFallback:
+        load.rollback_to(point)
+        parsed = parse(path)
+        table = samples_table(parsed, node, source)
+        summary = StreamSummary(dict(parsed.header), parsed.keys, parsed.n_samples, table.num_rows)
+        _stage(load, table, node)
+        streamed = False
+    else:
+        streamed = True
+    header = dict(summary.header)
+
+    def remember(manifest: Manifest) -> None:
+        manifest.sample_headers.setdefault(node, {})[source] = header
+
+    load.record_source(digest(), str(path))
+    load.change_manifest(remember)
     unknown = sorted({k.array for k in summary.keys if k.pmu == UNKNOWN_PMU})
     notes = (
         [f"arrays this importer does not know were stored as they are under pmu {UNKNOWN_PMU} (event = the "
@@ -943,4 +977,9 @@ def _import(
         if unknown else []
     )  # fmt: skip
     return {"samples": summary.samples, "rows": summary.rows, "series": len(summary.keys), "node": node,
-            "notes": notes, "unknown_arrays": unknown, "streamed": streamed}  # fmt: skip
+            "notes": notes, "unknown_arrays": unknown, "streamed": streamed, "file": str(path)}  # fmt: skip
+
+
+def _stage(load: Transaction, table: pa.Table, node: str) -> None:
+    for offset in range(0, table.num_rows, CHUNK_ROWS):
+        load.write("samples", table.slice(offset, CHUNK_ROWS), node=node)

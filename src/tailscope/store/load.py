@@ -44,6 +44,7 @@ from tailscope.store.campaign import (
     SHARDS,
     STAGING,
     Campaign,
+    CommitRecord,
     describe_owner,
     fsync_dir,
     new_task_id,
@@ -168,6 +169,16 @@ def held_trials(claims: Iterable[Claim], node: str) -> dict[str, dict[int, Claim
 
 
 # --- the transaction ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Savepoint:
+    """How much a transaction had staged at one moment (Transaction.savepoint)."""
+
+    staged: dict[str, int]  # table -> shards staged
+    rows: dict[str, int]
+    sources: int
+    changes: int
+
+
 @dataclass
 class Transaction:
     root: Path
@@ -186,6 +197,7 @@ class Transaction:
     _sources: list[dict[str, str]] = field(init=False, default_factory=list)
     _chunks: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
     _claimed: dict[str, dict[str, list[int]]] = field(init=False, default_factory=dict)  # node -> variant
+    _imported: dict[str, CommitRecord] | None = field(init=False, default=None)  # sha256 -> its commit
     _done: bool = field(init=False, default=False)
     committed: bool = field(init=False, default=False)  # the commit point was passed (the data is visible)
 
@@ -259,6 +271,35 @@ class Transaction:
     def rows_staged(self) -> dict[str, int]:
         return dict(self._rows)
 
+    def savepoint(self) -> Savepoint:
+        """What is staged now, to go back to with `rollback_to` (an importer that stages one file of several
+        and finds that file must be read again another way)."""
+        return Savepoint(
+            {table: len(names) for table, names in self._staged.items()},
+            dict(self._rows),
+            len(self._sources),
+            len(self._changes),
+        )
+
+    def rollback_to(self, point: Savepoint) -> None:
+        """Unstage every shard and source staged since `point` (their files are removed). Manifest changes
+        are applied as they are made, so none may have been made since."""
+        if self._done:
+            raise RuntimeError("transaction already finished")
+        if len(self._changes) != point.changes:
+            raise RuntimeError("the manifest was changed after the savepoint: it cannot be rolled back")
+        for table in list(self._staged):
+            names = self._staged[table]
+            keep = point.staged.get(table, 0)
+            for name in names[keep:]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.staging / table / name)
+            del names[keep:]
+            if not names:
+                del self._staged[table]
+        self._rows = dict(point.rows)
+        del self._sources[point.sources :]
+
     def change_manifest(self, change: Callable[[Manifest], None]) -> None:
         """Apply `change` now to this transaction's view and again, under the lock, at commit."""
         change(self.manifest)
@@ -268,13 +309,22 @@ class Transaction:
         self.change_manifest(lambda m: m.add_plan(Plan(**vars(plan))))
 
     def record_source(self, sha256: str, description: str) -> None:
-        """Remember the imported file's digest; a file already imported into this campaign is refused."""
+        """Remember the imported file's digest; a file already imported into this campaign, or already
+        staged by this transaction (the same file named twice), is refused."""
         if self.exists:
-            previous = self.campaign().imported_sources().get(sha256)
+            if self._imported is None:  # read once: an import of many files asks once per file
+                self._imported = self.campaign().imported_sources()
+            previous = self._imported.get(sha256)
             if previous is not None:
                 raise StoreError(
                     f"{description}: already imported into {self.root} ({previous.operation}, "
                     f"{previous.committed_at}); nothing was stored twice"
+                )
+        for staged in self._sources:
+            if staged["sha256"] == sha256:
+                raise StoreError(
+                    f"{description}: the same bytes as {staged['description']}, named earlier in this "
+                    "import; nothing was stored"
                 )
         self._sources.append({"sha256": sha256, "description": description})
 

@@ -288,10 +288,17 @@ def stored_trials(campaign: Campaign, node: str) -> dict[str, dict[int, str]]:
 
 def samples_of(campaign: Campaign, node: str, source: str) -> int:
     """How many sample values of (node, source) are stored (every samples row is visible: no attempt
-    ranking). Reads only the node and source columns of each committed samples shard, dictionary-encoded,
-    page checksums verified, with pyarrow alone: an importer asks this before it writes, and must not load
-    DuckDB, pandas or pyarrow.dataset for it. A damaged shard is named as `read_table` names it."""
-    count, damaged = 0, []
+    ranking)."""
+    return samples_by_node(campaign, source).get(node, 0)
+
+
+def samples_by_node(campaign: Campaign, source: str) -> dict[str, int]:
+    """node -> how many sample values of `source` are stored. Reads only the node and source columns of each
+    committed samples shard, once, dictionary-encoded, page checksums verified, with pyarrow alone: an
+    importer asks this before it writes (once for all the files it imports), and must not load DuckDB,
+    pandas or pyarrow.dataset for it. A damaged shard is named as `read_table` names it."""
+    counts: dict[str, int] = {}
+    damaged = []
     for path in campaign.shard_files("samples"):
         try:
             data = pq.ParquetFile(
@@ -303,11 +310,36 @@ def samples_of(campaign: Campaign, node: str, source: str) -> int:
         except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
             damaged.append(DamagedShard(path, f"not a readable Parquet shard ({_first_line(exc)})"))
             continue
-        mine = _equals(data.column("node"), node) & _equals(data.column("source"), source)
-        count += int(np.count_nonzero(mine))
+        mine = _equals(data.column("source"), source)
+        for chunk, of_source in zip(data.column("node").chunks, _chunk_splits(mine, data), strict=True):
+            for word, n in _word_counts(chunk, of_source).items():
+                counts[word] = counts.get(word, 0) + n
     if damaged:
         raise _damaged_error(campaign, damaged)
-    return count
+    return counts
+
+
+def _chunk_splits(rows: np.ndarray, data: pa.Table) -> list[np.ndarray]:
+    """`rows` (one flag per row of `data`) cut as the node column's chunks are."""
+    bounds = np.cumsum([len(c) for c in data.column("node").chunks])[:-1]
+    return np.split(rows, bounds)
+
+
+def _word_counts(chunk: pa.Array, wanted: np.ndarray) -> dict[str, int]:
+    """How many of the `wanted` rows of a (dictionary-encoded) string chunk hold each word."""
+    if not pa.types.is_dictionary(chunk.type):
+        words = np.asarray(chunk.to_pylist(), dtype=object)[wanted]
+        return {str(w): int(n) for w, n in zip(*np.unique(words, return_counts=True), strict=True)}
+    counts = np.bincount(_indices(chunk)[wanted], minlength=len(chunk.dictionary))
+    return {w: int(n) for w, n in zip(chunk.dictionary.to_pylist(), counts.tolist(), strict=True) if n}
+
+
+def _indices(chunk: pa.DictionaryArray) -> np.ndarray:
+    """A dictionary chunk's indices from their buffer (Arrow's to_numpy imports pandas)."""
+    indices = chunk.indices
+    sign = "u" if pa.types.is_unsigned_integer(indices.type) else ""
+    kind = np.dtype(f"{sign}int{indices.type.bit_width}")
+    return np.frombuffer(indices.buffers()[1], kind)[indices.offset : indices.offset + len(indices)]
 
 
 def _equals(column: pa.ChunkedArray, value: str) -> np.ndarray:
@@ -318,11 +350,7 @@ def _equals(column: pa.ChunkedArray, value: str) -> np.ndarray:
             parts.append(np.asarray(chunk.to_pylist(), dtype=object) == value)
             continue
         codes = [i for i, word in enumerate(chunk.dictionary.to_pylist()) if word == value]
-        indices = chunk.indices  # from its buffer: Arrow's to_numpy imports pandas
-        sign = "u" if pa.types.is_unsigned_integer(indices.type) else ""
-        kind = np.dtype(f"{sign}int{indices.type.bit_width}")
-        numbers = np.frombuffer(indices.buffers()[1], kind)[indices.offset : indices.offset + len(indices)]
-        parts.append(np.isin(numbers, codes))
+        parts.append(np.isin(_indices(chunk), codes))
     return np.concatenate(parts)
 
 
