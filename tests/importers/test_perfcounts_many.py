@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -80,6 +81,10 @@ def test_one_bad_file_among_several_stores_nothing(
     assert commits(campaign) == records
     pd.testing.assert_frame_equal(stored(campaign), before)
     assert not list((campaign / "staging").glob("*/samples/*.parquet"))
+    for thread in threading.enumerate():  # the scan thread ahead of the failed file stops too
+        if thread.name == "tailscope-scan":
+            thread.join(timeout=10)
+            assert not thread.is_alive()
 
 
 def test_a_file_streamed_in_part_then_read_whole_is_stored_once(

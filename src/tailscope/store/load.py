@@ -77,6 +77,13 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if not pa.types.is_floating(f.type)]
 
 
+def statistics_columns(schema: pa.Schema) -> list[str]:
+    """The columns whose min/max each shard's footer keeps: numbers, times and `node` (what a reader outside
+    tailscope filters shards by). The other text columns' min/max cost 0.6 ms each per 76,000-sample shard
+    (a quarter of its write) and nothing reads them: tailscope's read path reads whole shards."""
+    return [f.name for f in schema if f.name == "node" or not pa.types.is_string(f.type)]
+
+
 # --- signals ------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
@@ -256,6 +263,7 @@ class Transaction:
                 fh,
                 compression=shard_codec(data),
                 use_dictionary=dictionary_columns(data.schema),
+                write_statistics=statistics_columns(data.schema),
                 **PARQUET_OPTIONS,
             )
             fh.flush()
