@@ -23,6 +23,8 @@ Prints MB/s of each, the commands, and the ratios import/awk. The target (issue 
 issue 11's targets (with --shape real --samples 59: the real sampler file's shape, ~1,300 series x 59
 samples) are printed last: `tailscope import` in-process at least pandas read_csv's speed, and the
 command (`tailscope import perfcounts`, a fresh process) at most 3x mawk summing the file.
+`--files N` adds a job's N sampler files (one per node, each of --shape and --samples) imported by one
+command (one commit) against mawk summing all N, and in this process against read_csv of each.
 """
 
 from __future__ import annotations
@@ -153,7 +155,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--shape", choices=["seed", "real"], default="seed",
                         help="seed: summary shape; real: the sampler's long names, many series")  # fmt: skip
+    parser.add_argument("--files", type=int, default=1,
+                        help="also time a job's N sampler files (one per node) in one command")  # fmt: skip
     args = parser.parse_args()
+    if args.files < 1 or args.samples < 1 or args.repeat < 1:
+        parser.error("--files, --samples and --repeat take whole numbers >= 1")
     awk = shutil.which("mawk") or shutil.which("awk") or shutil.which("gawk")
     if awk is None:
         sys.exit("no awk found")
@@ -250,7 +256,64 @@ def main() -> int:
               f"speed, {'meets' if speed >= 1 else 'MISSES'}")  # fmt: skip
         print(f"target (issue 11): the command <= 3x mawk summing the file: {command:.1f}x mawk's time, "
               f"{'meets' if command <= 3 else 'MISSES'}")  # fmt: skip
+        if args.files > 1:
+            job(Path(tmp), awk, args, cli_env)
     return 0
+
+
+def job(tmp: Path, awk: str, args: argparse.Namespace, cli_env: dict[str, str]) -> None:
+    """A job's sampler files, one per node (as perf_counters writes them): `tailscope import perfcounts
+    FILE...` in one command (one commit) against mawk summing all of them, and the import in this process
+    against pandas read_csv of each file."""
+    from tailscope.importers import perfcounts
+
+    directory = tmp / "job"
+    directory.mkdir()
+    files = [directory / f"node{i:04d}.perfcounts.lua" for i in range(args.files)]
+    for i, path in enumerate(files):
+        write_file(path, args.samples, seed=i + 2, shape=args.shape)
+    size_mb = sum(p.stat().st_size for p in files) / 1e6
+    n = [0]
+
+    def cli() -> None:
+        n[0] += 1
+        subprocess.run(
+            [sys.executable, "-m", "tailscope", "import", "perfcounts", *map(str, files),
+             "--campaign", str(tmp / f"job{n[0]}")],
+            check=True, capture_output=True, env=cli_env,
+        )  # fmt: skip
+
+    def in_process() -> None:
+        n[0] += 1
+        perfcounts.import_perfcounts_files(files, tmp / f"job{n[0]}")
+
+    import pandas as pd
+
+    mawk = [awk, "-F", " = ", AWK_PLAIN, *map(str, files)]
+
+    def read_each() -> None:
+        for f in files:
+            pd.read_csv(f, sep="=", header=None, names=["name", "value"])
+
+    seconds = {
+        "mawk over the files": best(
+            lambda: subprocess.run(mawk, check=True, capture_output=True),
+            args.repeat,
+        ),
+        "pandas read_csv of each": best(read_each, args.repeat),
+        "tailscope import (in-process)": best(in_process, args.repeat),
+        "tailscope CLI, one command": best(cli, args.repeat),
+    }
+    print(f"job: {args.files} files, {size_mb:.0f} MB in all: "
+          f"`tailscope import perfcounts FILE1 .. FILE{args.files}`")  # fmt: skip
+    for name, value in seconds.items():
+        print(f"  {name:30s} {value:8.3f} s  {value / args.files * 1000:6.1f} ms a file  "
+              f"{size_mb / value:7.1f} MB/s")  # fmt: skip
+    command = seconds["tailscope CLI, one command"] / seconds["mawk over the files"]
+    speed = seconds["pandas read_csv of each"] / seconds["tailscope import (in-process)"]
+    print(f"  the command over {args.files} files: {command:.2f}x mawk's time over them "
+          f"({'within' if command <= 3 else 'over'} issue 11's 3x); in-process import: {speed:.2f}x "
+          "read_csv's speed (parse, checks, shards written, fsynced, sha256, one commit)")  # fmt: skip
 
 
 if __name__ == "__main__":
