@@ -164,10 +164,16 @@ def _scan(
     if len(tables) < len(parts):
         return None
     file_of = [np.full(t.num_rows, i, np.int32) for i, t in enumerate(tables)]
-    data = pa.concat_tables(tables).combine_chunks() if tables else schema.empty_table()
-    del parts, tables
-    _return_freed_memory()
+    data = pa.concat_tables(tables) if tables else schema.empty_table()
+    if len(tables) > 1 and data.nbytes <= COMBINE_MAX_BYTES and data.nbytes < SMALL_SHARD_BYTES * len(tables):
+        data = data.combine_chunks()  # many small shards: their rows in one buffer per column
+        del parts, tables
+        _return_freed_memory()
     return data, np.concatenate(file_of) if file_of else np.zeros(0, np.int32)
+
+
+SMALL_SHARD_BYTES = 1 << 20  # shards this small on average (one node's chunk of trials) are combined
+COMBINE_MAX_BYTES = 256 << 20  # never a copy of more than this (nor a text column past 2 GiB of offsets)
 
 
 def _return_freed_memory() -> None:
@@ -176,7 +182,8 @@ def _return_freed_memory() -> None:
     Each shard's footer and column readers are many small allocations, freed once it is read, between the
     small buffers of the rows that stay: 1,000 runs shards left 27 MiB free but held, which no later
     allocation of the analysis reused (numpy's large arrays are mapped on their own), so it added to the
-    peak. The rows are copied into one buffer per column first (`combine_chunks`), so whole pages come free.
+    peak. The rows are copied into one buffer per column first (`combine_chunks`), so whole pages come free;
+    large shards (background samples) are neither copied nor many, and are left as they are.
     """
     trim = _malloc_trim()
     if trim is not None:
