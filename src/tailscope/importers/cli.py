@@ -15,7 +15,7 @@ COUNTER_FORMATS = ("perfcounts", "perf-csv", "likwid-csv")
 
 def run_import(args: argparse.Namespace) -> int:
     """The `import` verb (called from cli.cmd_import): one line saying what was stored, or exit 2."""
-    paths: list[Path] = args.file if isinstance(args.file, list) else [args.file]
+    paths: list[Path] = args.file  # one or more (cli.py: nargs="+")
     for path in paths:
         if not path.is_file():
             raise ImportInputError(f"{path}: no such file")

@@ -317,19 +317,13 @@ def samples_by_node(campaign: Campaign, source: str) -> dict[str, int]:
         except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
             damaged.append(DamagedShard(path, f"not a readable Parquet shard ({_first_line(exc)})"))
             continue
-        mine = _equals(data.column("source"), source)
-        for chunk, of_source in zip(data.column("node").chunks, _chunk_splits(mine, data), strict=True):
-            for word, n in _word_counts(chunk, of_source).items():
+        for batch in data.to_batches():  # node and source cut alike
+            of_source = _equals(batch.column("source"), source)
+            for word, n in _word_counts(batch.column("node"), of_source).items():
                 counts[word] = counts.get(word, 0) + n
     if damaged:
         raise _damaged_error(campaign, damaged)
     return counts
-
-
-def _chunk_splits(rows: np.ndarray, data: pa.Table) -> list[np.ndarray]:
-    """`rows` (one flag per row of `data`) cut as the node column's chunks are."""
-    bounds = np.cumsum([len(c) for c in data.column("node").chunks])[:-1]
-    return np.split(rows, bounds)
 
 
 def _word_counts(chunk: pa.Array, wanted: np.ndarray) -> dict[str, int]:
@@ -349,16 +343,12 @@ def _indices(chunk: pa.DictionaryArray) -> np.ndarray:
     return np.frombuffer(indices.buffers()[1], kind)[indices.offset : indices.offset + len(indices)]
 
 
-def _equals(column: pa.ChunkedArray, value: str) -> np.ndarray:
-    """Which rows of a (dictionary-encoded) string column equal `value`, without pyarrow.compute."""
-    parts = [np.zeros(0, dtype=bool)]
-    for chunk in column.chunks:
-        if not pa.types.is_dictionary(chunk.type):
-            parts.append(np.asarray(chunk.to_pylist(), dtype=object) == value)
-            continue
-        codes = [i for i, word in enumerate(chunk.dictionary.to_pylist()) if word == value]
-        parts.append(np.isin(_indices(chunk), codes))
-    return np.concatenate(parts)
+def _equals(chunk: pa.Array, value: str) -> np.ndarray:
+    """Which rows of a (dictionary-encoded) string chunk equal `value`, without pyarrow.compute."""
+    if not pa.types.is_dictionary(chunk.type):
+        return np.asarray(chunk.to_pylist(), dtype=object) == value
+    codes = [i for i, word in enumerate(chunk.dictionary.to_pylist()) if word == value]
+    return np.isin(_indices(chunk), codes)
 
 
 # --- SQL over the campaign --------------------------------------------------------------------------------
