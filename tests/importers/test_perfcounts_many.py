@@ -136,6 +136,8 @@ def test_savepoint_rollback_removes_what_was_staged_since(tmp_path: Path) -> Non
         (["perfcounts", "{n1}", "{n1}"], "named twice"),
         (["perfcounts", "{n1}", "{other_n1}"], "node n1 again"),
         (["hpl", "{n1}", "{n2}"], "import hpl: 2 files given, expected one"),
+        (["perfcounts", "{n1}", "--node", " "], "--node ' ': expected a node name"),
+        (["perfcounts", "{n1}", "{other}"], "other: not a regular file"),
     ],
 )
 def test_several_files_that_cannot_go_together_are_one_line_and_exit_2(
@@ -146,6 +148,7 @@ def test_several_files_that_cannot_go_together_are_one_line_and_exit_2(
         "n1": sampler_file(tmp_path, "n1", 2),
         "n2": sampler_file(tmp_path, "n2", 2),
         "other_n1": sampler_file(tmp_path / "other", "n1", 3),
+        "other": tmp_path / "other",
     }
     args = [a.format(**names) for a in argv]
     assert main(["import", *args, "--campaign", str(tmp_path / "c")]) == 2

@@ -17,6 +17,8 @@ def run_import(args: argparse.Namespace) -> int:
     """The `import` verb (called from cli.cmd_import): one line saying what was stored, or exit 2."""
     paths: list[Path] = args.file  # one or more (cli.py: nargs="+")
     for path in paths:
+        if path.exists() and not path.is_file():
+            raise ImportInputError(f"{path}: not a regular file (expected the {args.format} file to import)")
         if not path.is_file():
             raise ImportInputError(f"{path}: no such file")
     if len(paths) > 1 and args.format != "perfcounts":
@@ -25,6 +27,8 @@ def run_import(args: argparse.Namespace) -> int:
         )
     path = paths[0]
     node = getattr(args, "node", None)
+    if node is not None and not node.strip():
+        raise ImportInputError(f"--node {node!r}: expected a node name (or leave --node out)")
     if args.format == "iterations":
         from tailscope.importers.iterations_csv import import_iterations
 
