@@ -26,6 +26,7 @@ from tailscope.options import type_words
 
 TYPE_CHECKING = False  # typing costs more than argparse to import; mypy treats this name as typing's
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, TypeAlias
 
     from tailscope.analysis.model import Settings
@@ -227,6 +228,18 @@ def _given_settings(args: argparse.Namespace) -> Settings | None:
     return _settings(args) if any(getattr(args, n, None) is not None for n in names) else None
 
 
+def _history_option(parser: argparse.ArgumentParser) -> None:
+    from tailscope.history.cli import add_history_option
+
+    add_history_option(parser)
+
+
+def _history_append(args: argparse.Namespace, campaign: Path | None, settings: Settings) -> None:
+    from tailscope.history.cli import append_quietly  # a failed append is one warning, never the exit code
+
+    append_quietly(args, campaign, settings)
+
+
 def _verdict(args: argparse.Namespace) -> int:
     from tailscope.report.verdict_cli import cmd_verdict
 
@@ -323,7 +336,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from tailscope.workflow import analyze_campaign
 
-    analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
+    settings = _settings(args)
+    analysis = analyze_campaign(args.campaign, settings, probe=args.probe, node=args.node)
+    _history_append(args, args.campaign, settings)
     if args.json:
         from tailscope.jsonout import write_json
 
@@ -395,6 +410,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if result.analysis is None or result.report is None:
         _print_outcome(result.outcome)
         return _outcome_code(result.outcome)
+    _history_append(args, result.outcome.campaign, result.analysis.settings)
     width = terminal_width()
     outcome = result.outcome
     print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")
@@ -534,6 +550,7 @@ VERBS: dict[str, str] = {
     "monitor": "sample counters in the background (pinned, streaming to disk)",
     "inject": "run one fault injector in the foreground (until --duration or Ctrl-C)",
     "validate": "a campaign with a random, recorded schedule of injections; scores tailscope's answers",
+    "history": "a node's results across campaigns: add, show change points, report, note, exclude, compact",
 }
 
 if TYPE_CHECKING:
@@ -623,6 +640,7 @@ def _build_analyze(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--probe", help="only this probe")
     p.add_argument("--node", help="only this node")
     _add_analysis_options(p)
+    _history_option(p)
     p.set_defaults(func=cmd_analyze)
 
 
@@ -672,6 +690,7 @@ def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     _add_analysis_options(p)
+    _history_option(p)
     p.set_defaults(func=cmd_check)
 
 
@@ -755,13 +774,19 @@ def _build_inject(sub: _Sub, probe_for_run: str | None) -> None:
     add_inject_parsers(sub)  # `inject` and `validate`
 
 
+def _build_history(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.history.cli import add_history_parser
+
+    add_history_parser(sub)
+
+
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)
 _BUILDERS: dict[str, Callable[[Any, str | None], None]] = {
     "probes": _build_probes, "run": _build_run, "import": _build_import, "analyze": _build_analyze,
     "report": _build_report, "compare": _build_compare, "check": _build_check, "facts": _build_facts,
     "trace": _build_trace, "addr": _build_addr, "campaign": _build_campaign, "verdict": _build_verdict,
     "export": _build_export, "metrics": _build_metrics, "monitor": _build_monitor, "inject": _build_inject,
-    "validate": _build_inject,
+    "validate": _build_inject, "history": _build_history,
 }  # fmt: skip
 
 

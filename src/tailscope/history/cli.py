@@ -1,0 +1,240 @@
+"""`tailscope history add|show|report|compact|note|exclude`, and the `--history` option of `check`,
+`campaign collect` and `analyze` (`add_history_option`, `append_quietly`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tailscope.errors import InputError
+from tailscope.history.store import ENV
+
+if TYPE_CHECKING:
+    from tailscope.analysis.model import Settings
+
+EXIT_OK, EXIT_DEGRADED = 0, 1
+
+
+class HistoryUsageError(InputError):
+    """A history option or argument that cannot be used."""
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The judging settings, resolved where every command resolves them (analysis/settings.py)."""
+    from tailscope.analysis.settings import settings_from_dict
+
+    values: dict[str, Any] = {}
+    if getattr(args, "threshold", None) is not None:
+        values["thresholds"] = (args.threshold,)
+    try:
+        return settings_from_dict(values)
+    except ValueError as exc:
+        raise HistoryUsageError(str(exc)) from None
+
+
+def _date(text: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a date or time like 2026-11-03 or 2026-11-03T14:00"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction like 0.05") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: expected a fraction between 0 and 1 (0.05 = 5%)")
+    return value
+
+
+# --- the verbs --------------------------------------------------------------------------------------
+def cmd_add(args: argparse.Namespace) -> int:
+    from tailscope.history.store import open_history
+    from tailscope.history.summary import summarize_campaign
+
+    store = open_history(args.history)
+    settings = _settings(args)
+    for campaign in args.campaigns:
+        summary = summarize_campaign(campaign, settings)
+        result = store.add(summary)
+        print(result.sentence(f"{store.location} <- {campaign}"))
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tailscope.history.show import answer, prometheus_text, render, to_json
+    from tailscope.history.store import open_history
+
+    data = open_history(args.history).read()
+    result = answer(data, _settings(args), node=args.node, probe=args.probe, since=args.since)
+    if args.prometheus:
+        from tailscope.store.campaign import write_atomic_bytes
+
+        args.prometheus.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic_bytes(args.prometheus, prometheus_text(result).encode())
+    if args.json:
+        from tailscope.jsonout import write_json
+
+        write_json(to_json(result, with_series=args.node is not None or args.series))
+    else:
+        for d in result.damaged:
+            print(f"tailscope: warning: {d}", file=sys.stderr)
+        print(
+            "\n".join(
+                line for line in render(result, with_series=args.series) if not line.startswith("warning:")
+            )
+        )
+    return EXIT_DEGRADED if result.state == "degraded" else EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tailscope.history.report import write_report
+    from tailscope.history.show import answer
+    from tailscope.history.store import open_history
+
+    data = open_history(args.history).read()
+    result = answer(data, _settings(args), node=args.node, probe=args.probe, since=args.since)
+    path = write_report(result, data, args.output)
+    print(f"report: {path.resolve()}")
+    return EXIT_OK
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from tailscope.history.store import open_history
+
+    store = open_history(args.history)
+    before, after = store.compact(full=True)
+    print(f"history {store.location}: {before} commit(s) compacted into {after}")
+    return EXIT_OK
+
+
+def cmd_note(args: argparse.Namespace) -> int:
+    from tailscope.history.store import open_history
+
+    if not args.text.strip():
+        raise HistoryUsageError('history note: TEXT is empty; say what was done ("DIMM B2 replaced")')
+    store = open_history(args.history)
+    store.note(args.node, args.date, args.text)
+    print(f"history {store.location}: note for {args.node} on {args.date.date().isoformat()} recorded")
+    return EXIT_OK
+
+
+def cmd_exclude(args: argparse.Namespace) -> int:
+    from tailscope.history.store import open_history
+
+    store = open_history(args.history)
+    count = store.exclude(args.campaign, args.node, args.variant, args.reason, excluded=not args.undo)
+    what = "taken back into" if args.undo else "excluded from"
+    print(f"history {store.location}: {count} entr{'y' if count == 1 else 'ies'} {what} the judgement")
+    return EXIT_OK
+
+
+def add_history_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    p = sub.add_parser("history", help=HELP)
+    verbs = p.add_subparsers(dest="history_verb", metavar="ACTION", required=True)
+    where = "a history directory, or postgresql://USER@HOST/DB"
+
+    q = verbs.add_parser("add", help="append campaigns' per-(node, probe variant) summaries")
+    q.add_argument("history", metavar="HISTORY", help=where)
+    q.add_argument("campaigns", type=Path, nargs="+", metavar="CAMPAIGN")
+    q.add_argument("--threshold", type=_threshold, help="primary slow threshold (default: the settings')")
+    q.set_defaults(func=cmd_add)
+
+    for name, func, text in (
+        ("show", cmd_show, "series of medians, change points and what changed with them"),
+        ("report", cmd_report, "one offline HTML: timelines with change points, fleet heat map"),
+    ):
+        q = verbs.add_parser(name, help=text)
+        q.add_argument("history", metavar="HISTORY", help=where)
+        q.add_argument("--node", help="only this node")
+        q.add_argument("--probe", help="only this probe (or variant)")
+        q.add_argument("--since", type=_date, metavar="DATE", help="only entries from DATE on")
+        q.add_argument("--threshold", type=_threshold, help="primary slow threshold (default: the settings')")
+        if name == "show":
+            q.add_argument(
+                "--json", action="store_true", help="changes, fleet_events, nodes (+ series with --node)"
+            )
+            q.add_argument("--series", action="store_true", help="print every entry of the series too")
+            q.add_argument(
+                "--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)"
+            )
+        else:
+            q.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+        q.set_defaults(func=func)
+
+    q = verbs.add_parser("compact", help="merge the history's shards into one per table")
+    q.add_argument("history", metavar="HISTORY", help=where)
+    q.set_defaults(func=cmd_compact)
+
+    q = verbs.add_parser("note", help="record a maintenance event of a node")
+    q.add_argument("history", metavar="HISTORY", help=where)
+    q.add_argument("node")
+    q.add_argument("date", type=_date, metavar="DATE")
+    q.add_argument("text", metavar="TEXT")
+    q.set_defaults(func=cmd_note)
+
+    q = verbs.add_parser(
+        "exclude", help="take a bad entry out of the judgement (visibly; --undo takes it back)"
+    )
+    q.add_argument("history", metavar="HISTORY", help=where)
+    q.add_argument("node")
+    q.add_argument("campaign", metavar="CAMPAIGN_ID", help="the campaign id (a unique prefix is enough)")
+    q.add_argument("--variant", default="*", help="only this probe or variant (default: all of the node's)")
+    q.add_argument("--reason", default="excluded by hand")
+    q.add_argument("--undo", action="store_true")
+    q.set_defaults(func=cmd_exclude)
+    return p
+
+
+HELP = "a node's results across campaigns: add, show change points, report, note, exclude, compact"
+
+
+# --- `--history` of check, campaign collect and analyze ----------------------------------------------
+def add_history_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--history",
+        default=None,
+        metavar="DIR|URL",
+        help=f"append this campaign's summary to a history (default: ${ENV}); a failed append only warns",
+    )
+
+
+def append_quietly(
+    args: argparse.Namespace, campaign_dir: Path | None, settings: Settings | None = None
+) -> None:
+    """Append `campaign_dir` to the history named by `--history` or $TAILSCOPE_HISTORY. Never raises: a
+    failure is one warning line on stderr, and the command's exit code stays what it was (NHC reads it)."""
+    location = getattr(args, "history", None) or os.environ.get(ENV) or None
+    if not location or campaign_dir is None:
+        return
+    try:
+        from tailscope.history.store import open_history
+        from tailscope.history.summary import summarize_campaign
+
+        if settings is None:  # the campaign spec's [thresholds], else the defaults: as `verdict` judges it
+            from tailscope.report.verdict_cli import _settings_for
+
+            settings = _settings_for(Path(campaign_dir))
+        store = open_history(location)
+        result = store.add(summarize_campaign(Path(campaign_dir), settings))
+        print(result.sentence(str(store.location)), file=sys.stderr)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        from tailscope.history.store import redact
+        from tailscope.printable import printable
+
+        text = redact(" ".join(str(exc).split()) or type(exc).__name__)
+        print(
+            f"tailscope: warning: history {printable(redact(location))}: not appended: {printable(text)}",
+            file=sys.stderr,
+        )
