@@ -65,8 +65,15 @@ def write_campaign(
             load.write(
                 "nodes",
                 pa.Table.from_pylist(
-                    [{"node": node, "collected_at": at, "task": "t1", "facts": json.dumps(node_facts),
-                      "thp_enabled": node_facts.get("thp_enabled")}],
+                    [
+                        {
+                            "node": node,
+                            "collected_at": at,
+                            "task": "t1",
+                            "facts": json.dumps(node_facts),
+                            "thp_enabled": node_facts.get("thp_enabled"),
+                        }
+                    ],
                     schema=TABLES["nodes"].schema,
                 ),
                 node=node,

@@ -113,7 +113,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     store = open_history(args.history)
     before, after = store.compact(full=True)
-    print(f"history {store.location}: {before} commit(s) compacted into {after}")
+    if before == 0:
+        print(f"history {store.location}: nothing to compact (the database keeps one row per entry)")
+    else:
+        print(f"history {store.location}: {before} commit(s) compacted into {after}")
     return EXIT_OK
 
 
