@@ -90,6 +90,20 @@ def latest_entries(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop_duplicates(["campaign", "node", "variant"], keep="last")
 
 
+TEXT_COLUMNS = ("campaign", "campaign_name", "node", "probe", "variant", "metric", "unit", "verdict")
+
+
+def as_categories(entries: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as categoricals with sorted categories: every store's frame sorts and groups alike
+    (a categorical sorts by its categories' order: the order of appearance when read from Parquet)."""
+    for name in TEXT_COLUMNS:
+        column = entries[name]
+        if not isinstance(column.dtype, pd.CategoricalDtype):
+            column = column.astype("category")
+        entries[name] = column.cat.reorder_categories(sorted(column.cat.categories))
+    return entries
+
+
 def apply_exclusions(entries: pd.DataFrame, exclusions: pd.DataFrame) -> pd.DataFrame:
     entries = entries.copy()
     entries["excluded"] = False

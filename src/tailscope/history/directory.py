@@ -30,6 +30,7 @@ from tailscope.history.data import (
     AddResult,
     HistoryData,
     apply_exclusions,
+    as_categories,
     classify,
     entries_table,
     facts_table,
@@ -195,7 +196,7 @@ class DirectoryHistory:
         facts, d2 = self._read_all(campaign, "history_facts", ["node", "digest", "facts"])
         notes, d3 = self._read_all(campaign, "history_notes")
         exclusions, d4 = self._read_all(campaign, "history_exclusions")
-        frame = latest_entries(entries.to_pandas(strings_to_categorical=True))
+        frame = as_categories(latest_entries(entries.to_pandas(strings_to_categorical=True)))
         frame = apply_exclusions(frame, exclusions.to_pandas())
         fact_map, d5 = parse_facts(
             zip(*(facts.column(c).to_pylist() for c in ("node", "digest", "facts")), strict=True)

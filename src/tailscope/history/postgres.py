@@ -28,6 +28,7 @@ from tailscope.history.data import (
     AddResult,
     HistoryData,
     apply_exclusions,
+    as_categories,
     parse_facts,
 )
 from tailscope.history.store import redact
@@ -214,8 +215,6 @@ class PostgresHistory:
             fact_rows = cur.fetchall()
             notes = self._frame(cur, "history_notes")
             exclusions = self._frame(cur, "history_exclusions")
-        for name in ("campaign", "campaign_name", "node", "probe", "variant", "metric", "unit", "verdict"):
-            entries[name] = entries[name].astype("category")
-        entries = apply_exclusions(entries, exclusions)
+        entries = apply_exclusions(as_categories(entries), exclusions)
         facts, damaged = parse_facts(fact_rows)
         return HistoryData(entries.reset_index(drop=True), facts, notes, damaged)
