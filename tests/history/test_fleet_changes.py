@@ -55,3 +55,38 @@ def test_prometheus_file_is_promtool_clean(fleet_history, tmp_path, capsys):
         pytest.skip("promtool (Debian package prometheus) is not installed")
     check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _chromium_fixture():
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "report" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("report_browser_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.chromium
+
+
+chromium = _chromium_fixture()  # the report tests' headless Debian Chromium (skips without it)
+
+
+@pytest.mark.slow
+def test_report_draws_offline_heat_maps_and_annotated_timelines(fleet_history, tmp_path, chromium):
+    _, root = fleet_history
+    out = tmp_path / "history.html"
+    assert main(["history", "report", str(root), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert html.count("<script>") == 2  # plotly.min.js once, then the drawing script
+    chromium.get(out.as_uri())
+    chromium.execute_script("window.tailscopeDraw()")
+    drawn = chromium.execute_script(
+        "return Array.from(document.querySelectorAll('div.plot')).map(d => [d.dataset.figure, "
+        "d.querySelectorAll('.main-svg').length > 0, d.textContent])"
+    )
+    kinds = [k for k, ok, _ in drawn if ok]
+    assert len(kinds) == len(drawn) and kinds.count("history-heatmap") == 2
+    timelines = [text for k, _, text in drawn if k == "history-timeline"]
+    assert any("kernel: 6.1.0-18-amd64 → 6.1.0-21-amd64" in t for t in timelines)
+    assert any("microcode: 0x2b000590 → 0x2b000603" in t for t in timelines)
+    errors = [e for e in chromium.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
