@@ -98,7 +98,7 @@ def make_fleet(nodes: int, days: int, probes: int = 4, seed: int = 7) -> tuple[F
         y[i, j, day:] += k * s
         fleet.truth.append(Injected(names[i], probe_names[j], day, abs(k)))
     # a rack slower on stream
-    if nodes > 80 and days > 40:
+    if nodes >= 120 and days > 40:
         day = days * 5 // 9
         for i in range(80, 120):
             s = fleet.sigma[(names[i], "stream")]
