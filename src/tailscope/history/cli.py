@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from tailscope.errors import InputError
 from tailscope.history.store import ENV
 
 if TYPE_CHECKING:
-    from tailscope.analysis.model import Settings
+    from tailscope.analysis.model import CampaignAnalysis, Settings
+    from tailscope.history.summary import CampaignSummary
 
 EXIT_OK, EXIT_DEGRADED = 0, 1
 
@@ -23,17 +25,46 @@ class HistoryUsageError(InputError):
     """A history option or argument that cannot be used."""
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    """The judging settings, resolved where every command resolves them (analysis/settings.py)."""
-    from tailscope.analysis.settings import settings_from_dict
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    threshold = getattr(args, "threshold", None)
+    return {"thresholds": (threshold,)} if threshold is not None else {}
 
-    values: dict[str, Any] = {}
-    if getattr(args, "threshold", None) is not None:
-        values["thresholds"] = (args.threshold,)
-    try:
-        return settings_from_dict(values)
-    except ValueError as exc:
-        raise HistoryUsageError(str(exc)) from None
+
+def _settings(args: argparse.Namespace, campaign_dir: Path | None = None) -> Settings:
+    """The judging settings, resolved in the one place every verb resolves them (verbs/settings.py): the
+    campaign spec's [thresholds], then --threshold."""
+    from tailscope.verbs.settings import judging_settings
+
+    return judging_settings(campaign_dir, _overrides(args))
+
+
+def summarize_campaign(
+    campaign_dir: Path, settings: Settings, analysis: CampaignAnalysis | None = None
+) -> CampaignSummary:
+    """The campaign's entries: its analysis (done here unless given) and its nodes' latest facts."""
+    import pandas as pd
+
+    from tailscope.history.summary import summarize_analysis
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.read import connect
+
+    campaign = Campaign.open(campaign_dir)
+    with connect(campaign) as con:
+        if analysis is None:
+            from tailscope.verbs.workflow import analyze_campaign
+
+            analysis = analyze_campaign(campaign_dir, settings, con=con)
+        nodes = con.nodes()
+    node_facts: dict[str, tuple[dt.datetime, dict[str, Any]]] = {}
+    for row in nodes.itertuples(index=False):
+        try:
+            facts = json.loads(str(row.facts))
+        except ValueError:
+            facts = {}
+        collected = pd.Timestamp(row.collected_at)
+        collected = collected.tz_localize("UTC") if collected.tzinfo is None else collected.tz_convert("UTC")
+        node_facts[str(row.node)] = (collected.to_pydatetime(), facts if isinstance(facts, dict) else {})
+    return summarize_analysis(analysis, campaign.manifest.name, node_facts)
 
 
 def _date(text: str) -> dt.datetime:
@@ -59,12 +90,10 @@ def _threshold(text: str) -> float:
 # --- the verbs --------------------------------------------------------------------------------------
 def cmd_add(args: argparse.Namespace) -> int:
     from tailscope.history.store import open_history
-    from tailscope.history.summary import summarize_campaign
 
     store = open_history(args.history)
-    settings = _settings(args)
     for campaign in args.campaigns:
-        summary = summarize_campaign(campaign, settings)
+        summary = summarize_campaign(campaign, _settings(args, campaign))
         result = store.add(summary)
         print(result.sentence(f"{store.location} <- {campaign}"))
     return EXIT_OK
@@ -212,32 +241,33 @@ def add_history_option(parser: argparse.ArgumentParser) -> None:
 
 
 def append_quietly(
-    args: argparse.Namespace, campaign_dir: Path | None, settings: Settings | None = None
+    args: argparse.Namespace,
+    campaign_dir: Path | None,
+    settings: Settings | None = None,
+    analysis: CampaignAnalysis | None = None,
 ) -> None:
-    """Append `campaign_dir` to the history named by `--history` or $TAILSCOPE_HISTORY. Never raises: a
-    failure is one warning line on stderr, and the command's exit code stays what it was (NHC reads it)."""
+    """Append `campaign_dir` (its `analysis` when the command has it) to the history named by `--history` or
+    $TAILSCOPE_HISTORY. Never raises: a failure is one warning line on stderr, and the command's exit code
+    stays what it was (NHC reads it)."""
     location = getattr(args, "history", None) or os.environ.get(ENV) or None
     if not location or campaign_dir is None:
         return
     try:
         from tailscope.history.store import open_history
-        from tailscope.history.summary import summarize_campaign
 
         if settings is None:  # the campaign spec's [thresholds], else the defaults: as `verdict` judges it
-            from tailscope.report.verdict_cli import _settings_for
+            from tailscope.verbs.settings import judging_settings
 
-            settings = _settings_for(Path(campaign_dir))
+            settings = judging_settings(Path(campaign_dir))
         store = open_history(location)
-        result = store.add(summarize_campaign(Path(campaign_dir), settings))
+        result = store.add(summarize_campaign(Path(campaign_dir), settings, analysis))
         print(result.sentence(str(store.location)), file=sys.stderr)
     except KeyboardInterrupt:
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # whatever failed, the command's own result stands
         from tailscope.history.store import redact
         from tailscope.printable import printable
 
         text = redact(" ".join(str(exc).split()) or type(exc).__name__)
-        print(
-            f"tailscope: warning: history {printable(redact(location))}: not appended: {printable(text)}",
-            file=sys.stderr,
-        )
+        print(f"tailscope: warning: history {printable(redact(location))}: not appended: {printable(text)}",
+              file=sys.stderr)  # fmt: skip

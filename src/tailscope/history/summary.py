@@ -15,11 +15,10 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tailscope.analysis.model import CampaignAnalysis, Settings
+    from tailscope.analysis.model import CampaignAnalysis
 
 # Facts that change without the node changing (free huge pages), or name it: not compared, not stored.
 VOLATILE_FACTS = frozenset({"hugepage_pools", "node", "hostname", "collected_at", "task"})
@@ -147,27 +146,3 @@ def summarize_analysis(
             )
         )
     return CampaignSummary(analysis.campaign, name, tuple(entries), tuple(facts_rows.values()))
-
-
-def summarize_campaign(campaign_dir: Path, settings: Settings) -> CampaignSummary:
-    """Analyse the campaign at `campaign_dir` with `settings` and summarise it."""
-    import pandas as pd
-
-    from tailscope.store.campaign import Campaign
-    from tailscope.store.read import connect
-    from tailscope.workflow import analyze_campaign
-
-    campaign = Campaign.open(campaign_dir)
-    with connect(campaign) as con:
-        analysis = analyze_campaign(campaign_dir, settings, con=con)
-        nodes = con.nodes()
-    node_facts: dict[str, tuple[dt.datetime, dict[str, Any]]] = {}
-    for row in nodes.itertuples(index=False):
-        try:
-            facts = json.loads(str(row.facts))
-        except ValueError:
-            facts = {}
-        collected = pd.Timestamp(row.collected_at)
-        collected = collected.tz_localize("UTC") if collected.tzinfo is None else collected.tz_convert("UTC")
-        node_facts[str(row.node)] = (collected.to_pydatetime(), facts if isinstance(facts, dict) else {})
-    return summarize_analysis(analysis, campaign.manifest.name, node_facts)
