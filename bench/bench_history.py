@@ -61,14 +61,16 @@ json.dump({"changes": changes}, sys.stdout)
 
 
 def measure(cmd: list[str]) -> tuple[float, float, bytes]:
-    """Wall time and peak RSS of `cmd` in a fresh Python that reports its own peak (`/usr/bin/time`-like)."""
+    """Wall time and peak RSS of `cmd` in a fresh Python that reports its own peak: VmHWM of its own memory
+    map (ru_maxrss is not: Linux carries the forking parent's peak across exec, and this bench holds the
+    history it wrote, so every child read the same 970 MiB)."""
     wrapper = (
-        "import resource, runpy, sys, time; sys.argv = sys.argv[1:]; t = time.perf_counter()\n"
+        "import runpy, sys, time; sys.argv = sys.argv[1:]; t = time.perf_counter()\n"
         "try:\n    runpy.run_module(sys.argv[0], run_name='__main__') if not sys.argv[0].endswith('.py') "
         "else runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
         "sys.stdout.flush()\n"
-        "sys.stderr.write(f'\\nBENCH {time.perf_counter() - t} "
-        "{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\n"
+        "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
+        "sys.stderr.write(f'\\nBENCH {time.perf_counter() - t} {hwm}\\n')\n"
     )
     proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, check=False)
     line = [x for x in proc.stderr.decode().splitlines() if x.startswith("BENCH ")]
