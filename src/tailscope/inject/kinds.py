@@ -33,7 +33,7 @@ class InjectorKind:
     placement: str = "probe"
 
     def check_intensity(self, value: float) -> float:
-        if not value > 0 or (self.fraction and value > 1):
+        if not 0 < value < float("inf") or (self.fraction and value > 1):
             expected = "a fraction in (0, 1]" if self.fraction else "a number above 0"
             raise InjectInputError(f"--intensity {value:g}: {self.name} takes {expected} ({self.intensity})")
         return value
