@@ -11,6 +11,7 @@ scoring.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -32,6 +33,10 @@ from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
 THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+# The schedule so far, beside the campaign's store while validate runs (rewritten atomically at every block
+# boundary): a validate that was SIGKILLed has stored its trials (a commit per block) but not its schedule;
+# `--rescore` stores the schedule from here, then scores. Removed once the schedule is in the store.
+SCHEDULE_FILE = "validate-schedule.json"
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,12 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _iso(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {value!r}")
+
+
 @dataclass
 class Scheduler:
     """The runner's before_trial hook: the injection of each trial's block, started/stopped at boundaries."""
@@ -193,6 +204,8 @@ class Scheduler:
     blocks: list[Block]
     plan: CpuPlan
     reserve: str
+    schedule_file: Path | None = None  # SCHEDULE_FILE, with what _store_injections needs besides records
+    schedule_meta: dict[str, Any] = field(default_factory=dict)
     variant: str = ""
     seen: int = 0
     current: Injection | None = None
@@ -238,11 +251,22 @@ class Scheduler:
                         "details": None,
                     }
                 )
+                self._save()  # before the injection starts: a SIGKILL from here on leaves its record
                 inj.start()
                 self.current = inj
                 self.records[-1]["started_at"] = _utcnow()
+                self._save()
         elif self.current is not None:
             self.records[-1]["trial_last"] = trial.index
+            self._save()
+
+    def _save(self) -> None:
+        if self.schedule_file is None or not self.schedule_file.parent.is_dir():
+            return
+        from tailscope.store.campaign import write_atomic_bytes
+
+        text = json.dumps({**self.schedule_meta, "records": self.records}, default=_iso)
+        write_atomic_bytes(self.schedule_file, text.encode())
 
     def stop(self) -> None:
         inj, self.current = self.current, None
@@ -333,8 +357,15 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     seed = request.seed if request.seed is not None else secrets.randbits(31)
     blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
     campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
-    scheduler = Scheduler(blocks, plan, request.reserve)
     task = f"validate-{new_task_id()}"
+    existed = campaign_dir.exists()
+    scheduler = Scheduler(
+        blocks,
+        plan,
+        request.reserve,
+        schedule_file=campaign_dir / SCHEDULE_FILE,
+        schedule_meta={"node": node, "task": task, "seed": seed},
+    )
     try:
         outcome = run_campaign(
             RunRequest(
@@ -344,6 +375,7 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
                 show_progress=request.show_progress,
                 label="validate",
                 before_trial=scheduler.before_trial,
+                flush_trials=request.block,  # each block stored before the next injection starts
             )
         )
     finally:
@@ -353,6 +385,10 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
             scheduler.stop()
             if (campaign_dir / MANIFEST).is_file():  # nothing is stored when no trial finished
                 _store_injections(campaign_dir, scheduler.records, node=node, task=task, seed=seed)
+            (campaign_dir / SCHEDULE_FILE).unlink(missing_ok=True)
+            if not existed:  # no trial stored: leave nothing behind, as the runner does
+                with contextlib.suppress(OSError):
+                    campaign_dir.rmdir()
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
@@ -381,15 +417,24 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
     """Score a stored validate campaign again (after tailscope's analysis changed), storing the new scores."""
     from tailscope.store.read import connect
 
+    saved = campaign_dir / SCHEDULE_FILE
+    if not (campaign_dir / MANIFEST).is_file() and saved.is_file():
+        raise InjectInputError(
+            f"{campaign_dir}: validate was stopped before it stored a trial (it stores each block of trials "
+            "when the block ends): nothing to score; run validate again"
+        )
     campaign = Campaign.open(campaign_dir)
+    frame = _injections(campaign)
+    if frame.empty and saved.is_file():
+        _recover_schedule(campaign.root, saved)
+        frame = _injections(campaign)
+    if frame.empty:
+        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
     con = connect(campaign)
     try:
-        frame = con.injections()
         probes = con.probe_names()
     finally:
         con.close()
-    if frame.empty:
-        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
     injections = frame.to_dict("records")
     analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
     scores = score(analysis, injections, threshold=threshold, outside=outside_shares(campaign.root))
@@ -403,6 +448,35 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
         "schedule": [{k: v for k, v in r.items() if k != "seed"} for r in injections],
         "scores": scores,
     }
+
+
+def _injections(campaign: Campaign) -> Any:
+    from tailscope.store.read import connect
+
+    con = connect(campaign)
+    try:
+        return con.injections()
+    finally:
+        con.close()
+
+
+def _recover_schedule(root: Path, saved: Path) -> None:
+    """Store the schedule a killed validate left beside its campaign (SCHEDULE_FILE), then drop the file."""
+    try:
+        data = json.loads(saved.read_text())
+        records = [
+            {
+                **r,
+                "started_at": dt.datetime.fromisoformat(r["started_at"]) if r.get("started_at") else None,
+                "ended_at": dt.datetime.fromisoformat(r["ended_at"]) if r.get("ended_at") else None,
+            }
+            for r in data["records"]
+        ]
+        node, task, seed = str(data["node"]), str(data["task"]), int(data["seed"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InjectInputError(f"{saved}: unreadable schedule of a stopped validate: {exc}") from exc
+    _store_injections(root, records, node=node, task=task, seed=seed)
+    saved.unlink()
 
 
 def _store_injections(root: Path, records: list[dict[str, Any]], *, node: str, task: str, seed: int) -> None:

@@ -26,6 +26,7 @@ and starts in tens of milliseconds.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -286,43 +287,53 @@ def _procs(group: Path) -> list[int]:
         return []
 
 
-def undo(f: dict[str, Any], context: dict[str, Path]) -> None:
-    """Undo one recorded change. `context` carries, from a `move` to the `mkdir` before it, where the
-    processes left in a made cgroup go (the cgroup they came from)."""
+def undo(f: dict[str, Any], context: dict[str, Path]) -> str | None:
+    """Undo one recorded change; returns what was done instead of the entry's `what`, if anything else.
+    `context` carries, from a `move` to the `mkdir` before it, where the processes left in a made cgroup
+    go (the cgroup they came from)."""
     action = f["action"]
     if action == "write":
         _write(Path(f["path"]), str(f["value"]))
     elif action == "move":
         pid, group, origin = int(f["pid"]), Path(f["group"]), Path(f["origin"])
         context[str(group)] = origin
-        if start_time(pid) != f.get("pid_start"):
-            return  # that process has ended (its pid may name another one now: leave that alone)
-        with contextlib.suppress(ProcessLookupError):
+        if start_time(pid) != f.get("pid_start"):  # its pid may name another process now: leave that alone
+            return f"pid {pid} had ended (nothing to move back to {origin})"
+        try:
             _write(origin / "cgroup.procs", f"{pid}\n")
+        except ProcessLookupError:
+            return f"pid {pid} had ended (nothing to move back to {origin})"
     elif action == "mkdir":
         group = Path(f["path"])
         if not group.is_dir():
-            return
+            return f"cgroup {group} was already gone"
         to = context.get(str(group), group.parent)
+        evacuated: set[int] = set()
         for _ in range(100):  # children the run started in the group, or a process moving out
             for pid in _procs(group):
                 with contextlib.suppress(ProcessLookupError):
                     _write(to / "cgroup.procs", f"{pid}\n")
+                    evacuated.add(pid)
             try:
                 group.rmdir()
-                return
+                break
             except FileNotFoundError:
-                return
+                break
             except OSError:
                 time.sleep(0.05)
-        group.rmdir()  # the last try raises with the reason
+        else:
+            group.rmdir()  # the last try raises with the reason
+        if evacuated:
+            pids = ", ".join(map(str, sorted(evacuated)))
+            return f"cgroup {group} removed (pids {pids} left in it moved to {to})"
     elif action == "process":
         pid = int(f["pid"])
         if start_time(pid) != f.get("pid_start"):
-            return
+            return f"{f.get('name', 'process')} pid {pid} had ended"
         _stop_process(pid, int(f["pid_start"]))
     else:
         raise OSError(0, f"unknown action {action!r}")
+    return None
 
 
 def _stop_process(pid: int, start: int) -> None:
@@ -337,6 +348,7 @@ def _stop_process(pid: int, start: int) -> None:
             if start_time(pid) != start:
                 return
             time.sleep(0.02)
+    raise OSError(errno.EBUSY, f"pid {pid} still runs after SIGKILL")
 
 
 @dataclass(frozen=True)
@@ -363,12 +375,12 @@ def restore_dead(only: Owner | None = None, directories: list[Path] | None = Non
                 context: dict[str, Path] = {}
                 for e in reversed(mine):  # the last change first
                     try:
-                        undo(e.data, context)
+                        note = undo(e.data, context)
                     except OSError as exc:
                         failed.append(f"{e.what}: {exc.strerror or exc}")
                         continue
                     e.path.unlink(missing_ok=True)
-                    done.append(e.what)
+                    done.append(note or e.what)
                 out.append(Restored(owner, done, failed))
     return out
 
