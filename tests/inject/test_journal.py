@@ -156,7 +156,7 @@ def test_sigkill_with_cgroup_dir_puts_its_quota_back(
 def test_sigkill_of_inject_thp_fragment_puts_the_sysctl_back_and_stops_tsinject(env: dict[str, str]) -> None:
     old = COMPACT.read_text()
     if old.strip() != "1":
-        pytest.skip(f"compact_unevictable_allowed is {old.strip()} here: another run holds it, or the node's own")
+        pytest.skip(f"compact_unevictable_allowed is {old.strip()} here: another run's, or the node's own")
     before = pids_named("tsinject")
     proc = tailscope("inject", "thp-fragment", "--intensity", "0.01", "--reserve", "1g", env=env)
     ready_line(proc)
@@ -234,8 +234,8 @@ def test_read_only_verbs_and_help_never_touch_the_journal_restore_does(tmp_path:
         subprocess.run([sys.executable, "-m", "tailscope", *argv], capture_output=True, timeout=60, env=env)
     assert entry.exists() and target.read_text() == "changed\n"
     out = subprocess.run(
-        [sys.executable, "-m", "tailscope", "inject", "--restore"], capture_output=True, text=True, timeout=60,
-        env=env,
+        [sys.executable, "-m", "tailscope", "inject", "--restore"],
+        capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert out.returncode == 0, out
     assert out.stdout.splitlines() == [f"restored what pid {me.pid} left: {target} back to 'original'"]
