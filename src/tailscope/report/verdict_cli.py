@@ -41,6 +41,17 @@ def _settings_for(campaign_dir: Path, given: Settings | None = None) -> Settings
     return Settings()
 
 
+def this_node_names() -> list[str]:
+    """The names this node may have in a campaign, in the order they are looked up: $SLURMD_NODENAME,
+    $HOSTNAME (NHC sets and exports it, `nhc HOSTNAME=...` overrides it), the host name, then the short
+    forms of these (an FQDN c0005.cluster.local finds c0005)."""
+    import os
+
+    full = [os.environ.get("SLURMD_NODENAME", ""), os.environ.get("HOSTNAME", ""), this_node()]
+    names = [n for n in full if n] + [n.split(".", 1)[0] for n in full if n]
+    return list(dict.fromkeys(n for n in names if n))
+
+
 def cmd_verdict(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
@@ -78,13 +89,14 @@ def cmd_verdict(args: argparse.Namespace) -> int:
         if retest:
             print(f"# inconclusive, re-test (not drained): {' '.join(retest)}")
     if args.nhc:
-        node = args.node or this_node()
+        names = [args.node] if args.node else this_node_names()
+        node = next((n for n in names if n in verdicts), names[0])
         verdict = verdicts.get(node)
         if verdict is None:
             known = ", ".join(sorted(verdicts)[:8]) + (" ..." if len(verdicts) > 8 else "")
             raise VerdictInputError(
-                f"{args.campaign}: node {node} has no runs here (nodes: {known or 'none'}); nothing to judge "
-                "(name the node with --node when its name in the campaign differs)"
+                f"{args.campaign}: node {' / '.join(names)} has no runs here (nodes: {known or 'none'}); "
+                "nothing to judge (name the node with --node when its name in the campaign differs)"
             )
         else:
             for line in nhc_lines(verdict):
@@ -103,7 +115,11 @@ def add_verdict_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentPars
         action="store_true",
         help="NHC check for this node: exit 1 when degraded, 3 when inconclusive (default)",
     )
-    p.add_argument("--node", help="the node to check (default $SLURMD_NODENAME, else the short host name)")
+    p.add_argument(
+        "--node",
+        help="the node to check (default: the first of $SLURMD_NODENAME, NHC's $HOSTNAME, the host name and "
+        "their short forms that has runs in the campaign)",
+    )
     p.add_argument("--drain", action="store_true", help="print scontrol drain commands for the failing nodes")
     p.add_argument("--apply", action="store_true", help="with --drain: run them")
     p.add_argument("--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)")
