@@ -286,6 +286,8 @@ def test_journal_lives_in_run_for_root(monkeypatch: pytest.MonkeyPatch) -> None:
         (["cpuoccupy", "--duration", "inf"], "--duration"),
         (["cpuoccupy", "--duration", "nan"], "--duration"),
         (["os-noise", "--intensity", "inf"], "--intensity"),
+        (["os-noise", "--intensity", "1e7"], "--intensity"),
+        (["memleak", "--intensity", "1e300"], "--intensity"),
         (["cpu-quota", "--pid", "99999999999999999999"], "--pid"),
     ],
 )
@@ -328,3 +330,15 @@ def test_sigkill_of_validate_restores_and_rescore_scores_what_was_stored(
     assert result["seed"] == 3 and result["trials"] == 4  # the two clean blocks before the injection
     assert [(s["kind"], s["intensity"]) for s in result["schedule"]] == [("cpu-quota", 0.5)]
     assert not (campaign / "validate-schedule.json").exists()  # now in the store
+
+
+@pytest.mark.parametrize("value", ["1e300", "604801", "inf"])
+def test_tsinject_refuses_a_duration_beyond_a_week(value: str) -> None:
+    """It was accepted: 1e300 s overflowed the timespec and tsinject died in sigtimedwait (EINVAL, exit 1)."""
+    from tailscope.native import native_path
+
+    out = subprocess.run(
+        [str(native_path("tsinject")), "cpuoccupy", "--intensity", "0.01", "--duration", value],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert out.returncode == 2 and out.stderr.startswith(f"tsinject: error: --duration {value}:"), out
