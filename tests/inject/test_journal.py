@@ -342,3 +342,49 @@ def test_tsinject_refuses_a_duration_beyond_a_week(value: str) -> None:
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert out.returncode == 2 and out.stderr.startswith(f"tsinject: error: --duration {value}:"), out
+
+
+def test_a_verb_that_changes_the_node_first_restores_what_a_dead_run_left(tmp_path: Path) -> None:
+    d = tmp_path / "journal"
+    me = journal.Owner.this_process()
+    target = tmp_path / "knob"
+    target.write_text("changed\n")
+    entry = _plant(d, journal.Owner(me.pid, me.start - 1, me.boot), target, "original\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--intensity", "0.05", "--duration", ".2"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, journal.ENV_DIR: str(d)},
+    )  # fmt: skip
+    assert out.returncode == 0, out
+    assert f"tailscope: restored what pid {me.pid} left: {target} back to 'original'" in out.stderr
+    assert target.read_text() == "original\n" and not entry.exists()
+    assert not list(d.glob("*.json"))  # and its own entries are gone after its own clean stop
+
+
+FREQ_RUN = """
+import sys, time
+from pathlib import Path
+from tailscope.inject.control import Injection
+inj = Injection.of("freq-cap", 0.5, cpus=[0], cpufreq_root=Path(sys.argv[1]))
+inj.start()
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_sigkill_during_freq_cap_puts_scaling_max_freq_back(env: dict[str, str], tmp_path: Path) -> None:
+    """No cpufreq in this VM: the cpufreq files are a copy in their real format (kHz, one number and a
+    newline, as on a Xeon with intel_pstate); the journal and its helper are the real ones. On hardware
+    freq-cap writes /sys/devices/system/cpu/cpuN/cpufreq/scaling_max_freq the same way (untested here)."""
+    d = tmp_path / "sys" / "cpu0" / "cpufreq"
+    d.mkdir(parents=True)
+    khz = {"cpuinfo_max_freq": 3800000, "cpuinfo_min_freq": 800000, "scaling_max_freq": 3800000}
+    for name, value in khz.items():
+        (d / name).write_text(f"{value}\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FREQ_RUN, str(tmp_path / "sys")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    assert (d / "scaling_max_freq").read_text() == "1900000\n"
+    sigkill(proc)
+    wait_for("scaling_max_freq back", lambda: (d / "scaling_max_freq").read_text() == "3800000\n")
