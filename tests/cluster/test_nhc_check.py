@@ -207,7 +207,9 @@ def _gone(pidfile: Path, deadline_s: float = 15.0) -> bool:
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("nhc_args", [("-t", "8"), ()], ids=["t8", "default-30s"])
+@pytest.mark.parametrize(
+    "nhc_args", [("-t", "8"), pytest.param((), marks=pytest.mark.slow)], ids=["t8", "default-30s"]
+)
 def test_real_nhc_a_slow_answer_never_fails_the_node(
     fleet: Path, tmp_path: Path, nhc_args: tuple[str, ...]
 ) -> None:

@@ -388,3 +388,20 @@ def test_sigkill_during_freq_cap_puts_scaling_max_freq_back(env: dict[str, str],
     assert (d / "scaling_max_freq").read_text() == "1900000\n"
     sigkill(proc)
     wait_for("scaling_max_freq back", lambda: (d / "scaling_max_freq").read_text() == "3800000\n")
+
+
+def test_a_journal_directory_others_may_write_is_not_obeyed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = tmp_path / "journal"
+    me = journal.Owner.this_process()
+    target = tmp_path / "knob"
+    target.write_text("changed\n")
+    _plant(d, journal.Owner(me.pid, me.start + 1, me.boot), target, "original\n")
+    d.chmod(0o777)  # a /tmp fallback another user made, with an entry saying what root should write where
+    monkeypatch.setenv(journal.ENV_DIR, str(d))
+    assert journal.existing_dirs() == []
+    assert journal.restore_dead() == []
+    assert target.read_text() == "changed\n"
+    with pytest.raises(journal.JournalError, match="not owned by this user alone"):
+        journal.journal_dir(create=True)

@@ -103,12 +103,25 @@ def _candidates() -> list[Path]:
     return out
 
 
+def _trusted(d: Path) -> bool:
+    """A journal directory is used only when this user owns it and nobody else may write it: an entry
+    says what to write where, as root (a /tmp fallback made by another user must not be obeyed)."""
+    try:
+        st = d.lstat()
+    except OSError:
+        return False
+    return d.is_dir() and not d.is_symlink() and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
 def journal_dir(*, create: bool) -> Path | None:
     """The journal directory; with `create`, made (mode 0700) if missing. Without, None when none exists."""
     errors = []
     for d in _candidates():
         if d.is_dir():
-            return d
+            if _trusted(d):
+                return d
+            errors.append(f"{d}: not owned by this user alone")
+            continue
         if not create:
             continue
         try:
@@ -123,7 +136,7 @@ def journal_dir(*, create: bool) -> Path | None:
 
 def existing_dirs() -> list[Path]:
     """Every candidate directory that exists (a dead run may have used a fallback)."""
-    return [d for d in _candidates() if d.is_dir()]
+    return [d for d in _candidates() if _trusted(d)]
 
 
 def _fsync_dir(d: Path) -> None:
@@ -232,7 +245,12 @@ class Journal:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise JournalError(f"node-state journal {d}: {exc.strerror}: nothing was changed") from exc
-        self._ensure_helper()
+        try:
+            self._ensure_helper()
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            why = f"cannot start the restore helper ({exc.strerror})"
+            raise JournalError(f"{why}: nothing was changed") from exc
         return Entry(path, data)
 
     def forget(self, entry: Entry) -> None:
