@@ -19,7 +19,7 @@ Where: `$TAILSCOPE_JOURNAL_DIR` when set, else /run/tailscope/journal for root (
 as the state it describes does), else $XDG_RUNTIME_DIR/tailscope/journal, else
 /tmp/tailscope-<uid>/journal; root falls back to the last two when /run cannot be written.
 
-This module imports only the standard library: the helper is `python -m tailscope.node.journal watch ...`
+This module imports only the standard library (and tailscope.errors, which does too): the helper is `python -m tailscope.node.journal watch ...`
 and starts in tens of milliseconds.
 """
 
@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tailscope.errors import InputError  # standard library only, as this module
+
 ENV_DIR = "TAILSCOPE_JOURNAL_DIR"
 RUN_DIR = Path("/run/tailscope/journal")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -47,8 +49,8 @@ FORMAT = 1
 STOP_GRACE_S = 5.0  # a process entry: SIGTERM, then SIGKILL after this
 
 
-class JournalError(Exception):
-    """The journal cannot be written: the change it would describe is not made."""
+class JournalError(InputError):
+    """The journal cannot be written: the change it would describe is not made (one line, exit 2)."""
 
 
 # -- who wrote an entry -----------------------------------------------------------------------------------
