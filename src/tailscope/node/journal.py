@@ -19,8 +19,8 @@ Where: `$TAILSCOPE_JOURNAL_DIR` when set, else /run/tailscope/journal for root (
 as the state it describes does), else $XDG_RUNTIME_DIR/tailscope/journal, else
 /tmp/tailscope-<uid>/journal; root falls back to the last two when /run cannot be written.
 
-This module imports only the standard library (and tailscope.errors, which does too): the helper is `python -m tailscope.node.journal watch ...`
-and starts in tens of milliseconds.
+This module imports only the standard library (and tailscope.errors, which does too): the helper is
+`python -m tailscope.node.journal watch ...` and starts in tens of milliseconds.
 """
 
 from __future__ import annotations
