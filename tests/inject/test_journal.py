@@ -182,6 +182,7 @@ def test_inject_restore_after_the_helper_died_too_and_never_a_live_run(
         capture_output=True, text=True, timeout=60, env={**os.environ, **env},
     )  # fmt: skip
     assert out.returncode == 0 and out.stdout.startswith("nothing to restore"), out
+    assert f"pid {proc.pid} still runs" in out.stdout
     assert group.is_dir() and cgroup_of(victim.pid) == str(group)
     helper = helper_of(proc.pid)
     assert helper is not None

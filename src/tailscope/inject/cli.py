@@ -38,7 +38,7 @@ def _signals_stop() -> Iterator[None]:
 
 def cmd_restore() -> int:
     """`tailscope inject --restore`: put back what runs that are gone left in the node-state journal."""
-    from tailscope.node.journal import existing_dirs, restore_dead, restored_lines
+    from tailscope.node.journal import existing_dirs, live_runs, restore_dead, restored_lines
 
     restored = restore_dead()
     lines = restored_lines(restored)
@@ -47,6 +47,8 @@ def cmd_restore() -> int:
     if not lines:
         where = ", ".join(map(str, existing_dirs())) or "no journal on this node"
         print(f"nothing to restore ({where})")
+    for owner in live_runs():
+        print(f"pid {owner.pid} still runs: what it changed is its own to undo (left alone)")
     return EXIT_FAILED if any(r.failed for r in restored) else EXIT_OK
 
 

@@ -405,6 +405,13 @@ def restore_dead(only: Owner | None = None, directories: list[Path] | None = Non
     return out
 
 
+def live_runs(directories: list[Path] | None = None) -> list[Owner]:
+    """The runs that have entries and still run (their changes are theirs to undo)."""
+    dirs = directories if directories is not None else existing_dirs()
+    owners = {e.owner for d in dirs for e in read_entries(d)}
+    return sorted((o for o in owners if o.alive()), key=lambda o: o.pid)
+
+
 def restored_lines(restored: list[Restored]) -> list[str]:
     lines = []
     for r in restored:
