@@ -208,7 +208,9 @@ def _gone(pidfile: Path, deadline_s: float = 15.0) -> bool:
 
 @pytest.mark.root
 @pytest.mark.parametrize(
-    "nhc_args", [("-t", "8"), pytest.param((), marks=pytest.mark.slow)], ids=["t8", "default-30s"]
+    "nhc_args",
+    [("-t", "8"), ("-t", "8", "TS=1"), pytest.param((), marks=pytest.mark.slow)],
+    ids=["t8", "t8-timestamps", "default-30s"],
 )
 def test_real_nhc_a_slow_answer_never_fails_the_node(
     fleet: Path, tmp_path: Path, nhc_args: tuple[str, ...]
@@ -218,7 +220,7 @@ def test_real_nhc_a_slow_answer_never_fails_the_node(
                             tailscope=slow)  # fmt: skip
     assert rc == 0, out  # not "Script timed out": the check's own deadline comes first
     assert "tailscope verdict took longer than" in out and "node not failed" in out
-    nhc_timeout = int(nhc_args[1]) if nhc_args else 30
+    nhc_timeout = int(nhc_args[1]) if nhc_args else 30  # TS=1: NHC counts SECONDS from the epoch
     assert took < nhc_timeout, (took, out)
     assert _gone(pidfile)
 
@@ -234,3 +236,15 @@ def test_real_nhc_giving_up_leaves_no_tailscope_running(fleet: Path, tmp_path: P
     assert _gone(pidfile), f"the slow tailscope (pid {pidfile.read_text().strip()}) outlived NHC"
     left = subprocess.run(["pgrep", "-f", f"timeout --foreground -k 2 .* {slow}"], capture_output=True)
     assert left.returncode == 1, left.stdout
+
+
+def test_node_names_are_looked_up_in_the_promised_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailscope.verbs.verdict import this_node_names
+
+    monkeypatch.setattr("tailscope.verbs.verdict.this_node", lambda: "c0005.cluster.local")
+    monkeypatch.setenv("SLURMD_NODENAME", "n17")
+    monkeypatch.setenv("HOSTNAME", "c0005-ib.cluster.local")
+    assert this_node_names() == ["n17", "c0005-ib.cluster.local", "c0005.cluster.local", "c0005-ib", "c0005"]
+    monkeypatch.delenv("SLURMD_NODENAME")
+    monkeypatch.delenv("HOSTNAME")
+    assert this_node_names() == ["c0005.cluster.local", "c0005"]
