@@ -239,7 +239,10 @@ def test_read_only_verbs_and_help_never_touch_the_journal_restore_does(tmp_path:
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert out.returncode == 0, out
-    assert out.stdout.splitlines() == [f"restored what pid {me.pid} left: {target} back to 'original'"]
+    assert out.stdout.splitlines() == [
+        f"restored what pid {me.pid} left: {target} back to 'original'",
+        f"pid {me.pid} still runs: what it changed is its own to undo (left alone)",
+    ]
     assert target.read_text() == "original\n" and not entry.exists()
     assert live.exists() and live_target.read_text() == "changed\n"  # the live run's entry: untouched
 
