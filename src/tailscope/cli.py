@@ -411,7 +411,11 @@ def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
         action="store_true",
         help="NHC check for this node: exit 1 when degraded, 3 when inconclusive (default)",
     )
-    p.add_argument("--node", help="the node to check (default $SLURMD_NODENAME, else the short host name)")
+    p.add_argument(
+        "--node",
+        help="the node to check (default: the first of $SLURMD_NODENAME, NHC's $HOSTNAME, the host name and "
+        "their short forms that has runs in the campaign)",
+    )
     p.add_argument("--drain", action="store_true", help="print scontrol drain commands for the failing nodes")
     p.add_argument("--apply", action="store_true", help="with --drain: run them")
     p.add_argument("--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)")
