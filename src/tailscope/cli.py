@@ -473,9 +473,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(f"not counted: {line}")
     if outcome.child_processes:
         print(
-            f"note: the program started {outcome.child_processes} other OpenMP process(es); their raw traces "
-            f"are in {outcome.trace_dir / 'ompt'}/child-PID/ (not analysed)"
+            f"note: the program forked or started {outcome.child_processes} other OpenMP process(es), traced "
+            f"beside it (regions column `process`; raw files in {outcome.trace_dir / 'ompt'}/fork-PID)"
         )
+    if outcome.lost_processes:
+        print(f"warning: {outcome.lost_processes} child process(es) ended without writing their trace")
     if outcome.unmatched:
         print(f"warning: {outcome.unmatched} region begin/end events did not pair")
     print(render(outcome.regions, outcome.traffic, outcome.placement, outcome.finding.text))

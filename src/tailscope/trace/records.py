@@ -52,6 +52,11 @@ class ToolOutput:
     numa: pd.DataFrame  # snapshot, parallel, tsc, file
     uncore: pd.DataFrame
     counter_names: list[str] = field(default_factory=list)
+    touched: pd.DataFrame = field(default_factory=pd.DataFrame)  # parallel, referenced, faults, page_size
+
+    @property
+    def pid(self) -> int:
+        return int(self.meta.get("pid", 0) or 0)
 
     @property
     def tsc_hz(self) -> float:
@@ -96,6 +101,7 @@ def read_tool_output(directory: Path) -> ToolOutput:
     events = _tsv(directory / "events.tsv", dtype={"tsc": "int64", "offset": "int64"})
     uncore_path = directory / "uncore.tsv"
     numa_path = directory / "numa.tsv"
+    touched_path = directory / "touched.tsv"
     return ToolOutput(
         directory=directory,
         meta=meta,
@@ -108,6 +114,49 @@ def read_tool_output(directory: Path) -> ToolOutput:
         else pd.DataFrame(columns=["snapshot", "parallel", "tsc"]),
         uncore=_tsv(uncore_path) if uncore_path.is_file() else pd.DataFrame(),
         counter_names=[e for e in meta.get("events", "").split(";") if e],
+        touched=_tsv(touched_path)
+        if touched_path.is_file()
+        else pd.DataFrame(columns=["parallel", "referenced", "faults", "page_size"]),
+    )
+
+
+def read_processes(directory: Path) -> list[ToolOutput]:
+    """The traced program's files, then those of every process it forked (DIR/fork-PID/) or started with the
+    same environment (DIR/child-PID/), in pid order. Each child's thread and parallel numbers are moved past
+    the ones before it, so one run's regions never share a (thread, parallel) key across processes; the
+    `process` column of the paired regions says which process ran them. A child that wrote nothing (killed, or
+    ended by _exit) is left out: `lost_processes` counts them."""
+    outs = [read_tool_output(directory)]
+    children = sorted(
+        (d for d in directory.iterdir() if d.is_dir() and d.name.split("-")[0] in ("fork", "child")),
+        key=lambda d: int(d.name.split("-", 1)[1]) if d.name.split("-", 1)[1].isdigit() else 0,
+    )
+    for d in children:
+        if (d / "meta.tsv").is_file():
+            outs.append(read_tool_output(d))
+    threads = parallels = snapshots = 0
+    for out in outs:
+        if threads or parallels:
+            out.events["thread"] += threads
+            out.threads["thread"] += threads
+            out.events.loc[out.events["parallel"] > 0, "parallel"] += parallels
+            for table in (out.numa, out.touched, out.uncore):
+                if "parallel" in table.columns:
+                    table.loc[table["parallel"] > 0, "parallel"] += parallels
+            if "snapshot" in out.numa.columns:
+                out.numa["snapshot"] += snapshots
+        threads = max(threads, int(out.events["thread"].max()) + 1 if len(out.events) else threads)
+        parallels = max(parallels, int(out.events["parallel"].max()) if len(out.events) else parallels)
+        snapshots += len(out.numa)
+    return outs
+
+
+def lost_processes(directory: Path) -> int:
+    """Child processes whose directory holds no meta.tsv: they ended without writing their trace."""
+    return sum(
+        1
+        for d in directory.iterdir()
+        if d.is_dir() and d.name.split("-")[0] in ("fork", "child") and not (d / "meta.tsv").is_file()
     )
 
 
@@ -197,6 +246,10 @@ def pair_regions(out: ToolOutput, topo: Topology) -> Pairing:
     regions = pd.DataFrame(rows)
     if regions.empty:
         return Pairing(regions, unmatched)
+    regions["process"] = out.pid
+    touched = dict(zip(out.touched["parallel"].tolist(), out.touched["referenced"].tolist(), strict=True))
+    par_rows = regions["kind"] == "parallel"
+    regions["touched_bytes"] = regions["parallel"].map(touched).where(par_rows).astype("Int64")
     regions["socket"] = regions["cpu_begin"].map(topo.socket_of_cpu).astype("int32")
     regions["numa_node"] = regions["cpu_begin"].map(lambda c: topo.cpu_node.get(c, -1)).astype("int32")
     regions["mono_begin_ns"] = out.mono_ns(regions["tsc_begin"])
@@ -209,6 +262,14 @@ def pair_regions(out: ToolOutput, topo: Topology) -> Pairing:
     regions.loc[implicit, "offset"] = regions.loc[implicit, "parallel"].map(par["offset"])
     _resolve(regions, out.objects)
     return Pairing(regions.sort_values(["thread", "tsc_begin", "depth"]).reset_index(drop=True), unmatched)
+
+
+def pair_processes(outs: list[ToolOutput], topo: Topology) -> Pairing:
+    """pair_regions of every process (read_processes), one table."""
+    pairings = [pair_regions(out, topo) for out in outs]
+    frames = [p.regions for p in pairings if not p.regions.empty]
+    regions = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return Pairing(regions, sum(p.unmatched for p in pairings))
 
 
 def _row(
@@ -261,7 +322,7 @@ def _resolve(regions: pd.DataFrame, objects: pd.DataFrame) -> None:
 
 
 def region_label(row: pd.Series | dict) -> str:
-    """'parallel @ jacobi.c:52' (file:line when known, else object+offset)."""
+    """'parallel @ jacobi.c:52 [jacobi+0x1a2b]' (file:line when known, and the code address)."""
     line = row.get("line")
     offset = row.get("offset")
     return _label(
@@ -290,10 +351,30 @@ def region_labels(regions: pd.DataFrame) -> list[str]:
 
 @functools.lru_cache(maxsize=65536)
 def _label(construct: str, file: str | None, line: int | None, obj: str | None, offset: int) -> str:
-    if file and line is not None:
-        where = f"{Path(file).name}:{line}"
-    elif obj and offset >= 0:
-        where = f"{Path(obj).name}+{offset:#x}"
+    """A region is its code address (the object and offset of codeptr_ra) and, where the line table knows it,
+    file:line: an optimising compiler can map distinct constructs to one line (gcc -O2 puts two of three
+    GOMP_parallel calls on one line in tests/trace/regions.c), so the address is always part of the name."""
+    address = f"{Path(obj).name}+{offset:#x}" if obj and offset >= 0 else None
+    if file:  # clang gives line 0 ("?") to calls it merged
+        where = f"{Path(file).name}:{'?' if line is None else line}" + (f" [{address}]" if address else "")
+    elif address:
+        where = address
     else:
         where = "runtime"
     return f"{construct} @ {where}"
+
+
+def region_source(regions: pd.DataFrame) -> dict[str, tuple[str | None, int | None, str | None]]:
+    """label -> (file, line, function) of every distinct region in `regions` (for the OTF2 definitions)."""
+    out: dict[str, tuple[str | None, int | None, str | None]] = {}
+    cols = ["file", "line", "function"]
+    firsts = regions.assign(label=region_labels(regions)).drop_duplicates("label")
+    for label, file, line, function in zip(
+        firsts["label"], *(firsts[c] if c in firsts else [None] * len(firsts) for c in cols), strict=True
+    ):
+        out[str(label)] = (
+            file if isinstance(file, str) and file else None,
+            int(line) if line is not None and pd.notna(line) else None,
+            function if isinstance(function, str) and function else None,
+        )
+    return out
