@@ -20,12 +20,21 @@
  *   TAILSCOPE_OMPT_NUMA       off | first (default) | every: copy /proc/self/numa_maps after the end of each
  *                             parallel region (first: only the first instance of each code address), and once
  *                             when the program ends.
+ *   TAILSCOPE_OMPT_TOUCHED    off | first (default) | every: measure the bytes the process touched while a
+ *                             parallel region ran (first: the first two instances of each code address; the
+ *                             first may include the runtime creating its threads): before it,
+ *                             "1" to /proc/self/clear_refs clears the accessed bit of every page; after it, the
+ *                             Referenced: lines of /proc/self/smaps over the anonymous mappings are summed.
+ *                             One region at a time (one nested in or running beside a measured one is not).
+ *                             It costs a page-table walk per measured region and ages the pages' LRU state;
+ *                             nothing else of the program is changed.
  *   TAILSCOPE_OMPT_MAX_RECORDS  records kept per thread (default 16777216); later ones are counted as dropped.
  *   TAILSCOPE_OMPT_SYSFS      sysfs root for the uncore PMUs (tests: a fixture tree); default /sys.
  *   TAILSCOPE_OMPT_NOOP=1     register the callbacks but record nothing (bench: what OMPT dispatch costs alone).
  *
- * Output (DIR; a process started by the traced one with the same environment writes into DIR/child-PID/):
- *   meta.tsv       key<TAB>value: pid, runtime (omp runtime version string), tsc_hz, anchors (TSC, CLOCK_MONOTONIC
+ * Output (DIR; a process started by the traced one with the same environment writes into DIR/child-PID/, a
+ * process it fork()s without exec into DIR/fork-PID/, with its own record numbering and parent_pid in meta.tsv):
+ *   meta.tsv       key<TAB>value: pid, parent_pid (a fork()ed child), runtime (omp runtime version string), tsc_hz, anchors (TSC, CLOCK_MONOTONIC
  *                  ns, CLOCK_REALTIME ns at start and at end), events, uncore events, skipped events, dropped.
  *   threads.tsv    thread, tid, type (initial|worker|other), first_cpu.
  *   objects.tsv    object, path, base (hex): the loaded objects the code addresses fall in (dladdr).
@@ -38,6 +47,8 @@
  *                  (implicit_task: after a '/'), iteration count (work).
  *   uncore.tsv     parallel, endpoint, tsc, pmu, unit, socket, width, event, value, enabled, running.
  *   numa/NNNNNN.txt and numa.tsv (snapshot, parallel, tsc, file): numa_maps copies.
+ *   touched.tsv    parallel, referenced (bytes of anonymous pages referenced while it ran), faults (minor + major
+ *                  page faults of the process meanwhile: pages first touched), page_size.
  *
  * Cost: one callback appends a 40-byte record (plus 8 bytes per counter) to the calling thread's own buffer
  * (no lock, no system call unless counters are read; an mmap per 65536 records); the files are written when
@@ -147,8 +158,8 @@ static struct {
     _Atomic uint64_t touch_active; /* the parallel region being measured (0: none): one at a time */
     uint64_t touch_minflt;
     FILE *touch_index;
-    const void **touch_seen;
-    size_t ntouch_seen, captouch_seen;
+    const void **touch_seen, **touch_seen2; /* addresses measured once, twice */
+    size_t ntouch_seen, captouch_seen, ntouch_seen2, captouch_seen2;
     bool failed;
     bool written;        /* the files are written (finalize, or exit of a fork()ed child) */
     pid_t pid;
@@ -480,7 +491,9 @@ static void touch_begin(uint64_t parallel, const void *codeptr)
     if (!atomic_compare_exchange_strong(&g.touch_active, &idle, UINT64_MAX))
         return; /* a region is being measured: this one is nested in it or runs beside it */
     pthread_mutex_lock(&g.lock);
-    bool go = g.touch_mode == 2 || !seen_add(&g.touch_seen, &g.ntouch_seen, &g.captouch_seen, codeptr);
+    /* first: the first two instances of each address (the first may include the runtime starting threads) */
+    bool go = g.touch_mode == 2 || !seen_add(&g.touch_seen, &g.ntouch_seen, &g.captouch_seen, codeptr) ||
+              !seen_add(&g.touch_seen2, &g.ntouch_seen2, &g.captouch_seen2, codeptr);
     pthread_mutex_unlock(&g.lock);
     if (go) {
         int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
@@ -713,7 +726,7 @@ static void fork_child(void)
         fclose(g.touch_index);
     g.numa_index = g.touch_index = NULL;
     g.nsnapshots = 0;
-    g.nseen = g.ntouch_seen = 0;
+    g.nseen = g.ntouch_seen = g.ntouch_seen2 = 0;
     atomic_store(&g.touch_active, 0);
     g.skipped[0] = '\0';
     open_indexes();

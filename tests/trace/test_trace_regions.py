@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from trace_tools import COMPILERS
 
@@ -39,13 +40,12 @@ def built(request, tmp_path_factory) -> tuple[str, Path]:
     return name, binary
 
 
-def _trace(binary: Path, campaign: Path, *extra: str):
+def _trace(binary: Path, campaign: Path, *extra: str, touched: str = "first"):
     outcome = run_trace(
         TraceRequest(
             command=[str(binary), *map(str, SIZES_MIB), str(ITERATIONS), "0", *extra],
             campaign=campaign,
-            # every instance measured: the first region of each process also creates the worker threads
-            extra_env={"OMP_NUM_THREADS": "2", "TAILSCOPE_OMPT_TOUCHED": "every"},
+            extra_env={"OMP_NUM_THREADS": "2", "TAILSCOPE_OMPT_TOUCHED": touched},
         )
     )
     assert outcome.exit_code == 0
@@ -61,7 +61,7 @@ def traced(built, tool_library, tmp_path_factory):
 @pytest.fixture(scope="module")
 def forked(built, tool_library, tmp_path_factory):
     name, binary = built
-    return name, _trace(binary, tmp_path_factory.mktemp("campaign"), "fork")
+    return name, _trace(binary, tmp_path_factory.mktemp("campaign"), "fork", touched="every")
 
 
 def _parent(outcome):
@@ -101,13 +101,20 @@ def test_bytes_touched_per_region_measured(traced):
         assert row["measured"]
         # the array, plus a few pages of stacks, runtime and tool buffers; not the whole footprint
         assert size * MIB <= row["touched"] <= size * MIB + MIB, (label, row["touched"] / MIB)
-    # the placement model spreads each instance's measured bytes, not the footprint
+    # the tool measured the first two instances of each region (the very first one also started the
+    # runtime's threads); the placement model spreads each instance's bytes (its own, else its region's
+    # last), not the footprint
     par = outcome.regions[outcome.regions["kind"] == "parallel"].set_index("parallel")
+    assert par.groupby(["object", "offset"])["touched_bytes"].count().tolist() == [2, 2, 2]
     model = outcome.traffic[outcome.traffic["source"] == "placement-model"]
     moved = model.groupby("parallel")["bytes"].sum()
     assert len(moved) == len(par)
     for pid, nbytes in moved.items():
-        assert nbytes == pytest.approx(par.loc[pid, "touched_bytes"], rel=1e-9)
+        own = par.loc[pid, "touched_bytes"]
+        if pd.notna(own):
+            assert nbytes == pytest.approx(own, rel=1e-9)
+        else:
+            assert nbytes < 0.8 * footprint
     assert table["touched"].max() < 0.8 * footprint
     text = render(outcome.regions, outcome.traffic, outcome.placement, "x")
     assert f"touched {SIZES_MIB[0]:>10}" not in text  # the figure is printed as MiB with a decimal
@@ -136,8 +143,11 @@ def test_forked_child_keeps_its_regions(forked):
     assert set(child["thread"]).isdisjoint(set(r.loc[r["process"] == parent_pid, "thread"]))
     tasks = child[child["kind"] == "implicit_task"]
     assert tasks.groupby("parallel")["thread_num"].apply(sorted).tolist() == [[0, 1]] * 3
-    # the child's first touches its copy-on-write pages: it is measured in its own process
-    assert child.loc[child["kind"] == "parallel", "touched_bytes"].notna().all()
+    # measured in its own process (TAILSCOPE_OMPT_TOUCHED=every): each region about its array or more (its
+    # first region also starts the child's runtime threads)
+    child_par = child[child["kind"] == "parallel"].sort_values("parallel")
+    for nbytes, size in zip(child_par["touched_bytes"], SIZES_MIB, strict=True):
+        assert nbytes >= size * MIB
 
 
 @pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")

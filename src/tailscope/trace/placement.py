@@ -209,26 +209,25 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
 
 def touched_per_instance(par: pd.DataFrame) -> dict[int, int]:
     """parallel -> bytes the instance touched: its own measure (touched_bytes, measured by the OMPT tool on
-    the first instance of each code address, or on every one), else the median measure of the instances of
-    the same code address in the same process. Instances of a region never measured are left out (their
-    traffic is modelled over the program's whole footprint, and labelled so)."""
+    the first two instances of each code address, or on every one), else the last measure before it of the
+    same code address in the same process (the first instance may include the runtime starting threads).
+    Instances of a region never measured are left out (their traffic is modelled over the program's whole
+    footprint, and labelled so)."""
     if "touched_bytes" not in par.columns:
         return {}
     par = par.assign(process=par["process"] if "process" in par.columns else 0)
     keys = ["process", "object_index" if "object_index" in par.columns else "object", "offset"]
-    measured = par[par["touched_bytes"].notna()]
-    if measured.empty:
+    if not par["touched_bytes"].notna().any():
         return {}
-    median = measured.groupby(keys, dropna=False)["touched_bytes"].median()
     out: dict[int, int] = {}
-    for row in par[["parallel", "touched_bytes", *keys]].itertuples(index=False):
-        own = row[1]
+    last: dict[tuple, int] = {}
+    ordered = par.sort_values("parallel")[["parallel", "touched_bytes", *keys]]
+    for row in ordered.itertuples(index=False):
+        own, key = row[1], tuple(row[2:])
         if own is not None and pd.notna(own):
-            out[int(row[0])] = int(own)
-        else:
-            key = tuple(row[2:])
-            if key in median.index:
-                out[int(row[0])] = int(median.loc[key])
+            out[int(row[0])] = last[key] = int(own)
+        elif key in last:
+            out[int(row[0])] = last[key]
     return out
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tailscope.trace.placement import touched_per_instance
 from tailscope.trace.records import region_labels
 
 
 def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     """Per parallel region (code address, and file:line): instances, total seconds, bytes, remote bytes,
-    remote fraction, and the bytes one instance touched: `touched` where the tool measured it (the median of
-    the measured instances; `measured` True), else the program's data footprint (`measured` False)."""
+    remote fraction, and the bytes one instance touched: `touched` where the tool measured it (the median over
+    the instances, each its own measure or its region's last; `measured` True), else the program's data
+    footprint (`measured` False)."""
     cols = ["region", "instances", "seconds", "bytes", "remote_bytes", "remote_fraction"]
     cols += ["touched", "measured"]
     par = regions[regions["kind"] == "parallel"].copy()
@@ -31,9 +33,8 @@ def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     footprint = model.groupby("parallel")["bytes"].sum() if not model.empty else pd.Series(dtype=float)
     par = par.join(per, on="parallel").fillna({"bytes": 0.0, "remote_bytes": 0.0})
     par["footprint"] = par["parallel"].map(footprint).astype(float)
-    if "touched_bytes" not in par.columns:
-        par["touched_bytes"] = pd.NA
-    par["touched_bytes"] = pd.to_numeric(par["touched_bytes"], errors="coerce").astype(float)
+    touched = touched_per_instance(par.drop_duplicates("parallel"))
+    par["touched_bytes"] = par["parallel"].map(touched).astype(float)
     out = par.groupby("region").agg(
         instances=("parallel", "count"),
         seconds=("seconds", "sum"),
