@@ -6,7 +6,9 @@
  * regions: region 0 adds to every element of a, region 1 of b, region 2 of c (in the order SHIFT, SHIFT+1,
  * ... mod 3; a run-time value, so the compiler keeps the three branches). Built with gcc -O2 -g, the line table
  * maps two of the three GOMP_parallel calls to one source line. With `fork`, the process then forks: the
- * child runs one more round (a parallel region each) and exits; the parent waits for it. Prints a checksum. */
+ * child runs one more round (a parallel region each) and exits; the parent waits for it. Prints a checksum.
+ * The fork needs LLVM's libomp (as under `tailscope trace`): libgomp's thread pool does not survive fork(), and
+ * a libgomp child hangs in its first parallel region. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
