@@ -18,9 +18,12 @@ import pandas as pd
 import pytest
 from trace_tools import COMPILERS
 
+from tailscope.cli import main
+from tailscope.store.campaign import Campaign
+from tailscope.store.views import connect
 from tailscope.trace.placement import parse_numa_maps
 from tailscope.trace.records import region_labels
-from tailscope.trace.run import TraceRequest, run_trace
+from tailscope.trace.run import TraceRequest, load_trace, run_trace
 from tailscope.trace.summary import region_table, render
 
 SOURCE = Path(__file__).parent / "regions.c"
@@ -183,3 +186,27 @@ def test_otf2_forked_child_threads_are_locations(forked):
     pid = int(r.loc[~r.index.isin(_parent(outcome).index), "process"].iloc[0])
     forked_locations = sorted(loc for loc in locations if "(pid " in loc)
     assert forked_locations == [f"thread 2 (pid {pid})", f"thread 3 (pid {pid})"]
+
+
+def test_cli_touched_off_prints_the_footprint(built, tool_library, tmp_path, monkeypatch, capsys):
+    compiler, binary = built
+    if compiler != "gcc":
+        pytest.skip("one compiler is enough for the option")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    campaign = tmp_path / "c"
+    args = ["trace", "--campaign", str(campaign), "--touched", "off", "--numa", "first", "--"]
+    assert main([*args, str(binary), *map(str, SIZES_MIB), "2", "0"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("  parallel @")]
+    assert len(rows) == 3 and all(" footprint " in line for line in rows), out
+    assert "ran with the bytes measured" not in out
+    regions = load_trace(Campaign.open(campaign), _only_run_id(campaign))["regions"]
+    assert regions["touched_bytes"].isna().all()
+
+
+def _only_run_id(campaign: Path) -> str:
+    con = connect(campaign)
+    try:
+        return str(con.execute("SELECT run_id FROM runs").fetchone()[0])
+    finally:
+        con.close()

@@ -15,7 +15,7 @@ def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     the instances, each its own measure or its region's last; `measured` True), else the program's data
     footprint (`measured` False)."""
     cols = ["region", "instances", "seconds", "bytes", "remote_bytes", "remote_fraction"]
-    cols += ["touched", "measured"]
+    cols += ["touched", "measured", "measured_instances"]
     par = regions[regions["kind"] == "parallel"].copy()
     if par.empty:
         return pd.DataFrame(columns=cols)
@@ -34,6 +34,8 @@ def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
     par = par.join(per, on="parallel").fillna({"bytes": 0.0, "remote_bytes": 0.0})
     par["footprint"] = par["parallel"].map(footprint).astype(float)
     touched = touched_per_instance(par.drop_duplicates("parallel"))
+    own = par["touched_bytes"] if "touched_bytes" in par.columns else pd.Series(pd.NA, index=par.index)
+    par["own_measure"] = pd.to_numeric(own, errors="coerce").notna().astype(int)
     par["touched_bytes"] = par["parallel"].map(touched).astype(float)
     out = par.groupby("region").agg(
         instances=("parallel", "count"),
@@ -41,6 +43,7 @@ def region_table(regions: pd.DataFrame, traffic: pd.DataFrame) -> pd.DataFrame:
         bytes=("bytes", "sum"),
         remote_bytes=("remote_bytes", "sum"),
         touched=("touched_bytes", "median"),
+        measured_instances=("own_measure", "sum"),
         footprint=("footprint", "median"),
     )
     out["measured"] = out["touched"].notna()
@@ -74,6 +77,12 @@ def render(regions: pd.DataFrame, traffic: pd.DataFrame, placement: pd.DataFrame
         "regions (parallel, by time; bytes per instance: `touched` as measured in the region, "
         "`footprint` the whole program's data where it was not measured):"
     ]
+    slowed = int(table["measured_instances"].sum()) if not table.empty else 0
+    if slowed:
+        lines.append(
+            f"  ({slowed} instance(s) ran with the bytes measured, slower than the others: their pages' "
+            "accessed bits were cleared first; --touched off leaves every instance alone)"
+        )
     for r in table.head(20).itertuples(index=False):
         what = "touched" if r.measured else "footprint"
         lines.append(

@@ -31,6 +31,7 @@ def trace(args: argparse.Namespace) -> int:
         uncore_events=tuple(e for e in (args.uncore or "").split(";") if e),
         numa=args.numa,
         sysfs=args.sysfs,
+        extra_env={"TAILSCOPE_OMPT_TOUCHED": getattr(args, "touched", "first")},
         **({"bins_mibs": bins} if bins else {}),
     )
     outcome = run_trace(request)
