@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from trace_tools import COMPILERS
+from trace_tools import COMPILERS, pragma_lines
 
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
@@ -27,6 +27,7 @@ from tailscope.trace.run import TraceRequest, load_trace, run_trace
 from tailscope.trace.summary import region_table, render
 
 SOURCE = Path(__file__).parent / "regions.c"
+PRAGMAS = pragma_lines(SOURCE, "omp parallel for")  # regions 0, 1, 2
 MIB = 2**20
 SIZES_MIB = (8, 4, 2)  # region 0 touches a, 1 touches b, 2 touches c
 ITERATIONS = 5
@@ -89,6 +90,13 @@ def test_three_regions_stay_three(traced):
         lines = par.drop_duplicates(["object", "offset"])[["file", "line"]]
         assert lines.duplicated().any(), lines
     assert par.groupby(["object", "offset"]).ngroups == 3
+    # the outlined function of each region (gcc: DWARF call-site value of GOMP_parallel's argument; clang:
+    # the loop inside it), at its own pragma's line
+    first = _parent(outcome)
+    first = first[first["kind"] == "parallel"].sort_values("parallel").head(3)
+    assert first["outlined"].nunique() == 3
+    assert first["outlined_line"].tolist() == PRAGMAS
+    assert all(Path(f).name == "regions.c" for f in first["outlined_file"])
 
 
 def test_bytes_touched_per_region_measured(traced):
@@ -155,24 +163,20 @@ def test_forked_child_keeps_its_regions(forked):
 
 @pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")
 def test_otf2_regions_carry_source_file_and_line(traced):
-    compiler, outcome = traced
+    _, outcome = traced
     out = subprocess.run(
         ["otf2-print", "-G", str(outcome.otf2)], check=True, capture_output=True, text=True
     ).stdout
     regions = re.findall(r'^REGION .*Name: "([^"]*)".*File: "([^"]*)".*Begin: (\d+), End: (\d+)', out, re.M)
     assert regions, out
     par = outcome.regions[outcome.regions["kind"] == "parallel"]
-    expected = dict(zip(region_labels(par), zip(par["file"], par["line"], strict=True), strict=True))
-    seen = 0
-    for name, file, begin, end in regions:
-        if name in expected:
-            want_file, want_line = expected[name]
-            assert file == want_file
-            assert int(begin) == int(end) == (0 if want_line is None or want_line != want_line else want_line)
-            seen += 1
-    assert seen == 3
-    if compiler == "gcc":  # gcc's line table has lines for these calls (clang: line 0)
-        assert any(int(b) > 0 for name, _, b, _ in regions if name in expected)
+    labels = _labels_in_order(par)
+    by_name = {name: (file, int(begin), int(end)) for name, file, begin, end in regions}
+    # each region's definition: regions.c and its own pragma's line, whatever line the call has
+    for label, line in zip(labels, PRAGMAS, strict=True):
+        assert label in by_name, (label, sorted(by_name))
+        file, begin, end = by_name[label]
+        assert Path(file).name == "regions.c" and begin == end == line, (label, by_name[label])
 
 
 @pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")

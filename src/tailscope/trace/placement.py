@@ -217,6 +217,7 @@ def touched_per_instance(par: pd.DataFrame) -> dict[int, int]:
         return {}
     par = par.assign(process=par["process"] if "process" in par.columns else 0)
     keys = ["process", "object_index" if "object_index" in par.columns else "object", "offset"]
+    keys += ["outlined"] if "outlined" in par.columns else []
     if not par["touched_bytes"].notna().any():
         return {}
     out: dict[int, int] = {}

@@ -307,36 +307,66 @@ def _resolve(regions: pd.DataFrame, objects: pd.DataFrame) -> None:
     paths = dict(zip(objects["object"], objects["path"], strict=True))
     bases = {o: int(str(b), 16) for o, b in zip(objects["object"], objects["base"], strict=True)}
     regions["object"] = regions["object_index"].map(paths)
-    regions["function"] = None
-    regions["file"] = None
-    regions["line"] = None
+    for c in ("function", "file", "line", "symbol", "outlined", "outlined_file", "outlined_line"):
+        regions[c] = None
     for obj, group in regions[regions["object_index"] >= 0].groupby("object_index"):
         offsets = sorted({int(o) for o in group["offset"]})
         found = symbols.resolve(paths[obj], bases[obj], offsets)
         for off, loc in found.items():
             mask = (regions["object_index"] == obj) & (regions["offset"] == off)
-            regions.loc[mask, "function"] = loc.function
-            regions.loc[mask, "file"] = loc.file
-            regions.loc[mask, "line"] = loc.line
+            regions.loc[mask, ["function", "file", "line", "symbol"]] = (
+                loc.function,
+                loc.file,
+                loc.line,
+                loc.symbol,
+            )
+    _outlined(regions, paths, bases)
     regions["line"] = regions["line"].astype("Int64")
+    regions["outlined_line"] = regions["outlined_line"].astype("Int64")
+    regions.drop(columns="symbol", inplace=True)
+
+
+OUTLINED_COLUMNS = ["outlined", "outlined_file", "outlined_line"]
+
+
+def _outlined(regions: pd.DataFrame, paths: dict, bases: dict) -> None:
+    """The outlined function of each parallel region instance (and its implicit tasks): the code address of
+    the runtime call can be shared by several regions (clang jumps to one __kmpc_fork_call from two paths) and
+    its line can be another construct's (gcc), but the outlined function is the region's own code.
+    From the constructs inside the instance (a worksharing or barrier call made from the outlined function:
+    its name and the construct's line), else from the DWARF call-site value of the runtime call (gcc
+    describes GOMP_parallel's first argument: the outlined function's entry and its first line)."""
+    par = (regions["kind"] == "parallel") & (regions["object_index"] >= 0)
+    inner = regions[regions["kind"].isin(["work", "sync"]) & regions["symbol"].map(symbols.is_outlined)]
+    first = inner.sort_values("tsc_begin").drop_duplicates("parallel").set_index("parallel")
+    for src, dst in zip(["symbol", "file", "line"], OUTLINED_COLUMNS, strict=True):
+        regions.loc[par, dst] = regions.loc[par, "parallel"].map(first[src])
+    missing = par & regions["outlined"].isna()
+    for obj, group in regions[missing].groupby("object_index"):
+        sites = symbols.call_site_values(paths[obj], bases[obj])
+        calls = sorted({int(o) for o in group["offset"]} & set(sites))
+        entries = sorted({v + 1 for off in calls for v in sites[off]})  # resolve() looks up offset - 1
+        found = symbols.resolve(paths[obj], bases[obj], entries)
+        for off in calls:
+            loc = next((found.get(v + 1) for v in sites[off] if found.get(v + 1)), None)
+            if loc is not None and symbols.is_outlined(loc.symbol):
+                mask = missing & (regions["object_index"] == obj) & (regions["offset"] == off)
+                regions.loc[mask, OUTLINED_COLUMNS] = (loc.symbol, loc.file, loc.line)
+    tasks = regions["kind"] == "implicit_task"
+    known = regions[par].drop_duplicates("parallel").set_index("parallel")
+    for c in OUTLINED_COLUMNS:
+        regions.loc[tasks, c] = regions.loc[tasks, "parallel"].map(known[c])
 
 
 def region_label(row: pd.Series | dict) -> str:
     """'parallel @ jacobi.c:52 [jacobi+0x1a2b]' (file:line when known, and the code address)."""
-    line = row.get("line")
-    offset = row.get("offset")
-    return _label(
-        str(row["construct"]),
-        row.get("file") or None,
-        int(line) if line is not None and pd.notna(line) else None,
-        row.get("object") or None,
-        int(offset) if offset is not None and pd.notna(offset) else -1,
-    )
+    return region_labels(pd.DataFrame([dict(row)]))[0]
 
 
 def region_labels(regions: pd.DataFrame) -> list[str]:
     """region_label of every row, computed once per distinct code location (traces have millions of rows)."""
-    cols = [regions[c].tolist() for c in ("construct", "file", "line", "object", "offset")]
+    names = ("construct", "file", "line", "object", "offset", "outlined", "outlined_line")
+    cols = [regions[c].tolist() if c in regions.columns else [None] * len(regions) for c in names]
     return [
         _label(
             str(c),
@@ -344,17 +374,31 @@ def region_labels(regions: pd.DataFrame) -> list[str]:
             int(ln) if ln is not None and pd.notna(ln) else None,
             o if isinstance(o, str) and o else None,
             int(off) if off is not None and pd.notna(off) else -1,
+            fn if isinstance(fn, str) and fn else None,
+            int(fl) if fl is not None and pd.notna(fl) else None,
         )
-        for c, f, ln, o, off in zip(*cols, strict=True)
+        for c, f, ln, o, off, fn, fl in zip(*cols, strict=True)
     ]
 
 
 @functools.lru_cache(maxsize=65536)
-def _label(construct: str, file: str | None, line: int | None, obj: str | None, offset: int) -> str:
+def _label(
+    construct: str,
+    file: str | None,
+    line: int | None,
+    obj: str | None,
+    offset: int,
+    outlined: str | None = None,
+    outlined_line: int | None = None,
+) -> str:
     """A region is its code address (the object and offset of codeptr_ra) and, where the line table knows it,
     file:line: an optimising compiler can map distinct constructs to one line (gcc -O2 puts two of three
-    GOMP_parallel calls on one line in tests/trace/regions.c), so the address is always part of the name."""
+    GOMP_parallel calls on one line in tests/trace/regions.c), so the address is always part of the name,
+    with the outlined function where it is known (and its line in place of the call's)."""
     address = f"{Path(obj).name}+{offset:#x}" if obj and offset >= 0 else None
+    if outlined and address:
+        address = f"{outlined} {address}"
+        line = outlined_line if outlined_line is not None else line
     if file:  # clang gives line 0 ("?") to calls it merged
         where = f"{Path(file).name}:{'?' if line is None else line}" + (f" [{address}]" if address else "")
     elif address:
@@ -367,11 +411,13 @@ def _label(construct: str, file: str | None, line: int | None, obj: str | None, 
 def region_source(regions: pd.DataFrame) -> dict[str, tuple[str | None, int | None, str | None]]:
     """label -> (file, line, function) of every distinct region in `regions` (for the OTF2 definitions)."""
     out: dict[str, tuple[str | None, int | None, str | None]] = {}
-    cols = ["file", "line", "function"]
+    cols = ["file", "line", "function", "outlined_line"]
     firsts = regions.assign(label=region_labels(regions)).drop_duplicates("label")
-    for label, file, line, function in zip(
+    for label, file, line, function, outlined_line in zip(
         firsts["label"], *(firsts[c] if c in firsts else [None] * len(firsts) for c in cols), strict=True
     ):
+        if outlined_line is not None and pd.notna(outlined_line):
+            line = outlined_line
         out[str(label)] = (
             file if isinstance(file, str) and file else None,
             int(line) if line is not None and pd.notna(line) else None,
