@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,20 +109,31 @@ def call_site_values(obj: str, base: int) -> dict[int, list[int]]:
     if not path.is_file():
         return {}
     shift = base if _elf_type(path) == ET_EXEC else 0
-    try:
-        out = subprocess.run(
+    try:  # streamed: the dump of a large application's DWARF is far larger than what is kept
+        proc = subprocess.Popen(
             ["readelf", "--wide", "--debug-dump=info", str(path)],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-            timeout=120,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        )
+    except OSError:
         return {}
+    try:
+        return _call_sites(proc.stdout or [], shift)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _call_sites(lines: Iterable[str], shift: int, seconds: float = 120.0) -> dict[int, list[int]]:
+    """Parse readelf's dump; after `seconds` what was found so far (the outlined functions are extra)."""
     sites: dict[int, list[int]] = {}
     current: int | None = None
     in_site = False
-    for line in out.splitlines():
+    deadline = time.monotonic() + seconds
+    for n, line in enumerate(lines):
+        if n % 65536 == 0 and time.monotonic() > deadline:
+            break
         if "DW_TAG_" in line:
             if _CALL_SITE.search(line):
                 in_site, current = True, None
