@@ -411,6 +411,10 @@ def _build_campaign(sub: _Sub, probe_for_run: str | None) -> None:
     from tailscope.campaign.cli import add_campaign_parser
 
     add_campaign_parser(sub)
+    actions = sub.choices["campaign"]._actions  # the campaign parser's ACTION subparsers
+    collect = next(a for a in actions if isinstance(a, argparse._SubParsersAction)).choices["collect"]
+    _add_history_option(collect)  # then the append: verbs/history.py
+    collect.set_defaults(func=_verb("tailscope.verbs.history:collect"))
 
 
 def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
@@ -463,7 +467,7 @@ def _build_inject(sub: _Sub, probe_for_run: str | None) -> None:
 def _build_history(sub: _Sub, probe_for_run: str | None) -> None:
     from tailscope.history.cli import add_history_parser
 
-    add_history_parser(sub)
+    add_history_parser(sub, lambda name: _verb(f"tailscope.verbs.history:{name}"))
 
 
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)

@@ -92,9 +92,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
     total = sum(p.planned for p in result.nodes)
     done = sum(p.done for p in result.nodes)
     print(f"nodes: {len(result.nodes)}; trials: {done}/{total} ok (counted once: {slurm.DEDUPE_RULE})")
-    from tailscope.history.cli import append_quietly  # a failed append warns; the exit code stays
-
-    append_quietly(args, campaign.root)
     incomplete = [p for p in result.nodes if p.missing]
     for p in incomplete:
         print(f"incomplete: {printable(p.node)} {p.done}/{p.planned}")
@@ -140,9 +137,6 @@ def add_campaign_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
     q = verbs.add_parser("collect", help="validate every shard, move damaged chunks aside, summarise")
     q.add_argument("campaign", type=Path, metavar="DIR|SPEC.toml")
     q.add_argument("--no-quarantine", action="store_true", help="only name damaged shards")
-    from tailscope.history.cli import add_history_option
-
-    add_history_option(q)
     q.set_defaults(func=cmd_collect)
 
     q = verbs.add_parser("resume", help="submit a job for exactly the nodes and trials that are missing")

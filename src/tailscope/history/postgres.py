@@ -31,7 +31,7 @@ from tailscope.history.data import (
     as_categories,
     parse_facts,
 )
-from tailscope.history.store import redact
+from tailscope.history.location import redact
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES

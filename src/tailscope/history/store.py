@@ -6,11 +6,14 @@ import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from tailscope.history.location import is_url, redact
+
 if TYPE_CHECKING:  # pandas and pyarrow: not for --help
     from tailscope.history.data import AddResult, HistoryData
     from tailscope.history.summary import CampaignSummary, Entry, FactSet
 
 ENV = "TAILSCOPE_HISTORY"
+__all__ = ["ENV", "HistoryStore", "is_url", "open_history", "redact"]
 
 
 class HistoryStore(Protocol):
@@ -27,17 +30,6 @@ class HistoryStore(Protocol):
     def read(self) -> HistoryData: ...
 
     def compact(self, *, full: bool = True) -> tuple[int, int]: ...
-
-
-def redact(location: str) -> str:
-    """The location without a password (what every message shows)."""
-    import re
-
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", str(location))
-
-
-def is_url(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
 
 
 def open_history(location: str | Path) -> HistoryStore:

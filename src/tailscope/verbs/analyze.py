@@ -15,7 +15,7 @@ def analyze(args: argparse.Namespace) -> int:
 
     settings = settings_of(args)
     analysis = analyze_campaign(args.campaign, settings, probe=args.probe, node=args.node)
-    from tailscope.history.cli import append_quietly  # --history: a failed append warns, the exit code stays
+    from tailscope.verbs.history import append_quietly  # --history: a failed append only warns
 
     append_quietly(args, args.campaign, settings, analysis)
     if args.json:

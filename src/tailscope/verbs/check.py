@@ -131,7 +131,7 @@ def check(args: argparse.Namespace) -> int:
     if result.analysis is None or result.report is None:
         print_outcome(result.outcome)
         return outcome_code(result.outcome)
-    from tailscope.history.cli import append_quietly  # --history: a failed append warns, the exit code stays
+    from tailscope.verbs.history import append_quietly  # --history: a failed append only warns
 
     append_quietly(args, result.outcome.campaign, result.analysis.settings, result.analysis)
     width = terminal_width()
