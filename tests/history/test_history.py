@@ -169,3 +169,14 @@ def test_a_campaign_is_not_a_history(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a tailscope campaign, not a history" in err[0]
     assert main(["history", "show", str(tmp_path / "none")]) == 2
+
+
+def test_campaign_collect_appends_and_a_failed_append_keeps_its_exit_code(tmp_path, capsys):
+    (c,) = _nightly(tmp_path, 1)
+    code = main(["campaign", "collect", str(c)])
+    capsys.readouterr()
+    assert main(["campaign", "collect", str(c), "--history", str(tmp_path / "H")]) == code
+    assert "2 entries added" in capsys.readouterr().err
+    assert main(["campaign", "collect", str(c), "--history", str(c)]) == code  # a campaign is no history
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not appended" in err[0] and "not a history" in err[0]
