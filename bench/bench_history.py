@@ -136,7 +136,8 @@ def main() -> int:
                 f"  accuracy: recall {r['recall']:.3f} of {r['eligible']} injected changes >= 3 sds; "
                 f"{r['false_changes']} false changes = {r['false_per_100_years']:.2f} per 100 "
                 "node-probe-years; "
-                f"fact named for {r['facts_named']:.0%} of {r['fact_changes']} fact changes; "
+                f"fact named for {round(r['facts_named'] * r['fact_changes'])} of {r['fact_changes']} "
+                "fact changes; "
                 f"{r['events']} fleet events named by: {r['event_facts']}"
             )
             print(
