@@ -6,10 +6,13 @@
  *   and sqrt: the latency (a chain where every operation needs the previous result: cycles per operation)
  *   and the reciprocal throughput (12 independent chains interleaved: cycles per operation when the
  *   pipelines are full; the seed's "Absolute" and "Pipelined" CPI columns, SJTU: KP920 FP64 FMA 6 and 1,
- *   FP16 DIV 46). Cycles come from the effective core clock measured on the same CPU without a PMU
- *   (common/ts_clock.h: dependent integer adds, median of ~135 us chunks), measured before and after;
- *   so a core whose clock drops shows the same cycles (and a lower effective clock in the summary), and a
- *   unit that lost pipelining (SJTU: FP64 FMA throughput halved) shows more cycles.
+ *   FP16 DIV 46). Cycles come from the PMU's core cycles where this thread may count them, else from the
+ *   effective core clock measured on the same CPU (common/ts_clock.h: dependent integer adds, median of
+ *   ~135 us chunks) right before and right after EACH kernel's timed loop: every kernel is timed against the
+ *   clock that ran it (arith_cycles.h), so a core whose clock drops or rises during the probe shows the same
+ *   cycles (and its clock in the summary), and a unit that lost pipelining (SJTU: FP64 FMA throughput
+ *   halved) shows more cycles. A pair whose throughput reads above its latency, or whose latency reads
+ *   below the architecture's floor, is measured again (up to 3 times) and else refused (see CHECK).
  *   FP16 is measured only where the ISA has FP16 arithmetic: x86 AVX512-FP16 (CPUID.(7,0):EDX[23], with
  *   512-bit registers in use: scalar vaddsh.. and 512-bit vaddph..), aarch64 FEAT_FP16 when built with a
  *   -march that has it (scalar _Float16); elsewhere it is listed under summary.skipped with the reason.
@@ -19,7 +22,8 @@
  *
  * WHAT COUNTS
  *   One operation = one instruction on one register (a SIMD operation on all its lanes counts once).
- *       cycles per operation = iteration TSC seconds x effective clock [Hz] / operations in the iteration
+ *       cycles per operation = iteration TSC seconds x the kernel's own clock [Hz] / operations in the iteration
+ *                            (or PMU core cycles / operations; summary.cycles_source says which)
  *   where operations = --ops (latency: one chain) or 12 x --ops (throughput: every chain). The headline
  *   metric "fp64_fma_cpi" is the median reciprocal throughput of FP64 FMA at the widest width (lower is
  *   better; FP64 mul where the CPU has no FMA).
@@ -31,10 +35,20 @@
  *   here touches memory inside the timed loop.
  *
  * HOW IT RUNS
- *   One thread, pinned to each CPU of --cpus in turn (default: the first core only). On each CPU the
- *   effective clock is measured (--clock-chunks chunks), then every kernel runs one warm-up iteration
- *   (warmup:true) and --iterations timed ones (TSC, rdtscp + lfence), then the clock again; cycles use
- *   that CPU's mean of the two medians. The summary's table pools every CPU's timed iterations. Operand values are chosen so nothing degenerates: add x + 1 from 0 (exact integers),
+ *   One thread, pinned to each CPU of --cpus in turn (default: the first core only). On each CPU every
+ *   kernel measures the clock (--clock-chunks chunks), runs one warm-up iteration (warmup:true) and
+ *   --iterations timed ones (TSC, rdtscp + lfence), then measures the clock again; its cycles use the mean
+ *   of its two medians (summary.kernels lists them).
+ *
+ * CHECK
+ *   Latency and throughput of one (precision, width, op) run as a pair. Twelve chains cannot take more
+ *   cycles per operation than one, and no core beats its architecture's latency floor (arith_cycles.h: add
+ *   2, mul 3, fma 4, div 5, sqrt 5 cycles on x86-64 and aarch64). A pair that breaks either, or whose clock
+ *   moved more than 3% inside a kernel, is measured again, at most 3 times; one still implausible is
+ *   refused: table figures null with "refused", a warning "arith_refused" naming both figures,
+ *   summary.checks per CPU and pair (outcome, attempts). A throughput up to 3% above latency (noise on an
+ *   unpipelined divider) is reported equal to the latency with rthroughput_capped_to_latency. A refused
+ *   headline fails validation (exit 4). The summary's table pools every CPU's timed iterations. Operand values are chosen so nothing degenerates: add x + 1 from 0 (exact integers),
  *   mul x * (1 + 2^-20), div 1.3 / x from 1.1 (oscillates), fma x * (1 + 2^-20) + 2^-30, sqrt from 1.9
  *   (converges to 1 after ~50 steps, as every sqrt chain does).
  *   Validation: the same chain is replayed in plain C on one scalar of the element type (IEEE operations
@@ -44,7 +58,7 @@
  * OPTIONS
  *   --ops N                  operations per chain per iteration (default 16384; a multiple of 8)
  *   --iterations N           timed iterations per kernel (default 31)
- *   --clock-chunks N         chunks of the effective-clock measurement before and after (default 200)
+ *   --clock-chunks N         chunks of each kernel's clock measurement before and after it (default 25)
  *   --cpus LIST              CPUs measured one after another (default: the first core)
  *   --page, --offset, --no-pages   accepted for uniformity; nothing is allocated that they would affect
  *   --seed N                 accepted for uniformity; the operands are fixed (see above)
@@ -55,7 +69,10 @@
  *   JSON lines on stdout (docs/probes.md): config (params.kernels lists what runs), warnings, iteration
  *   (kernel = PRECISION_WIDTH_OP_lat|thr, e.g. fp64_avx512f_fma_thr; value cycles per operation), validation,
  *   result (metric "fp64_fma_cpi", cycles; summary: table [{precision, width, bits, op, latency_cycles,
- *   rthroughput_cycles}], skipped [{precision, width, op, reason}], clock).
+ *   rthroughput_cycles}], skipped [{precision, width, op, reason}], clock per CPU, kernels [{kernel, cpu,
+ *   hz_before, hz_after, hz}], checks [{cpu, precision, width, op, outcome, refused, attempts}],
+ *   cycles_source pmu|clock, repeats).
+ *   TAILSCOPE_ARITH_NO_PMU=1 measures with the clock even where the PMU counts cycles.
  *   Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 resource not available, 4 validation failed.
  *
  * KERNELS
@@ -86,6 +103,7 @@
 #define TS_X86 0
 #endif
 
+#include "arith_cycles.h"
 #include "arith_manual.h"
 
 #define CHAINS 12
@@ -406,9 +424,57 @@ typedef struct kernel {
 } kernel;
 
 typedef struct stamp {
-    uint64_t t0, t1;
-    int cpu;
+    uint64_t t0, t1; /* TSC around the iteration */
+    int cpu;         /* the CPU it ran on */
+    uint64_t pmu;    /* core cycles the PMU counted for it (0: no PMU) */
+    double cycles;   /* cycles per operation (arith_cycles.h) */
 } stamp;
+
+/* ---- core cycles from the PMU, where the kernel lets this thread count them ---------------------------- */
+typedef struct arith_pmu {
+    int fd; /* -1: no PMU (a VM without one, perf_event_paranoid, a kernel without perf events) */
+} arith_pmu;
+
+#if defined(__linux__)
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* Open the calling thread's user-mode core-cycles counter; fd -1 where it cannot be opened (errno says why;
+ * the clock then measures the cycles). */
+static void arith_pmu_open(arith_pmu *m)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_HARDWARE;
+    a.config = PERF_COUNT_HW_CPU_CYCLES;
+    a.exclude_kernel = 1; /* the kernels run in user mode; preemption is not counted */
+    a.exclude_hv = 1;
+    m->fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (getenv("TAILSCOPE_ARITH_NO_PMU") && m->fd >= 0) { /* for a comparison of the two paths */
+        if (close(m->fd) != 0)
+            ts_die(TS_EXIT_RUNTIME, "close(perf event): %s", strerror(errno));
+        m->fd = -1;
+    }
+}
+static uint64_t arith_pmu_read(const arith_pmu *m)
+{
+    uint64_t c = 0;
+    if (m->fd >= 0 && read(m->fd, &c, sizeof c) != (ssize_t)sizeof c)
+        ts_die(TS_EXIT_RUNTIME, "read(perf event cycles): %s", strerror(errno));
+    return c;
+}
+static void arith_pmu_close(arith_pmu *m)
+{
+    if (m->fd >= 0 && close(m->fd) != 0)
+        ts_die(TS_EXIT_RUNTIME, "close(perf event): %s", strerror(errno));
+    m->fd = -1;
+}
+#else
+static void arith_pmu_open(arith_pmu *m) { m->fd = -1; }
+static uint64_t arith_pmu_read(const arith_pmu *m) { (void)m; return 0; }
+static void arith_pmu_close(arith_pmu *m) { (void)m; }
+#endif
 
 typedef struct skip {
     const char *precision, *width, *op;
@@ -423,20 +489,18 @@ static bool cpus_given(int argc, char **argv)
     return false;
 }
 
-/* Does the CPU do FP16 arithmetic (x86: AVX512-FP16, CPUID.(7,0):EDX[23])? */
+#if TS_X86
+/* Does the CPU do FP16 arithmetic (x86: AVX512-FP16, CPUID.(7,0):EDX[23])? (aarch64: decided at build time) */
 static bool have_fp16(void)
 {
-#if TS_X86
     unsigned a, b, c, d;
     if (__get_cpuid_max(0, NULL) < 7)
         return false;
     __cpuid_count(7, 0, a, b, c, d);
     (void)a, (void)b, (void)c;
     return (d >> 23) & 1;
-#else
-    return false;
-#endif
 }
+#endif
 
 /* Operands {x0, y, z} per op (see the manual). */
 static void operands(int op, double v[3])
@@ -503,7 +567,7 @@ static _Float16 replay16(int op, uint64_t n)
 
 int main(int argc, char **argv)
 {
-    int64_t ops = 16384, iterations = 31, clock_chunks = 200;
+    int64_t ops = 16384, iterations = 31, clock_chunks = 25;
     ts_opt opts[] = {
         {"--ops", TS_OPT_I64, &ops, 8, 1e10, NULL},
         {"--iterations", TS_OPT_I64, &iterations, 1, 1e6, NULL},
@@ -635,6 +699,7 @@ int main(int argc, char **argv)
         return TS_EXIT_OK;
 
     const int n = p.nthreads;
+    const int npairs = nk / 2; /* lat and thr of one (flavour, op) are neighbours: ks[2 * pair + thr] */
     const size_t per_k = (size_t)iterations + 1;
     /* stamps[(t * nk + k) * per_k + it]: CPU t, kernel k, iteration it */
     stamp *st = ts_xcalloc((size_t)n * (size_t)nk * per_k, sizeof *st);
@@ -647,8 +712,16 @@ int main(int argc, char **argv)
     } out; /* the kernels' stores */
     int64_t wrong = 0, checked = 0;
     char first_wrong[256] = "";
-    ts_effclock *clk = ts_xcalloc(2 * (size_t)n, sizeof *clk);
-    double *eff = ts_xcalloc((size_t)n, sizeof *eff);
+    /* kclk[2 * (t * nk + k) + 0/1]: kernel k's own clock on CPU t, before and after its timed loop */
+    ts_effclock *kclk = ts_xcalloc(2 * (size_t)n * (size_t)nk, sizeof *kclk);
+    /* verdict and attempts per CPU and pair: verdict[t * npairs + pair] */
+    enum arith_verdict *verdict = ts_xcalloc((size_t)n * (size_t)npairs, sizeof *verdict);
+    int *attempts = ts_xcalloc((size_t)n * (size_t)npairs, sizeof *attempts);
+    double *lat_first = ts_xcalloc((size_t)n * (size_t)npairs * 2, sizeof *lat_first); /* first attempt */
+    double *vv = ts_xmalloc((size_t)iterations * sizeof *vv);
+    const double hz = p.clock.tsc_hz;
+    bool pmu_used = false;
+    int repeats = 0;
 
     ts_probe_anchor(&p);
     for (int t = 0; t < n; t++) {
@@ -656,71 +729,122 @@ int main(int argc, char **argv)
         if (rc != 0)
             ts_die(rc == EINVAL ? TS_EXIT_RESOURCE : TS_EXIT_RUNTIME,
                    "--cpus: pinning to CPU %d failed: %s (is it outside this job's cpuset?)", p.cpus[t], strerror(rc));
-        ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[2 * t]);
-        for (int k = 0; k < nk; k++) {
-            const flavour *f = ks[k].f;
-            const int op = ks[k].op;
-            kernel_fn fn = ks[k].thr ? f->thr[op] : f->lat[op];
-            double in64[3];
-            operands(op, in64);
-            float in32[3] = {(float)in64[0], (float)in64[1], (float)in64[2]};
-            const void *in = f->esize == 8 ? (const void *)in64 : (const void *)in32;
+        arith_pmu pmu;
+        arith_pmu_open(&pmu);
+        pmu_used |= pmu.fd >= 0;
+        for (int pair = 0; pair < npairs; pair++) {
+            const int op = ks[2 * pair].op;
+            enum arith_verdict v = ARITH_OK;
+            for (int attempt = 1; attempt <= ARITH_ATTEMPTS; attempt++) {
+                double med[2], move = 0.0;
+                for (int m = 0; m < 2; m++) {
+                    const int k = 2 * pair + m;
+                    const flavour *f = ks[k].f;
+                    kernel_fn fn = ks[k].thr ? f->thr[op] : f->lat[op];
+                    double in64[3];
+                    operands(op, in64);
+                    float in32[3] = {(float)in64[0], (float)in64[1], (float)in64[2]};
+                    const void *in = f->esize == 8 ? (const void *)in64 : (const void *)in32;
 #ifdef ARITH_HAVE_FP16
-            _Float16 in16[3] = {(_Float16)in64[0], (_Float16)in64[1], (_Float16)in64[2]};
-            const _Float16 want16 = f->esize == 2 ? replay16(op, (uint64_t)ops) : (_Float16)0;
-            if (f->esize == 2)
-                in = in16;
+                    _Float16 in16[3] = {(_Float16)in64[0], (_Float16)in64[1], (_Float16)in64[2]};
+                    const _Float16 want16 = f->esize == 2 ? replay16(op, (uint64_t)ops) : (_Float16)0;
+                    if (f->esize == 2)
+                        in = in16;
 #endif
-            const double want64 = replay64(op, (uint64_t)ops);
-            const float want32 = replay32(op, (uint64_t)ops);
-            const int nchains = ks[k].thr ? CHAINS : 1;
-            for (int64_t it = 0; it <= iterations; it++) {
-                uint64_t t0 = ts_tsc();
-                fn(steps, in, &out);
-                uint64_t t1 = ts_tsc();
-                st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it] = (stamp){t0, t1, sched_getcpu()};
-                if (ts_probe_corrupt_for_test() && t == 0 && k == 0 && it == iterations) {
-                    if (f->esize == 8)
-                        out.d[0] += 1.0;
-                    else if (f->esize == 4)
-                        out.f[0] += 1.0f;
+                    const double want64 = replay64(op, (uint64_t)ops);
+                    const float want32 = replay32(op, (uint64_t)ops);
+                    const int nchains = ks[k].thr ? CHAINS : 1;
+                    const double nops = (double)ops * nchains;
+                    ts_effclock *before = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)k)], *after = before + 1;
+                    ts_effective_hz((int)clock_chunks, 0, hz, before); /* this kernel's clock, right before */
+                    for (int64_t it = 0; it <= iterations; it++) {
+                        uint64_t c0 = arith_pmu_read(&pmu);
+                        uint64_t t0 = ts_tsc();
+                        fn(steps, in, &out);
+                        uint64_t t1 = ts_tsc();
+                        uint64_t c1 = arith_pmu_read(&pmu);
+                        stamp *x = &st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it];
+                        *x = (stamp){t0, t1, sched_getcpu(), pmu.fd >= 0 && c1 > c0 ? c1 - c0 : 0, 0.0};
+                        if (ts_probe_corrupt_for_test() && t == 0 && k == 0 && it == iterations) {
+                            if (f->esize == 8)
+                                out.d[0] += 1.0;
+                            else if (f->esize == 4)
+                                out.f[0] += 1.0f;
 #ifdef ARITH_HAVE_FP16
-                    else
-                        out.h[0] = (_Float16)((float)out.h[0] + 1.0f);
+                            else
+                                out.h[0] = (_Float16)((float)out.h[0] + 1.0f);
 #endif
-                }
-                checked++;
-                for (int c = 0; c < nchains * f->lanes; c++) {
-                    int v = c / f->lanes * f->stride + c % f->lanes; /* lane c % lanes of chain c / lanes */
-                    double got = f->esize == 8 ? out.d[v] : f->esize == 4 ? (double)out.f[v] : 0.0;
-                    double want = f->esize == 8 ? want64 : (double)want32;
+                        }
+                        checked++;
+                        for (int c = 0; c < nchains * f->lanes; c++) {
+                            int vi = c / f->lanes * f->stride + c % f->lanes; /* lane c % lanes of chain c / lanes */
+                            double got = f->esize == 8 ? out.d[vi] : f->esize == 4 ? (double)out.f[vi] : 0.0;
+                            double want = f->esize == 8 ? want64 : (double)want32;
 #ifdef ARITH_HAVE_FP16
-                    if (f->esize == 2) {
-                        got = (double)out.h[v];
-                        want = (double)want16;
+                            if (f->esize == 2) {
+                                got = (double)out.h[vi];
+                                want = (double)want16;
+                            }
+#endif
+                            bool ok = f->esize == 8   ? out.d[vi] == want64
+                                      : f->esize == 4 ? out.f[vi] == want32
+                                                      : got == want;
+                            if (!ok) {
+                                if (!wrong)
+                                    snprintf(first_wrong, sizeof first_wrong,
+                                             "CPU %d %s iteration %" PRId64 " value %d: %.17g, replay %.17g",
+                                             p.cpus[t], ks[k].name, it, vi, got, want);
+                                wrong++;
+                                break;
+                            }
+                        }
                     }
-#endif
-                    bool ok = f->esize == 8 ? out.d[v] == want64 : f->esize == 4 ? out.f[v] == want32 : got == want;
-                    if (!ok) {
-                        if (!wrong)
-                            snprintf(first_wrong, sizeof first_wrong,
-                                     "CPU %d %s iteration %" PRId64 " value %d: %.17g, replay %.17g", p.cpus[t],
-                                     ks[k].name, it, v, got, want);
-                        wrong++;
-                        break;
+                    ts_effective_hz((int)clock_chunks, 0, hz, after); /* and right after */
+                    const double khz = arith_kernel_hz(before->hz, after->hz);
+                    for (int64_t it = 0; it <= iterations; it++) {
+                        stamp *x = &st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it];
+                        x->cycles = x->pmu ? arith_cycles_from_pmu(x->pmu, nops)
+                                           : arith_cycles_from_clock(x->t1 - x->t0, hz, khz, nops);
+                        if (it > 0)
+                            vv[it - 1] = x->cycles;
+                    }
+                    med[m] = ts_median_inplace(vv, (size_t)iterations);
+                    if (!pmu_used) {
+                        double mv = arith_clock_move(before->hz, after->hz);
+                        move = mv > move ? mv : move;
                     }
                 }
+                if (attempt == 1) {
+                    lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair)] = med[0];
+                    lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair) + 1] = med[1];
+                }
+                /* a clock that moved inside a kernel asks for a repeat, never for a refusal */
+                v = arith_judge(op, med[0], med[1], attempt < ARITH_ATTEMPTS ? move : 0.0);
+                attempts[t * npairs + pair] = attempt;
+                if (v == ARITH_OK || v == ARITH_THR_CAPPED)
+                    break;
+                if (attempt < ARITH_ATTEMPTS)
+                    repeats++;
             }
+            verdict[t * npairs + pair] = v;
+            if (v == ARITH_THR_ABOVE_LAT || v == ARITH_BELOW_FLOOR)
+                ts_probe_warn(&p, "arith_refused",
+                              "CPU %d %s %s %s: %s (latency %.2f, reciprocal throughput %.2f cycles, floor %.0f) "
+                              "after %d attempts: not reported (the core was shared or its clock moved)",
+                              p.cpus[t], ks[2 * pair].f->precision, ks[2 * pair].f->width, op_names[op],
+                              arith_verdict_name(v), lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair)],
+                              lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair) + 1],
+                              arith_latency_floor(op), ARITH_ATTEMPTS);
         }
-        ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[2 * t + 1]);
-        eff[t] = 0.5 * (clk[2 * t].hz + clk[2 * t + 1].hz);
+        arith_pmu_close(&pmu);
     }
+    free(vv);
 
-    /* records: cycles per operation, with the effective clock of the CPU that ran the iteration */
-    const double hz = p.clock.tsc_hz;
+    /* records: cycles per operation, each kernel against its own clock (or the PMU's cycles) */
 #define STAMP(t, k, it) (&st[((size_t)(t) * (size_t)nk + (size_t)(k)) * per_k + (size_t)(it)])
-#define CYCLES(t, k, it) (ts_seconds(STAMP(t, k, it)->t0, STAMP(t, k, it)->t1, hz) * eff[t] / \
-                          ((double)ops * (ks[k].thr ? CHAINS : 1)))
+#define CYCLES(t, k, it) (STAMP(t, k, it)->cycles)
+#define REFUSED(t, pair) (verdict[(t) * npairs + (pair)] == ARITH_THR_ABOVE_LAT || \
+                          verdict[(t) * npairs + (pair)] == ARITH_BELOW_FLOOR)
     uint64_t shortest = UINT64_MAX;
     for (int t = 0; t < n; t++)
         for (int k = 0; k < nk; k++)
@@ -736,7 +860,7 @@ int main(int argc, char **argv)
                          "replay (first: %s)", wrong, checked, first_wrong);
     ts_probe_validated(&p, "Solution Validates: all %" PRId64 " chains equal their scalar replay", checked);
 
-    /* medians per kernel over every CPU's timed iterations, the headline, the table */
+    /* medians per kernel over the timed iterations of every CPU whose pair was not refused */
     const size_t nv = (size_t)n * (size_t)iterations;
     double *v = ts_xmalloc(nv * sizeof *v);
     int head = -1, fallback = -1;
@@ -750,45 +874,118 @@ int main(int argc, char **argv)
         }
     if (head < 0)
         head = fallback;
-    {
-        size_t m = 0;
-        for (int t = 0; t < n; t++)
-            for (int64_t it = 1; it <= iterations; it++)
-                v[m++] = CYCLES(t, head, it);
-    }
-    double headline = ts_median_inplace(v, nv);
+    /* pooled medians of the pair's latency [0] and throughput [1]; false when every CPU refused it */
+    double pooled[2];
+#define POOL(pair, m)                                                                                          \
+    do {                                                                                                       \
+        size_t c_ = 0;                                                                                         \
+        for (int t_ = 0; t_ < n; t_++)                                                                         \
+            if (!REFUSED(t_, pair))                                                                            \
+                for (int64_t it_ = 1; it_ <= iterations; it_++)                                                \
+                    v[c_++] = CYCLES(t_, 2 * (pair) + (m), it_);                                               \
+        nused = c_;                                                                                            \
+    } while (0)
+    size_t nused;
+    const int head_pair = head / 2;
+    POOL(head_pair, 0);
+    pooled[0] = nused ? ts_median_inplace(v, nused) : 0.0;
+    POOL(head_pair, 1);
+    pooled[1] = nused ? ts_median_inplace(v, nused) : 0.0;
+    if (!nused)
+        ts_probe_invalid(&p, "Failed Validation: the headline %s was refused on every CPU (%s): see the "
+                         "arith_refused warnings", ks[head].name, arith_verdict_name(verdict[head_pair]));
+    /* never a throughput above the latency: within the slack it is reported equal to it (checks) */
+    double headline = pooled[1] > pooled[0] ? pooled[0] : pooled[1];
     uint64_t first = STAMP(0, 0, 1)->t0, last = STAMP(n - 1, nk - 1, iterations)->t1;
     ts_probe_result_begin(&p, "fp64_fma_cpi", "cycles", headline, false, first, last);
     ts_json_obj(j, "summary");
     ts_json_str(j, "headline_kernel", ks[head].name);
+    ts_json_str(j, "cycles_source", pmu_used ? "pmu" : "clock");
+    ts_json_i64(j, "repeats", repeats);
     ts_json_arr(j, "clock");
     for (int t = 0; t < n; t++) {
+        /* the CPU's clock over the run: the median, lowest and highest of its kernels' own clocks */
+        double *kh = ts_xmalloc((size_t)nk * sizeof *kh), lo = 0, hi = 0;
+        for (int k = 0; k < nk; k++) {
+            const ts_effclock *b = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)k)];
+            kh[k] = arith_kernel_hz(b[0].hz, b[1].hz);
+            lo = k == 0 || kh[k] < lo ? kh[k] : lo;
+            hi = k == 0 || kh[k] > hi ? kh[k] : hi;
+        }
+        const ts_effclock *first_c = &kclk[2 * (size_t)t * (size_t)nk];
+        const ts_effclock *last_c = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)nk - 1) + 1];
         ts_json_obj(j, NULL);
         ts_json_i64(j, "thread", t);
         ts_json_i64(j, "cpu", p.cpus[t]);
-        ts_json_double(j, "effective_hz", eff[t]);
-        ts_json_double(j, "effective_hz_before", clk[2 * t].hz);
-        ts_json_double(j, "effective_hz_after", clk[2 * t + 1].hz);
-        ts_json_double(j, "p10_hz_before", clk[2 * t].p10_hz);
-        ts_json_double(j, "p10_hz_after", clk[2 * t + 1].p10_hz);
+        ts_json_double(j, "effective_hz", ts_median_inplace(kh, (size_t)nk));
+        ts_json_double(j, "effective_hz_before", first_c->hz); /* before the first kernel */
+        ts_json_double(j, "effective_hz_after", last_c->hz);   /* after the last kernel */
+        ts_json_double(j, "effective_hz_min", lo);
+        ts_json_double(j, "effective_hz_max", hi);
+        ts_json_double(j, "p10_hz_before", first_c->p10_hz);
+        ts_json_double(j, "p10_hz_after", last_c->p10_hz);
         ts_json_close(j);
+        free(kh);
     }
     ts_json_close(j);
+    ts_json_arr(j, "kernels"); /* each kernel's own clock per CPU: what its cycles were computed with */
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < nk; k++) {
+            const ts_effclock *b = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)k)];
+            ts_json_obj(j, NULL);
+            ts_json_str(j, "kernel", ks[k].name);
+            ts_json_i64(j, "cpu", p.cpus[t]);
+            ts_json_double(j, "hz_before", b[0].hz);
+            ts_json_double(j, "hz_after", b[1].hz);
+            ts_json_double(j, "hz", arith_kernel_hz(b[0].hz, b[1].hz));
+            ts_json_close(j);
+        }
+    ts_json_close(j);
+    ts_json_arr(j, "checks"); /* per CPU and pair: what the plausibility check decided */
+    for (int t = 0; t < n; t++)
+        for (int pair = 0; pair < npairs; pair++) {
+            ts_json_obj(j, NULL);
+            ts_json_i64(j, "cpu", p.cpus[t]);
+            ts_json_str(j, "precision", ks[2 * pair].f->precision);
+            ts_json_str(j, "width", ks[2 * pair].f->width);
+            ts_json_str(j, "op", op_names[ks[2 * pair].op]);
+            ts_json_str(j, "outcome", arith_verdict_name(verdict[t * npairs + pair]));
+            ts_json_bool(j, "refused", REFUSED(t, pair));
+            ts_json_i64(j, "attempts", attempts[t * npairs + pair]);
+            ts_json_double(j, "latency_floor_cycles", arith_latency_floor(ks[2 * pair].op));
+            ts_json_close(j);
+        }
+    ts_json_close(j);
     ts_json_arr(j, "table");
-    for (int k = 0; k + 1 < nk; k += 2) { /* lat and thr of one (flavour, op) are neighbours */
+    for (int pair = 0; pair < npairs; pair++) {
+        const int k = 2 * pair;
         ts_json_obj(j, NULL);
         ts_json_str(j, "precision", ks[k].f->precision);
         ts_json_str(j, "width", ks[k].f->width);
         ts_json_i64(j, "bits", ks[k].f->bits);
         ts_json_i64(j, "lanes", ks[k].f->lanes);
         ts_json_str(j, "op", op_names[ks[k].op]);
-        for (int m = 0; m < 2; m++) {
-            size_t c = 0;
-            for (int t = 0; t < n; t++)
-                for (int64_t it = 1; it <= iterations; it++)
-                    v[c++] = CYCLES(t, k + m, it);
-            ts_json_stats(j, m ? "rthroughput_cycles" : "latency_cycles", v, nv);
+        POOL(pair, 0);
+        const size_t nlat = nused;
+        pooled[0] = nlat ? ts_median_inplace(v, nlat) : 0.0;
+        POOL(pair, 1);
+        pooled[1] = nused ? ts_median_inplace(v, nused) : 0.0;
+        if (!nlat) { /* refused on every CPU: no figures */
+            ts_json_null(j, "latency_cycles");
+            ts_json_null(j, "rthroughput_cycles");
+            ts_json_str(j, "refused", arith_verdict_name(verdict[pair]));
+            ts_json_close(j);
+            continue;
         }
+        POOL(pair, 0);
+        ts_json_stats(j, "latency_cycles", v, nlat);
+        POOL(pair, 1);
+        if (pooled[1] > pooled[0]) { /* within the slack (else refused): reported equal to the latency */
+            for (size_t c = 0; c < nused; c++)
+                v[c] = v[c] > pooled[0] ? pooled[0] : v[c];
+            ts_json_bool(j, "rthroughput_capped_to_latency", true);
+        }
+        ts_json_stats(j, "rthroughput_cycles", v, nused);
         ts_json_close(j);
     }
     ts_json_close(j); /* table */
@@ -806,7 +1003,9 @@ int main(int argc, char **argv)
     ts_probe_result_end(&p);
     free(v);
     free(st);
-    free(clk);
-    free(eff);
+    free(kclk);
+    free(verdict);
+    free(attempts);
+    free(lat_first);
     return TS_EXIT_OK;
 }

@@ -1,0 +1,108 @@
+/* arith_cycles.h -- the arith probe's cycle arithmetic and its plausibility check, apart from any
+ * measurement so that recorded figures can be fed to it (native/tests/test_arith_cycles.c).
+ *
+ * CYCLES
+ *   Each kernel carries its own reference clock: a calibration chain (common/ts_clock.h, dependent integer
+ *   adds, one per cycle) timed right before and right after that kernel's timed loop. The kernel's clock is
+ *   the mean of the two medians, and
+ *       cycles per operation = iteration TSC ticks / tsc_hz x kernel clock [Hz] / operations
+ *   A clock that moves during the probe (seen: 3.52 GHz before all kernels, 3.82 GHz after them) therefore
+ *   moves no kernel's cycles: a kernel is only timed against the clock that ran it. Where the PMU counts
+ *   core cycles for this thread (perf_event_open, user mode), cycles per operation = counted cycles /
+ *   operations, and no clock is involved at all.
+ *
+ * CHECK
+ *   Twelve independent chains cannot take more cycles per operation than one chain of the same operation
+ *   (the reciprocal throughput is at most the latency), and no core executes an operation faster than its
+ *   architecture allows (floors below). A measurement that breaks either was disturbed (the thread shared
+ *   its core, the clock moved inside a kernel): arith repeats it (bounded) and, if it stays implausible,
+ *   refuses it: the figure is not reported (null) and the reason is (summary.checks, a warning record).
+ *   A throughput above latency by less than ARITH_THR_SLACK is measurement noise on an unpipelined unit
+ *   (div, sqrt on some cores): the throughput is reported equal to the latency and flagged.
+ */
+#ifndef ARITH_CYCLES_H
+#define ARITH_CYCLES_H
+
+#include <stdint.h>
+
+#define ARITH_ATTEMPTS 3         /* measurements of one (flavour, op) pair before it is refused */
+#define ARITH_THR_SLACK 0.03     /* throughput may read this fraction above latency (noise) */
+#define ARITH_FLOOR_SLACK 0.03   /* latency may read this fraction below the floor (noise) */
+#define ARITH_CLOCK_DRIFT 0.03   /* clock before vs after one kernel: above this, the kernel is repeated */
+
+/* The clock one kernel ran at: the mean of its own calibrations before and after its timed loop. */
+static inline double arith_kernel_hz(double hz_before, double hz_after)
+{
+    return 0.5 * (hz_before + hz_after);
+}
+
+/* Cycles per operation of one iteration from TSC ticks and the kernel's clock. */
+static inline double arith_cycles_from_clock(uint64_t ticks, double tsc_hz, double kernel_hz, double ops)
+{
+    return (double)ticks / tsc_hz * kernel_hz / ops;
+}
+
+/* Cycles per operation of one iteration from the PMU's core cycles. */
+static inline double arith_cycles_from_pmu(uint64_t cycles, double ops)
+{
+    return (double)cycles / ops;
+}
+
+/* The lowest latency in cycles any core of the architecture has for an operation (op: 0 add, 1 mul, 2 div,
+ * 3 fma, 4 sqrt), whatever the precision or width; below it, a latency figure is a measurement error.
+ *   x86-64: add 2 (Golden Cove, Zen 5 have 2-cycle FP adders; every other core 3-4), mul 3 (Zen 1-5; Intel
+ *   4), fma 4 (Intel since Skylake, Zen 1-5; Haswell 5), div 5 and sqrt 5 (no x86 core divides or takes a
+ *   square root of any precision in under 5 cycles: Intel SDM vol. 1 "Optimization Reference Manual"
+ *   latency tables, AMD Software Optimization Guides for families 17h/19h/1Ah, uops.info).
+ *   aarch64: add 2, mul 3, fma 4 (Neoverse N1/V1/V2, Kunpeng 920: SJTU table "Absolute" column, 2/4-5/4-6),
+ *   div 5, sqrt 5 (Neoverse software optimization guides: FDIV/FSQRT at least 7). */
+static inline double arith_latency_floor(int op)
+{
+    static const double floor[5] = {2.0, 3.0, 5.0, 4.0, 5.0};
+    return op >= 0 && op < 5 ? floor[op] : 0.0;
+}
+
+enum arith_verdict {
+    ARITH_OK = 0,
+    ARITH_THR_CAPPED,     /* throughput above latency within the slack: reported equal to the latency */
+    ARITH_THR_ABOVE_LAT,  /* throughput above latency beyond the slack: implausible */
+    ARITH_BELOW_FLOOR,    /* latency below the architecture's floor: implausible */
+    ARITH_CLOCK_MOVED,    /* the kernel's own clock moved by more than ARITH_CLOCK_DRIFT inside it */
+};
+
+/* Judge one (flavour, op) pair from its median latency and reciprocal throughput (cycles) and the largest
+ * relative clock move seen inside either kernel (0 with the PMU). */
+static inline enum arith_verdict arith_judge(int op, double lat, double thr, double clock_move)
+{
+    if (clock_move > ARITH_CLOCK_DRIFT)
+        return ARITH_CLOCK_MOVED;
+    if (lat < arith_latency_floor(op) * (1.0 - ARITH_FLOOR_SLACK))
+        return ARITH_BELOW_FLOOR;
+    if (thr > lat * (1.0 + ARITH_THR_SLACK))
+        return ARITH_THR_ABOVE_LAT;
+    if (thr > lat)
+        return ARITH_THR_CAPPED;
+    return ARITH_OK;
+}
+
+static inline const char *arith_verdict_name(enum arith_verdict v)
+{
+    switch (v) {
+    case ARITH_OK: return "ok";
+    case ARITH_THR_CAPPED: return "throughput_capped_to_latency";
+    case ARITH_THR_ABOVE_LAT: return "throughput_above_latency";
+    case ARITH_BELOW_FLOOR: return "latency_below_floor";
+    default: return "clock_moved";
+    }
+}
+
+/* Relative move of a clock between two readings: |after - before| / before (0 when before is 0). */
+static inline double arith_clock_move(double before, double after)
+{
+    if (before <= 0.0)
+        return 0.0;
+    double d = (after - before) / before;
+    return d < 0 ? -d : d;
+}
+
+#endif
