@@ -7,9 +7,10 @@
  *   and the reciprocal throughput (12 independent chains interleaved: cycles per operation when the
  *   pipelines are full; the seed's "Absolute" and "Pipelined" CPI columns, SJTU: KP920 FP64 FMA 6 and 1,
  *   FP16 DIV 46). Cycles come from the PMU's core cycles where this thread may count them, else from the
- *   effective core clock measured on the same CPU (common/ts_clock.h: dependent integer adds, median of
- *   ~135 us chunks) right before and right after EACH kernel's timed loop: every kernel is timed against the
- *   clock that ran it (arith_cycles.h), so a core whose clock drops or rises during the probe shows the same
+ *   effective core clock measured IN THE LOOP on the same CPU: every timed iteration sits between two
+ *   calibration chunks (common/ts_clock.h's chain of dependent integer adds, 32768 adds, ~9 us), and its
+ *   cycles are its TSC ticks times the cycles per tick of those two neighbours (arith_cycles.h), so a core
+ *   whose clock drops or rises during the probe shows the same
  *   cycles (and its clock in the summary), and a unit that lost pipelining (SJTU: FP64 FMA throughput
  *   halved) shows more cycles. A pair whose throughput reads above its latency, or whose latency reads
  *   below the architecture's floor, is measured again (up to 3 times) and else refused (see CHECK).
@@ -22,7 +23,7 @@
  *
  * WHAT COUNTS
  *   One operation = one instruction on one register (a SIMD operation on all its lanes counts once).
- *       cycles per operation = iteration TSC seconds x the kernel's own clock [Hz] / operations in the iteration
+ *       cycles per operation = iteration TSC ticks x cycles per tick of the chunks on both sides / operations
  *                            (or PMU core cycles / operations; summary.cycles_source says which)
  *   where operations = --ops (latency: one chain) or 12 x --ops (throughput: every chain). The headline
  *   metric "fp64_fma_cpi" is the median reciprocal throughput of FP64 FMA at the widest width (lower is
@@ -37,8 +38,8 @@
  * HOW IT RUNS
  *   One thread, pinned to each CPU of --cpus in turn (default: the first core only). On each CPU every
  *   kernel measures the clock (--clock-chunks chunks), runs one warm-up iteration (warmup:true) and
- *   --iterations timed ones (TSC, rdtscp + lfence), then measures the clock again; its cycles use the mean
- *   of its two medians (summary.kernels lists them).
+ *   --iterations timed ones (TSC, rdtscp + lfence), each followed by a calibration chunk (one before the
+ *   first), then measures the clock again (summary.kernels: hz_before, hz_after, hz their mean).
  *
  * CHECK
  *   Latency and throughput of one (precision, width, op) run as a pair. Twelve chains cannot take more
@@ -58,7 +59,7 @@
  * OPTIONS
  *   --ops N                  operations per chain per iteration (default 16384; a multiple of 8)
  *   --iterations N           timed iterations per kernel (default 31)
- *   --clock-chunks N         chunks of each kernel's clock measurement before and after it (default 25)
+ *   --clock-chunks N         chunks of each kernel's clock measurement before and after it (default 10)
  *   --cpus LIST              CPUs measured one after another (default: the first core)
  *   --page, --offset, --no-pages   accepted for uniformity; nothing is allocated that they would affect
  *   --seed N                 accepted for uniformity; the operands are fixed (see above)
@@ -567,7 +568,7 @@ static _Float16 replay16(int op, uint64_t n)
 
 int main(int argc, char **argv)
 {
-    int64_t ops = 16384, iterations = 31, clock_chunks = 25;
+    int64_t ops = 16384, iterations = 31, clock_chunks = 10;
     ts_opt opts[] = {
         {"--ops", TS_OPT_I64, &ops, 8, 1e10, NULL},
         {"--iterations", TS_OPT_I64, &iterations, 1, 1e6, NULL},
@@ -719,6 +720,7 @@ int main(int argc, char **argv)
     int *attempts = ts_xcalloc((size_t)n * (size_t)npairs, sizeof *attempts);
     double *lat_first = ts_xcalloc((size_t)n * (size_t)npairs * 2, sizeof *lat_first); /* first attempt */
     double *vv = ts_xmalloc((size_t)iterations * sizeof *vv);
+    uint64_t *chunk = ts_xmalloc(((size_t)iterations + 2) * sizeof *chunk); /* calibration chunk ticks */
     const double hz = p.clock.tsc_hz;
     bool pmu_used = false;
     int repeats = 0;
@@ -757,12 +759,18 @@ int main(int argc, char **argv)
                     const double nops = (double)ops * nchains;
                     ts_effclock *before = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)k)], *after = before + 1;
                     ts_effective_hz((int)clock_chunks, 0, hz, before); /* this kernel's clock, right before */
+                    uint64_t cx = 1, k0 = ts_tsc();
+                    cx = ts_clock_chain(cx, ARITH_CHUNK_ADDS / TS_CLOCK_ADDS_PER_STEP); /* chunk before it 0 */
+                    chunk[0] = ts_tsc() - k0;
                     for (int64_t it = 0; it <= iterations; it++) {
                         uint64_t c0 = arith_pmu_read(&pmu);
                         uint64_t t0 = ts_tsc();
                         fn(steps, in, &out);
                         uint64_t t1 = ts_tsc();
                         uint64_t c1 = arith_pmu_read(&pmu);
+                        k0 = ts_tsc(); /* the chunk after this iteration, before the next */
+                        cx = ts_clock_chain(cx, ARITH_CHUNK_ADDS / TS_CLOCK_ADDS_PER_STEP);
+                        chunk[it + 1] = ts_tsc() - k0;
                         stamp *x = &st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it];
                         *x = (stamp){t0, t1, sched_getcpu(), pmu.fd >= 0 && c1 > c0 ? c1 - c0 : 0, 0.0};
                         if (ts_probe_corrupt_for_test() && t == 0 && k == 0 && it == iterations) {
@@ -799,12 +807,13 @@ int main(int argc, char **argv)
                             }
                         }
                     }
+                    __asm__ volatile("" : : "r"(cx)); /* the chain's result is used */
                     ts_effective_hz((int)clock_chunks, 0, hz, after); /* and right after */
-                    const double khz = arith_kernel_hz(before->hz, after->hz);
                     for (int64_t it = 0; it <= iterations; it++) {
                         stamp *x = &st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it];
                         x->cycles = x->pmu ? arith_cycles_from_pmu(x->pmu, nops)
-                                           : arith_cycles_from_clock(x->t1 - x->t0, hz, khz, nops);
+                                           : arith_cycles_interleaved(x->t1 - x->t0, chunk[it], chunk[it + 1],
+                                                                      p.clock.overhead_cycles, ARITH_CHUNK_ADDS, nops);
                         if (it > 0)
                             vv[it - 1] = x->cycles;
                     }
@@ -839,6 +848,7 @@ int main(int argc, char **argv)
         arith_pmu_close(&pmu);
     }
     free(vv);
+    free(chunk);
 
     /* records: cycles per operation, each kernel against its own clock (or the PMU's cycles) */
 #define STAMP(t, k, it) (&st[((size_t)(t) * (size_t)nk + (size_t)(k)) * per_k + (size_t)(it)])

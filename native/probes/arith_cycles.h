@@ -2,12 +2,13 @@
  * measurement so that recorded figures can be fed to it (native/tests/test_arith_cycles.c).
  *
  * CYCLES
- *   Each kernel carries its own reference clock: a calibration chain (common/ts_clock.h, dependent integer
- *   adds, one per cycle) timed right before and right after that kernel's timed loop. The kernel's clock is
- *   the mean of the two medians, and
- *       cycles per operation = iteration TSC ticks / tsc_hz x kernel clock [Hz] / operations
+ *   The reference clock is measured in the loop: every timed iteration sits between two calibration chunks
+ *   (common/ts_clock.h's chain of dependent integer adds, one per cycle), and
+ *       cycles per operation = iteration TSC ticks x (2 x adds / ticks of the two chunks) / operations
  *   A clock that moves during the probe (seen: 3.52 GHz before all kernels, 3.82 GHz after them) therefore
- *   moves no kernel's cycles: a kernel is only timed against the clock that ran it. Where the PMU counts
+ *   moves no kernel's cycles: an iteration is only timed against the clock that ran it. Each kernel also
+ *   measures the clock before and after its loop (--clock-chunks chunks, a median each): the summary's
+ *   per-kernel clock, and a kernel whose clock moved more than ARITH_CLOCK_DRIFT inside it is repeated. Where the PMU counts
  *   core cycles for this thread (perf_event_open, user mode), cycles per operation = counted cycles /
  *   operations, and no clock is involved at all.
  *
@@ -40,6 +41,31 @@ static inline double arith_kernel_hz(double hz_before, double hz_after)
 static inline double arith_cycles_from_clock(uint64_t ticks, double tsc_hz, double kernel_hz, double ops)
 {
     return (double)ticks / tsc_hz * kernel_hz / ops;
+}
+
+/* Cycles per operation of one iteration from the calibration chunks timed right before and right after it
+ * (ARITH_CHUNK_ADDS dependent adds each, one per cycle): the TSC ticks of the iteration times the cycles per
+ * tick of its two neighbours. `overhead` (the timer's own ticks, ts_clock.overhead_cycles) is taken off every
+ * interval. Independent of tsc_hz: cycles per tick is all it needs. */
+#define ARITH_CHUNK_ADDS 32768     /* ~9 us at 3.7 GHz: short enough to sit next to every iteration */
+#define ARITH_CHUNK_DISAGREE 0.10  /* two neighbour chunks further apart than this: one was disturbed */
+static inline double arith_cycles_interleaved(uint64_t ticks, uint64_t chunk_before, uint64_t chunk_after,
+                                              uint64_t overhead, double adds, double ops)
+{
+    double cb = (double)chunk_before - (double)overhead, ca = (double)chunk_after - (double)overhead;
+    double t = (double)ticks - (double)overhead;
+    if (cb <= 0 || ca <= 0 || t <= 0) {
+        cb = (double)chunk_before;
+        ca = (double)chunk_after;
+        t = (double)ticks;
+    }
+    /* a chunk that was preempted or interrupted reads long: when the two differ by more than
+     * ARITH_CHUNK_DISAGREE, the shorter one alone is the clock (a clock does not move that far in ~9 us) */
+    if (cb > ca * (1.0 + ARITH_CHUNK_DISAGREE))
+        cb = ca;
+    else if (ca > cb * (1.0 + ARITH_CHUNK_DISAGREE))
+        ca = cb;
+    return t * 2.0 * adds / (cb + ca) / ops;
 }
 
 /* Cycles per operation of one iteration from the PMU's core cycles. */

@@ -7,7 +7,9 @@
  * on a Sapphire-Rapids-class guest under load); the add kernel ran early at 3.52 GHz, the fma kernel late
  * at 3.82 GHz, so their TSC ticks were 34606 x 3.6938 / 3.52 = 36315 and 46124 x 3.6938 / 3.82 = 44601.
  * With one clock for all kernels (the mean of before and after, as arith did) add reads 3.13 and fma 3.87
- * cycles; with each kernel's own clock both read what the steady run read. */
+ * cycles; with the clock measured in the loop (a 32768-add chunk on each side of each iteration: 23071
+ * ticks at 3.6938 GHz, 24208 at 3.52, 22310 at 3.82, each with a timer overhead of 40 ticks) both read what the steady run
+ * read. */
 #include "../probes/arith_cycles.h"
 #include "check.h"
 
@@ -35,6 +37,21 @@ int main(void)
     /* a kernel whose clock moved inside it (3.52 -> 3.82) is repeated */
     CHECK(arith_clock_move(3.52e9, 3.82e9) > ARITH_CLOCK_DRIFT);
     CHECK(arith_judge(3, 4.0, 0.5, arith_clock_move(3.52e9, 3.82e9)) == ARITH_CLOCK_MOVED);
+
+    /* the same with the clock measured in the loop, next to every iteration */
+    const double adds = ARITH_CHUNK_ADDS;
+    const double add_il_steady = arith_cycles_interleaved(34606, 23071, 23071, 40, adds, ops);
+    CHECK(near(add_il_steady, 34566.0 * 32768 / 23031 / ops, 1e-9)); /* the overhead off every interval */
+    CHECK(near(add_il_steady, 3.0017, 0.0005));
+    CHECK(near(arith_cycles_interleaved(36313, 24208, 24208, 40, adds, ops), add_il_steady, 0.0005));
+    CHECK(near(arith_cycles_interleaved(44602, 22310, 22310, 40, adds, ops),
+               arith_cycles_interleaved(46124, 23071, 23071, 40, adds, ops), 0.0005));
+    /* the clock moved between the two chunks of one iteration: their mean rate is near the iteration's */
+    CHECK(near(arith_cycles_interleaved(34606, 22310, 23832, 40, adds, ops), add_il_steady, 0.01));
+
+    /* a preempted chunk (seen here: 80x longer) is not the clock: the shorter neighbour is */
+    CHECK(near(arith_cycles_interleaved(34606, 23071, 23071 * 80, 40, adds, ops), add_il_steady, 1e-9));
+    CHECK(near(arith_cycles_interleaved(34606, 23071 * 80, 23071, 40, adds, ops), add_il_steady, 1e-9));
 
     /* PMU cycles need no clock */
     CHECK(near(arith_cycles_from_pmu(49233, ops), 3.005, 0.001));

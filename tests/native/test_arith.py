@@ -53,10 +53,16 @@ def test_orderings_and_numbers(table):
     for k in own.values():
         assert k["hz"] == pytest.approx((k["hz_before"] + k["hz_after"]) / 2, rel=1e-12)
     if run.result["summary"]["cycles_source"] == "clock":
+        # each iteration against the calibration chunks beside it (in the loop); per kernel, the median
+        # agrees with the clock measured before and after the kernel's loop (a single iteration may not:
+        # both of its chunks can be preempted on a busy machine)
+        ratios: dict[str, list[float]] = {}
         for rec in run.of("iteration"):
             n = ops * (12 if rec["kernel"].endswith("_thr") else 1)
-            k_hz = own[rec["kernel"]]["hz"]
-            assert rec["value"] == pytest.approx((rec["tsc_end"] - rec["tsc_start"]) / hz * k_hz / n, rel=1e-9)
+            by_loop_clock = (rec["tsc_end"] - rec["tsc_start"]) / hz * own[rec["kernel"]]["hz"] / n
+            ratios.setdefault(rec["kernel"], []).append(rec["value"] / by_loop_clock)
+        medians = sorted(sorted(r)[len(r) // 2] for r in ratios.values())
+        assert 0.9 < medians[len(medians) // 2] < 1.1, medians
     widths = {w for (p, w, _) in rows if p != "fp16"}  # FP16 has its own widths where the ISA has it
     assert "scalar" in widths and len(widths) == 2  # scalar and the widest SIMD
     for precision in ("fp32", "fp64"):

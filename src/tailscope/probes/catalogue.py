@@ -226,7 +226,7 @@ PROBES: dict[str, ProbeSpec] = {
             (
                 ProbeOption("--ops", int, "operations per chain per iteration (16384)"),
                 ProbeOption("--iterations", int, "timed iterations per kernel (31)"),
-                ProbeOption("--clock-chunks", int, "effective-clock chunks before and after each kernel (25)"),
+                ProbeOption("--clock-chunks", int, "effective-clock chunks before and after each kernel (10)"),
             ),
             timeout_s=300.0,
         ),
