@@ -669,7 +669,7 @@ def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
-    p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
+    p.add_argument("--page", dest="probe_page_policy", choices=["4k", "thp", "2m", "1g"], help="page policy")
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     _add_analysis_options(p)
     p.set_defaults(func=cmd_check)

@@ -137,6 +137,7 @@ class VariantSummary:
     nodes: int
     n: int
     global_median: float
+    page_policy: str | None = None  # runs.page_policy: 4k | thp | 2m | 1g (the default is stored too)
 
 
 @dataclass(frozen=True)
