@@ -325,9 +325,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
     if args.json:
+        from tailscope.analysis.figures import with_figures
         from tailscope.jsonout import write_json
 
-        write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
+        write_json(with_figures(analysis, args.campaign))  # the dataclasses themselves, with every figure
     else:
         from tailscope.report.terminal import render_answer, render_summary
 
