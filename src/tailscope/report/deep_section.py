@@ -26,6 +26,7 @@ _INTRO = (
     "with what a healthy component would show and whether it did."
 )
 _STATUS_CSS = {DIFFERS: "bad", AS_EXPECTED: "good", NOT_JUDGED: ""}
+_INCONCLUSIVE_WORD = "Followed up (the verdict is inconclusive: not called degraded)"
 TOP_COUNTERS = 3  # counters quoted per degraded probe (the Counters section lists them all)
 
 
@@ -102,7 +103,7 @@ def _step(
         else "<p>No follow-up probe exists for this probe.</p>"
     )
     items = [
-        f"<li><b>Degraded:</b> {esc(why)}</li>",
+        f"<li><b>{_INCONCLUSIVE_WORD if deep.inconclusive else 'Degraded'}:</b> {esc(why)}</li>",
         f"<li><b>Component probes</b> ({len(follow_ups)} follow-up{'s' if len(follow_ups) != 1 else ''}, "
         f"their trials stored in this campaign): {outcome}.{table}</li>",
         f"<li><b>Counters:</b> {counters or esc(deep.counters)}</li>",
