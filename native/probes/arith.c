@@ -809,11 +809,18 @@ int main(int argc, char **argv)
                     }
                     __asm__ volatile("" : : "r"(cx)); /* the chain's result is used */
                     ts_effective_hz((int)clock_chunks, 0, hz, after); /* and right after */
+                    /* the ticks of one chunk at the kernel's loop clock: a chunk far from it was disturbed */
+                    const double loop_hz = arith_kernel_hz(before->hz, after->hz);
+                    const double expected = loop_hz > 0 ? ARITH_CHUNK_ADDS / loop_hz * hz +
+                                                              (double)p.clock.overhead_cycles
+                                                        : 0.0;
                     for (int64_t it = 0; it <= iterations; it++) {
                         stamp *x = &st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it];
+                        const uint64_t cb = arith_chunk_or_loop(chunk[it], expected);
+                        const uint64_t ca = arith_chunk_or_loop(chunk[it + 1], expected);
                         x->cycles = x->pmu ? arith_cycles_from_pmu(x->pmu, nops)
-                                           : arith_cycles_interleaved(x->t1 - x->t0, chunk[it], chunk[it + 1],
-                                                                      p.clock.overhead_cycles, ARITH_CHUNK_ADDS, nops);
+                                           : arith_cycles_interleaved(x->t1 - x->t0, cb, ca, p.clock.overhead_cycles,
+                                                                      ARITH_CHUNK_ADDS, nops);
                         if (it > 0)
                             vv[it - 1] = x->cycles;
                     }

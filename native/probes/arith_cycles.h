@@ -68,6 +68,20 @@ static inline double arith_cycles_interleaved(uint64_t ticks, uint64_t chunk_bef
     return t * 2.0 * adds / (cb + ca) / ops;
 }
 
+/* A calibration chunk's ticks, or those the kernel's loop clock predicts (`expected`: ARITH_CHUNK_ADDS at the
+ * mean of the kernel's clocks before and after its loop, each a median of --clock-chunks chunks) when the
+ * chunk is further than ARITH_CHUNK_DISAGREE from them: a chunk that was preempted (or, on a busy host, both
+ * neighbours of one iteration) must not make the iteration's cycles. */
+static inline uint64_t arith_chunk_or_loop(uint64_t chunk, double expected)
+{
+    if (expected <= 0.0)
+        return chunk;
+    double c = (double)chunk;
+    if (c > expected * (1.0 + ARITH_CHUNK_DISAGREE) || c < expected * (1.0 - ARITH_CHUNK_DISAGREE))
+        return (uint64_t)(expected + 0.5);
+    return chunk;
+}
+
 /* Cycles per operation of one iteration from the PMU's core cycles. */
 static inline double arith_cycles_from_pmu(uint64_t cycles, double ops)
 {

@@ -53,6 +53,12 @@ int main(void)
     CHECK(near(arith_cycles_interleaved(34606, 23071, 23071 * 80, 40, adds, ops), add_il_steady, 1e-9));
     CHECK(near(arith_cycles_interleaved(34606, 23071 * 80, 23071, 40, adds, ops), add_il_steady, 1e-9));
 
+    /* both chunks of one iteration preempted (a busy host): the kernel's loop clock stands in for them */
+    CHECK(arith_chunk_or_loop(23071 * 3, 23071.0) == 23071);
+    CHECK(arith_chunk_or_loop(23071 / 2, 23071.0) == 23071);
+    CHECK(arith_chunk_or_loop(23500, 23071.0) == 23500); /* 2% off: the chunk itself, the clock in the loop */
+    CHECK(arith_chunk_or_loop(23500, 0.0) == 23500);     /* no loop clock: the chunk */
+
     /* PMU cycles need no clock */
     CHECK(near(arith_cycles_from_pmu(49233, ops), 3.005, 0.001));
 

@@ -164,3 +164,23 @@ def test_every_pair_checked_and_refusals_named(table):
         assert 1 <= c["attempts"] <= 3
         if not c["refused"]:
             assert row["latency_cycles"]["median"] >= c["latency_floor_cycles"] * 0.97
+
+
+@pytest.mark.parametrize("march", ["", "-march=armv8.2-a+fp16"])
+def test_arith_builds_for_aarch64_with_werror(tmp_path, march):
+    """arith.c is portable C11: the aarch64 build (scalar C kernels, FEAT_FP16 with a -march that has it)
+    compiles with -Wall -Wextra -Werror (have_fp16, x86-only, was defined there unused). Cross-compiled with
+    Debian's gcc-aarch64-linux-gnu where it is installed; never run here."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("aarch64-linux-gnu-gcc")
+    if cc is None:
+        pytest.skip("no aarch64 cross compiler (Debian: gcc-aarch64-linux-gnu)")
+    root = Path(__file__).resolve().parents[2] / "native"
+    (tmp_path / "arith_manual.h").write_text('static const char ARITH_MANUAL[] = "arith";\n')
+    argv = [cc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", *([march] if march else []),
+            f"-I{root / 'common'}", f"-I{root / 'counters'}", f"-I{tmp_path}",
+            "-c", str(root / "probes" / "arith.c"), "-o", str(tmp_path / "arith.o")]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
