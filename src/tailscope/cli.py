@@ -439,6 +439,10 @@ def cmd_facts(args: argparse.Namespace) -> int:
     from tailscope.node.hugepages import advice_lines
 
     print("\n".join(advice_lines(facts)))
+    from tailscope.node.build import limit_lines
+
+    for line in limit_lines(facts):
+        print(f"limits: {line}")
     return EXIT_OK
 
 

@@ -272,6 +272,10 @@ def collect() -> dict[str, Any]:
     from tailscope.node import dimms  # DIMMs: dmidecode type 17 (root) or EDAC sysfs; says why when neither
 
     facts.update(dimms.collect())
+    # optional libraries missing at build time, what running without root costs
+    from tailscope.node import build
+
+    facts.update(build.limits())
     return facts
 
 
