@@ -253,6 +253,11 @@ def collect() -> dict[str, Any]:
 
     facts: dict[str, Any] = {"node": node_name(), "hostname": socket.gethostname()}
     facts.update(cpuinfo())
+    from tailscope.node import (
+        arm,  # aarch64: the part from MIDR_EL1, SVE length; qemu-user emulation anywhere
+    )
+
+    facts.update(arm.collect())
     facts.update(topology())
     facts["l1d_bytes"] = cache_size(1, ("Data",))
     facts["l2_bytes"] = cache_size(2)
