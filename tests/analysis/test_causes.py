@@ -546,3 +546,16 @@ def test_the_check_answer_shows_fewer_causes_rather_than_run_past_its_screen():
     assert heads and render_answer(analysis, width=100, campaign_dir="/c", max_lines=len(full)) == full
     one = render_answer(analysis, width=100, campaign_dir="/c", max_lines=1)
     assert len([line for line in one if re.match(r"  \d\. ", line)]) == 1
+
+
+def test_an_emulated_node_is_inconclusive_whatever_its_runs_say():
+    """Issue 27: under qemu-user the timings are the emulator's; the node is never judged degraded."""
+    window = {k: Trial(slowdown=0.41, others=0.43, corunners=STRESS) for k in range(13, 22)}
+    host = "emulated aarch64 on Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    facts = {"virtualization": "none", "facts": json.dumps({"emulation": host})}
+    a = analyze_ensemble(ensemble(window, facts=facts))
+    n1 = _node(a)
+    assert n1.verdict == "inconclusive" and a.verdict.state == "inconclusive"
+    assert n1.reasons[0].startswith(f"{host}: the timings are the emulator's")
+    native = analyze_ensemble(ensemble(window, facts={"virtualization": "none", "facts": "{}"}))
+    assert _node(native).verdict == "degraded"  # the same runs on a native node are judged
