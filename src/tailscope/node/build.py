@@ -2,12 +2,14 @@
 
 The native build records the optional libraries it did not find in `tailscope/_native/build.json`
 (CMakeLists.txt writes it: libpfm4, a system BLAS, LAPACK, MPI, omp-tools.h); hwloc's `lstopo` is read at run
-time, never linked, so its absence is seen here. `tailscope facts`, the nodes table's facts (and so the
-report's caveat) and the README's list all come from `limits()`.
+time, never linked, and the otf2 Python package is optional where it has no wheel (aarch64): their absence is
+seen here. `tailscope facts`, the nodes table's facts (and so the report's caveat) and the README's list all
+come from `limits()`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -25,6 +27,11 @@ BUILD_COSTS = {
     "omp-tools.h": ("omp-tools.h (LLVM OpenMP)", "no OMPT tool: `tailscope trace` cannot run"),
 }
 HWLOC = ("hwloc (lstopo-no-graphics)", "core-to-core groups come from sysfs (core, L3, package) only")
+OTF2 = (
+    "the otf2 Python package",
+    "`tailscope trace` writes no OTF2 archive, only its Chrome JSON (aarch64 has no otf2 wheel: "
+    "pip install 'tailscope[otf2]' builds it)",
+)
 ROOT_COSTS = (
     "no physical frame numbers from /proc/self/pagemap (page placement and slice hashing are not judged)",
     "no 2 MiB / 1 GiB huge-page pools are reserved (--page 2m/1g need pools an administrator made)",
@@ -61,6 +68,8 @@ def limits(record: dict[str, Any] | None = None, *, euid: int | None = None) -> 
         missing[name] = cost
     if shutil.which("lstopo-no-graphics") is None and shutil.which("lstopo") is None:
         missing[HWLOC[0]] = HWLOC[1]
+    if importlib.util.find_spec("otf2") is None:
+        missing[OTF2[0]] = OTF2[1]
     costs: list[str] = []
     if (os.geteuid() if euid is None else euid) != 0:
         costs.extend(ROOT_COSTS)
