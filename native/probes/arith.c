@@ -423,20 +423,18 @@ static bool cpus_given(int argc, char **argv)
     return false;
 }
 
+#if TS_X86
 /* Does the CPU do FP16 arithmetic (x86: AVX512-FP16, CPUID.(7,0):EDX[23])? */
 static bool have_fp16(void)
 {
-#if TS_X86
     unsigned a, b, c, d;
     if (__get_cpuid_max(0, NULL) < 7)
         return false;
     __cpuid_count(7, 0, a, b, c, d);
     (void)a, (void)b, (void)c;
     return (d >> 23) & 1;
-#else
-    return false;
-#endif
 }
+#endif
 
 /* Operands {x0, y, z} per op (see the manual). */
 static void operands(int op, double v[3])
