@@ -253,6 +253,11 @@ def collect() -> dict[str, Any]:
 
     facts: dict[str, Any] = {"node": node_name(), "hostname": socket.gethostname()}
     facts.update(cpuinfo())
+    from tailscope.node import (
+        arm,  # aarch64: the part from MIDR_EL1, SVE length; qemu-user emulation anywhere
+    )
+
+    facts.update(arm.collect())
     facts.update(topology())
     facts["l1d_bytes"] = cache_size(1, ("Data",))
     facts["l2_bytes"] = cache_size(2)
@@ -272,6 +277,10 @@ def collect() -> dict[str, Any]:
     from tailscope.node import dimms  # DIMMs: dmidecode type 17 (root) or EDAC sysfs; says why when neither
 
     facts.update(dimms.collect())
+    # optional libraries missing at build time, what running without root costs
+    from tailscope.node import build
+
+    facts.update(build.limits())
     return facts
 
 
