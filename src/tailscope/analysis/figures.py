@@ -19,13 +19,14 @@ gives statistics. Per probe (the probe's `summary` JSON, docs/probes.md):
     imported  and `run -- CMD` runs: their `summary.figures` as stored (name, value, unit, direction, params)
 
 A summary this module does not know gives no figure (never an error): the headline is still the run's value.
+The caller reads the stored summaries (verbs/analyze.py): this module reads no store.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 Figure = dict[str, Any]
@@ -132,23 +133,13 @@ def figures_of(probe: str, summary: str | Mapping[str, Any] | None) -> list[Figu
     return [f for f in found if f is not None]
 
 
-def with_figures(analysis: Any, campaign_dir: Any) -> Any:
-    """`analysis` (a CampaignAnalysis) with every run's `figures` read from its stored summary: what
-    `analyze --json` writes. Only the runs the analysis holds are filled; the rest of it is unchanged."""
+def with_figures(analysis: Any, stored: Iterable[tuple[Any, Any, Any]]) -> Any:
+    """`analysis` (a CampaignAnalysis) with every run's `figures` from its stored summary: what `analyze
+    --json` writes. `stored`: (run_id, probe, summary JSON) of the campaign's runs (the caller reads them);
+    only the runs the analysis holds are filled, the rest of it is unchanged."""
     import dataclasses
 
-    from tailscope.store.read import connect
-
-    con = connect(campaign_dir)
-    try:
-        stored = con.runs(columns=("run_id", "probe", "summary"))
-    finally:
-        con.close()
-    by_run = {
-        str(r): figures_of(str(p), s)
-        for r, p, s in zip(stored["run_id"], stored["probe"], stored["summary"], strict=True)
-        if isinstance(s, str) and s
-    }
+    by_run = {str(r): figures_of(str(p), s) for r, p, s in stored if isinstance(s, str) and s}
     runs = tuple(
         dataclasses.replace(run, figures=tuple(by_run[run.run_id])) if by_run.get(run.run_id) else run
         for run in analysis.runs

@@ -494,6 +494,7 @@ def _run_verdicts(
             fields["extras"] = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
             fields["flagged"] = flagged
             fields["causes"] = found.get(run_id, ())
+            fields["figures"] = ()  # filled for analyze --json (analysis/figures.py)
             out.append(run)
     return tuple(out)
 

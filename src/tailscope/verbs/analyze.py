@@ -17,8 +17,12 @@ def analyze(args: argparse.Namespace) -> int:
     if args.json:
         from tailscope.analysis.figures import with_figures
         from tailscope.jsonout import write_json
+        from tailscope.store.read import connect
 
-        write_json(with_figures(analysis, args.campaign))  # the dataclasses, with every figure of every run
+        with connect(args.campaign) as con:  # every figure of every run, from the runs' stored summaries
+            stored = con.runs(columns=("run_id", "probe", "summary"))
+        rows = zip(stored["run_id"], stored["probe"], stored["summary"], strict=True)
+        write_json(with_figures(analysis, rows))
     else:
         from tailscope.report.terminal import render_answer, render_summary
 
