@@ -165,8 +165,8 @@ def judge_arith(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
                 slack = max(ARITH_SLACK_CYCLES / 2, 0.05 * published_thr.high)
                 if not (published_thr.low - slack <= thr <= published_thr.high + slack):
                     bad.append(
-                        f"{key[0]} {r.get('width')} {key[1]} reciprocal throughput {thr:.2f} cycles, published "
-                        f"{published_thr.text()} for {part.name} ({published_thr.source})"
+                        f"{key[0]} {r.get('width')} {key[1]} reciprocal throughput {thr:.2f} cycles, "
+                        f"published {published_thr.text()} for {part.name} ({published_thr.source})"
                     )
         if checked:
             expected.append(f"{checked} instruction latencies inside the published ranges for {part.name}")
