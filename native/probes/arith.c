@@ -391,8 +391,10 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define HIDE(v) __asm__ volatile("" : "+w"(v))
 #define TGT_FP16 __attribute__((target("arch=armv8.2-a+fp16")))
 #define TGT_SVE __attribute__((target("arch=armv8.2-a+sve")))
+#define ARITH_FMA_SELF /* fma: x = x * z + x (arith_kernels.h): FMLA without a register copy per operation */
 
-/* scalar: C operators on one element (fadd d0, d0, d1 ...) */
+/* scalar: C operators on one element (fadd d0, d0, d1 ...), each result opaque (no SLP into NEON) */
+#define ARITH_OPAQUE_STEPS
 #define TGT
 #define SET1(v) (v)
 #define ADD(a, b) ((a) + (b))
@@ -400,10 +402,23 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define MUL(a, b) ((a) * (b))
 #define DIV(a, b) ((a) / (b))
 #define STOREU(p, v) (*(p) = (v))
+/* fsqrt itself: __builtin_sqrt keeps errno's call to sqrt() for negative inputs inside the loop */
+static inline double arith_fsqrt_d(double a)
+{
+    double r;
+    __asm__("fsqrt %d0, %d1" : "=w"(r) : "w"(a));
+    return r;
+}
+static inline float arith_fsqrt_s(float a)
+{
+    float r;
+    __asm__("fsqrt %s0, %s1" : "=w"(r) : "w"(a));
+    return r;
+}
 #define FL fp64_scalar
 #define VT double
 #define ET double
-#define SQRT(a) __builtin_sqrt(a)
+#define SQRT(a) arith_fsqrt_d(a)
 #define FMA(a, b, c) __builtin_fma(a, b, c)
 #include "arith_kernels.h"
 #undef FL
@@ -414,7 +429,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define FL fp32_scalar
 #define VT float
 #define ET float
-#define SQRT(a) __builtin_sqrtf(a)
+#define SQRT(a) arith_fsqrt_s(a)
 #define FMA(a, b, c) __builtin_fmaf(a, b, c)
 #include "arith_kernels.h"
 #undef FL
@@ -430,6 +445,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define SQRT(a) ((_Float16)vsqrth_f16(a))
 #define FMA(a, b, c) ((_Float16)vfmah_f16(c, a, b))
 #include "arith_kernels.h"
+#undef ARITH_OPAQUE_STEPS
 #undef FL
 #undef TGT
 #undef VT
@@ -783,6 +799,12 @@ static void operands(int op, double v[3])
     v[2] = 0x1p-30;
 }
 
+#ifdef ARITH_FMA_SELF
+#define ARITH_FMA_SELF_REPLAY 1 /* the kernels' fma is x = x * z + x */
+#else
+#define ARITH_FMA_SELF_REPLAY 0
+#endif
+
 /* The chain replayed on one scalar of the element type. */
 static double replay64(int op, uint64_t n)
 {
@@ -794,7 +816,7 @@ static double replay64(int op, uint64_t n)
         case 0: x = x + v[1]; break;
         case 1: x = x * v[1]; break;
         case 2: x = v[1] / x; break;
-        case 3: x = fma(x, v[1], v[2]); break;
+        case 3: x = ARITH_FMA_SELF_REPLAY ? fma(x, v[2], x) : fma(x, v[1], v[2]); break;
         case 5: x = x - v[1]; break;
         default: x = sqrt(x); break;
         }
@@ -811,7 +833,7 @@ static float replay32(int op, uint64_t n)
         case 0: x = x + y; break;
         case 1: x = x * y; break;
         case 2: x = y / x; break;
-        case 3: x = fmaf(x, y, z); break;
+        case 3: x = ARITH_FMA_SELF_REPLAY ? fmaf(x, z, x) : fmaf(x, y, z); break;
         case 5: x = x - y; break;
         default: x = sqrtf(x); break;
         }
@@ -832,7 +854,10 @@ static _Float16 replay16(int op, uint64_t n)
         case 0: x = (_Float16)((float)x + (float)y); break;
         case 1: x = (_Float16)((float)x * (float)y); break;
         case 2: x = (_Float16)((float)y / (float)x); break;
-        case 3: x = (_Float16)((double)x * (double)y + (double)z); break;
+        case 3:
+            x = ARITH_FMA_SELF_REPLAY ? (_Float16)((double)x * (double)z + (double)x)
+                                      : (_Float16)((double)x * (double)y + (double)z);
+            break;
         case 5: x = (_Float16)((float)x - (float)y); break;
         default: x = (_Float16)sqrtf((float)x); break;
         }

@@ -188,20 +188,70 @@ def test_clock_chain_is_a_dependent_register_add_chain(arith_arm):
 @pytest.mark.parametrize(
     ("kernel", "pattern"),
     [
-        ("arith_fp64_neon_fma_lat", r"^fmla\s+v\d+\.2d"),
-        ("arith_fp32_neon_sub_thr", r"^fsub\s+v\d+\.4s"),
-        ("arith_fp16_neon_div_lat", r"^fdiv\s+v\d+\.8h"),
-        ("arith_fp16_scalar_sqrt_lat", r"^fsqrt\s+h\d+"),
-        ("arith_fp16_scalar_fma_thr", r"^fmadd\s+h\d+"),
-        ("arith_fp64_scalar_sub_lat", r"^fsub\s+d\d+"),
-        ("arith_fp64_sve_fma_thr", r"^fm(ad|la)\s+z\d+\.d"),
-        ("arith_fp16_sve_sqrt_lat", r"^fsqrt\s+z\d+\.h"),
+        ("fp64_neon_fma", r"^fmla\s+(v\d+)\.2d"),
+        ("fp32_neon_sub", r"^fsub\s+(v\d+)\.4s"),
+        ("fp16_neon_div", r"^fdiv\s+(v\d+)\.8h"),
+        ("fp16_scalar_sqrt", r"^fsqrt\s+(h\d+)"),
+        ("fp16_scalar_fma", r"^fmadd\s+(h\d+)"),
+        ("fp64_scalar_sub", r"^fsub\s+(d\d+)"),
+        ("fp64_sve_fma", r"^fm(?:ad|la)\s+(z\d+)\.d"),
+        ("fp16_sve_sqrt", r"^fsqrt\s+(z\d+)\.h"),
     ],
 )
 def test_kernels_are_the_instructions_they_name(arith_arm, kernel, pattern):
-    """Each kernel's loop holds its operation at its width (8 per step in a latency loop, 12 chains in a
-    throughput one), not a library call or a folded constant."""
-    code = _disassemble(arith_arm, kernel)
-    hits = [t for t in code if re.search(pattern, t)]
-    assert len(hits) >= 8, code
-    assert not any(t.startswith("bl\t") or t.startswith("bl ") for t in code), "a call in the kernel"
+    """Each kernel is its operation at its width, not a library call or a folded constant: lat writes one
+    register (one chain, 8 operations per loop step), thr twelve (the chains stay apart)."""
+    for kind, chains in (("lat", 1), ("thr", 12)):
+        code = _disassemble(arith_arm, f"arith_{kernel}_{kind}")
+        dests = [m.group(1) for t in code if (m := re.search(pattern, t))]
+        assert len(dests) >= 8 and len(set(dests)) == chains, (kind, code)
+        assert not any(re.match(r"bl\s", t) for t in code), "a call in the kernel"
+
+
+_OP_INSN = {"add": r"fadd", "sub": r"fsub", "mul": r"fmul", "div": r"fdivr?", "fma": r"fm(?:la|ad|add)",
+            "sqrt": r"fsqrt"}  # fmt: skip
+
+
+def test_every_kernel_loop_is_its_operation_and_nothing_else(arith_arm):
+    """All 108 kernels: the loop body holds only the kernel's operation (no register copy, no SIMD packing
+    of a scalar flavour, no other FP instruction) besides the loop counter, on 1 (lat) or 12 (thr) chains.
+    Before: the scalar throughput kernels ran six 2-lane fsub.2d (GCC packed the twelve C scalars) and NEON
+    FMA copied its addend (mov v3.16b, v1.16b) before every fmla."""
+    nm = subprocess.run(["aarch64-linux-gnu-nm", "--defined-only", str(arith_arm)], capture_output=True,
+                        text=True, check=True).stdout  # fmt: skip
+    kernels = sorted({m.group(0) for m in re.finditer(r"arith_fp\w+_(?:lat|thr)\b", nm)})
+    assert len(kernels) == 3 * 3 * 6 * 2, kernels
+    for kernel in kernels:
+        flavour, op, kind = re.match(r"arith_(fp\d+_\w+)_(\w+)_(lat|thr)$", kernel).groups()  # type: ignore[union-attr]
+        reg = {"scalar": r"[hsd]\d+", "neon": r"v\d+\.\d+[hsd]", "sve": r"z\d+\.[hsd]"}[flavour.split("_")[1]]
+        loop = _loop_of(arith_arm, kernel)
+        fp = [t for t in loop if not re.match(r"(add|subs?|cmp|b\.\w+|cbnz|nop)\s", t + " ")]
+        insn = rf"^{_OP_INSN[op]}\s+({reg})"
+        assert all(re.match(insn, t) for t in fp), (kernel, loop)
+        dests = {re.match(insn, t).group(1) for t in fp}  # type: ignore[union-attr]
+        assert len(fp) >= (8 if kind == "lat" else 12) and len(dests) == (1 if kind == "lat" else 12), (
+            kernel,
+            loop,
+        )
+
+
+def _loop_of(exe: Path, function: str) -> list[str]:
+    """The instructions of the function's (largest) loop: from a backward branch's target to the branch."""
+    nm = subprocess.run(["aarch64-linux-gnu-nm", "-S", "--defined-only", str(exe)], capture_output=True,
+                        text=True, check=True).stdout  # fmt: skip
+    start, size = next((int(p[0], 16), int(p[1], 16)) for line in nm.splitlines()
+                       if len(p := line.split()) == 4 and p[3] == function)  # fmt: skip
+    dump = subprocess.run(
+        ["aarch64-linux-gnu-objdump", "-d", "--no-show-raw-insn", f"--start-address={start:#x}",
+         f"--stop-address={start + size:#x}", str(exe)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    lines = re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", dump, re.M)
+    code = [(int(m.group(1), 16), m.group(2).strip()) for m in lines]
+    loops = []
+    for addr, text in code:
+        m = re.match(r"b(?:\.\w+)?\s+([0-9a-f]+)\b", text)
+        if m and int(m.group(1), 16) < addr:
+            loops.append([t for a, t in code if int(m.group(1), 16) <= a <= addr])
+    assert loops, f"no loop in {function}"
+    return max(loops, key=len)
