@@ -50,9 +50,12 @@
  *   refused: table figures null with "refused", a warning "arith_refused" naming both figures,
  *   summary.checks per CPU and pair (outcome, attempts). A throughput up to 3% above latency (noise on an
  *   unpipelined divider) is reported equal to the latency with rthroughput_capped_to_latency. A refused
- *   headline fails validation (exit 4). The summary's table pools every CPU's timed iterations. Operand values are chosen so nothing degenerates: add x + 1 and sub x - 1 from 0
- *   (exact integers; FP16 stops at +-2048, where x +- 1 rounds back to x), mul x * (1 + 2^-20), div 1.3 / x from 1.1 (oscillates), fma x * (1 + 2^-20) + 2^-30, sqrt from 1.9
- *   (converges to 1 after ~50 steps, as every sqrt chain does).
+ *   headline fails validation (exit 4). The summary's table pools every CPU's timed iterations.
+ *   Operand values are chosen so nothing degenerates: add x + 1 and sub x - 1 from 0 (exact integers;
+ *   FP16 stops at +-2048, where x +- 1 rounds back to x), mul x * (1 + 2^-20), div 1.3 / x from 1.1
+ *   (oscillates), fma x * (1 + 2^-20) + 2^-30 (aarch64: x * 2^-30 + x, so NEON's FMLA, which overwrites
+ *   its addend, needs no copy of it), sqrt from 1.9 (converges to 1 after ~50 steps, as every sqrt chain
+ *   does).
  *   Validation: the same chain is replayed in plain C on one scalar of the element type (IEEE operations
  *   are correctly rounded, so the values agree bit for bit) and every lane of every chain must equal it:
  *   "Solution Validates: all N chains equal their scalar replay". Otherwise exit 4.
