@@ -44,9 +44,7 @@ def test_fp64_fma_throughput_halved_again_is_a_finding_with_both_figures():
     _row(halved, "fp64", "neon", "fma")["rthroughput_cycles"]["median"] = 2.0
     j = judge_arith(halved, _ref())
     assert j.differs is True
-    both = "fp64 neon fma reciprocal throughput 2.00 cycles, published 1 cycles for HiSilicon Kunpeng 920"
-    assert both in j.finding
-    assert "KP920 FP64 FMA absolute 6, pipelined 1" in j.finding  # the row's source
+    assert "fp64 neon fma reciprocal throughput 2.00 cycles, published 1 cycles for Kunpeng 920" in j.finding
 
 
 def test_sub_rows_are_judged():

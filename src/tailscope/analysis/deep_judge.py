@@ -35,6 +35,7 @@ CLOCK_DRIFT = 0.03  # lowest vs highest clock of one arith run (its kernels' own
 LEVEL_SLACK = 0.95  # a cache level may read 5% faster than the one before it (noise) before it differs
 TABLE_SLACK = 0.10  # a latency may read 10% outside its published range (chase and timer noise)
 ARITH_SLACK_CYCLES = 0.25  # an instruction latency may read a quarter cycle outside its range
+SOURCES = "sources per row in analysis/reference_tables.toml"
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def judge_arith(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
             if not (published.low - slack <= lat <= published.high + slack):
                 bad.append(
                     f"{key[0]} {r.get('width')} {key[1]} latency {lat:.2f} cycles, published "
-                    f"{published.text()} for {part.name} ({published.source})"
+                    f"{published.text()} for {part.short}"
                 )
             thr, published_thr = _median(r.get("rthroughput_cycles")), part.arith_rthroughput.get(key)
             if r.get("width") in THROUGHPUT_WIDTHS and thr is not None and published_thr is not None:
@@ -166,10 +167,12 @@ def judge_arith(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
                 if not (published_thr.low - slack <= thr <= published_thr.high + slack):
                     bad.append(
                         f"{key[0]} {r.get('width')} {key[1]} reciprocal throughput {thr:.2f} cycles, "
-                        f"published {published_thr.text()} for {part.name} ({published_thr.source})"
+                        f"published {published_thr.text()} for {part.short}"
                     )
         if checked:
-            expected.append(f"{checked} instruction latencies inside the published ranges for {part.name}")
+            expected.append(
+                f"{checked} instruction latencies inside the published ranges for {part.name} ({SOURCES})"
+            )
     finding = "; ".join(parts) + (f" ({'; '.join(bad)})" if bad else "")
     return Judgement(finding, "; ".join(expected), bool(bad) if expected else None)
 
@@ -201,12 +204,11 @@ def judge_latency(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
                 continue
             judged.append(f"{w['name']} {published.text()}")
             if not published.contains(value, TABLE_SLACK):
-                bad.append(
-                    f"{w['name']} {value:.1f} {published.unit}, published {published.text()} for {part.name} "
-                    f"({published.source})"
-                )
+                unit = published.unit
+                bad.append(f"{w['name']} {value:.1f} {unit}, published {published.text()} for {part.short}")
     if judged:
-        expected.append(f"inside the published ranges for {part.name if part else ''}: {', '.join(judged)}")
+        name = part.name if part else ""
+        expected.append(f"inside the published ranges for {name}: {', '.join(judged)} ({SOURCES})")
     elif sets:
         expected.append(f"no published latency table for this part ({ref.cpu_words})")
     if bad:

@@ -41,6 +41,7 @@ class Range:
 class Part:
     id: str
     name: str
+    short: str  # "Zen 4": the name in findings
     verified: bool
     latency: dict[str, Range] = field(default_factory=dict)  # level -> range
     arith_latency: dict[tuple[str, str], Range] = field(default_factory=dict)  # (precision, op) -> range
@@ -72,7 +73,8 @@ def parts() -> dict[str, Part]:
             al[key] = Range(r["latency"][0], r["latency"][1], "cycles", r["source"])
             if "rthroughput" in r:
                 at[key] = Range(r["rthroughput"][0], r["rthroughput"][1], "cycles", r["source"])
-        out[pid] = Part(pid, p["name"], bool(p.get("verified", False)), lat, al, at)
+        short = p.get("short", p["name"])
+        out[pid] = Part(pid, p["name"], short, bool(p.get("verified", False)), lat, al, at)
     return out
 
 
