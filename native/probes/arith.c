@@ -388,7 +388,12 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
  * -march needed); which run is decided at run time from the kernel's HWCAP bits (getauxval(AT_HWCAP)):
  * FP16 needs FEAT_FP16 (HWCAP_FPHP scalar, HWCAP_ASIMDHP vector), SVE needs HWCAP_SVE. */
 #include <arm_neon.h>
+#if defined(__has_include)
+#if __has_include(<arm_sve.h>)
 #include <arm_sve.h>
+#define ARITH_HAVE_SVE 1 /* the SVE ACLE (GCC >= 10, Clang >= 12); older compilers: NEON only */
+#endif
+#endif
 #include <sys/auxv.h>
 #define ARITH_HAVE_FP16 1
 #define HIDE(v) __asm__ volatile("" : "+w"(v))
@@ -537,6 +542,7 @@ static inline float arith_fsqrt_s(float a)
 #undef FMA
 #undef STOREU
 
+#ifdef ARITH_HAVE_SVE
 /* SVE: the CPU's vector length (128-2048 bits), every lane active (svptrue; _x: inactive lanes don't care) */
 #define TGT TGT_SVE
 #define FL fp64_sve
@@ -627,6 +633,7 @@ TGT_SVE static int sve_bits(void)
 {
     return (int)svcntb() * 8;
 }
+#endif /* ARITH_HAVE_SVE */
 
 #else /* portable scalar C: every operation a C operator or builtin on one scalar */
 #define HIDE(v) __asm__ volatile("" : "+m"(v))
@@ -926,20 +933,29 @@ int main(int argc, char **argv)
     static const flavour f16n = {"fp16", "neon", "fp16_neon", 128, 8, 8, 2, KERNELS(fp16_neon)};
     static const flavour f32n = {"fp32", "neon", "fp32_neon", 128, 4, 4, 4, KERNELS(fp32_neon)};
     static const flavour f64n = {"fp64", "neon", "fp64_neon", 128, 2, 2, 8, KERNELS(fp64_neon)};
-    static flavour f16v = {"fp16", "sve", "fp16_sve", 0, 0, 0, 2, KERNELS(fp16_sve)};
-    static flavour f32v = {"fp32", "sve", "fp32_sve", 0, 0, 0, 4, KERNELS(fp32_sve)};
-    static flavour f64v = {"fp64", "sve", "fp64_sve", 0, 0, 0, 8, KERNELS(fp64_sve)};
     const unsigned long hwcap = getauxval(AT_HWCAP);
     /* FEAT_FP16: scalar (HWCAP_FPHP) and vector (HWCAP_ASIMDHP) half-precision arithmetic */
     const bool fp16 = (hwcap & HWCAP_FPHP) && (hwcap & HWCAP_ASIMDHP);
+    const flavour *f16v = NULL, *f32v = NULL, *f64v = NULL;
+#ifdef ARITH_HAVE_SVE
+    const bool sve_built = true;
     const bool sve = (hwcap & HWCAP_SVE) != 0 && getenv("TAILSCOPE_ARITH_NO_SVE") == NULL;
+    static flavour v16 = {"fp16", "sve", "fp16_sve", 0, 0, 0, 2, KERNELS(fp16_sve)};
+    static flavour v32 = {"fp32", "sve", "fp32_sve", 0, 0, 0, 4, KERNELS(fp32_sve)};
+    static flavour v64 = {"fp64", "sve", "fp64_sve", 0, 0, 0, 8, KERNELS(fp64_sve)};
     const int vbits = sve ? sve_bits() : 0;
     if (vbits > MAX_LANES * 16)
         ts_die(TS_EXIT_RUNTIME, "SVE vector length %d bits: longer than the architecture's 2048", vbits);
-    f16v.bits = f32v.bits = f64v.bits = vbits;
-    f16v.lanes = f16v.stride = vbits / 16;
-    f32v.lanes = f32v.stride = vbits / 32;
-    f64v.lanes = f64v.stride = vbits / 64;
+    v16.bits = v32.bits = v64.bits = vbits;
+    v16.lanes = v16.stride = vbits / 16;
+    v32.lanes = v32.stride = vbits / 32;
+    v64.lanes = v64.stride = vbits / 64;
+    f16v = &v16;
+    f32v = &v32;
+    f64v = &v64;
+#else
+    const bool sve_built = false, sve = false;
+#endif
     /* the order the table lists them; the widest FP64 flavour last (the headline) */
     const flavour *flavours[9];
     int nflav = 0;
@@ -947,17 +963,17 @@ int main(int argc, char **argv)
         flavours[nflav++] = &f16s;
         flavours[nflav++] = &f16n;
         if (sve)
-            flavours[nflav++] = &f16v;
+            flavours[nflav++] = f16v;
     }
     flavours[nflav++] = &f32s;
     flavours[nflav++] = &f32n;
     if (sve)
-        flavours[nflav++] = &f32v;
+        flavours[nflav++] = f32v;
     flavours[nflav++] = &f64s;
     flavours[nflav++] = &f64n;
     if (sve)
-        flavours[nflav++] = &f64v;
-    const bool isa_forced = getenv("TAILSCOPE_ARITH_NO_SVE") != NULL && (hwcap & HWCAP_SVE);
+        flavours[nflav++] = f64v;
+    const bool isa_forced = sve_built && getenv("TAILSCOPE_ARITH_NO_SVE") != NULL && (hwcap & HWCAP_SVE);
     const char *isa_name = sve ? "sve" : "neon";
 #else
     static const flavour f32s = {"fp32", "scalar", "fp32_scalar_c", 32, 1, 1, 4, KERNELS(fp32_scalar_c)};
@@ -995,8 +1011,9 @@ int main(int argc, char **argv)
         sv->width = "sve";
         sv->op = "all";
         snprintf(sv->reason, sizeof sv->reason, "%s",
-                 hwcap & HWCAP_SVE ? "TAILSCOPE_ARITH_NO_SVE is set: SVE not measured"
-                                   : "the CPU has no SVE (HWCAP_SVE is clear)");
+                 !(hwcap & HWCAP_SVE) ? "the CPU has no SVE (HWCAP_SVE is clear)"
+                 : sve_built          ? "TAILSCOPE_ARITH_NO_SVE is set: SVE not measured"
+                                      : "this build's compiler has no SVE ACLE (arm_sve.h: GCC >= 10, Clang >= 12)");
     }
 #else
     snprintf(fp16_why, sizeof fp16_why, "this build has no FP16 kernels (only x86-64 and aarch64 have them)");

@@ -146,6 +146,16 @@ def test_cortex_a57_has_neither_fp16_nor_sve(arith_arm):
     assert "FEAT_FP16" in reasons[("fp16", "all")]
 
 
+def test_no_sve_asked_measures_neon_only(arith_arm):
+    """TAILSCOPE_ARITH_NO_SVE=1 on an SVE CPU: NEON is the widest, the choice is named as forced."""
+    rc, recs = run_arith(arith_arm, "max", env={"TAILSCOPE_ARITH_NO_SVE": "1"})
+    assert rc == 0, recs[-3:]
+    config, result = _one(recs, "config"), _one(recs, "result")
+    assert config["params"]["kernel_isa"] == "neon" and config["params"]["kernel_isa_forced"] is True
+    assert {w for _, w in _flavours(result)} == {"scalar", "neon"}
+    assert "TAILSCOPE_ARITH_NO_SVE" in result["summary"]["skipped"][0]["reason"]
+
+
 def test_a_wrong_lane_fails_validation(arith_arm):
     """A corrupted result (TAILSCOPE_TEST_CORRUPT=1: the first kernel's last store, an FP16 one here) is
     caught by the replay: exit 4, Failed Validation."""
