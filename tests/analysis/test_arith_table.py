@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tailscope.analysis.arith_table import arith_tables, render_text, table_data
-from tailscope.report.deep_section import arith_tables_html
+from tailscope.report.deep_section import arith_tables_html, deep_section
+from tailscope.report.models import DeepResult, Step
 
 FIXTURES = Path(__file__).parent / "fixtures"
 X86 = json.loads((FIXTURES / "arith_x86_epyc.json").read_text())["summary"]
@@ -100,6 +101,17 @@ def test_report_renders_the_same_table():
     assert heads == ["Instruction", "FP16 Absolute", "FP16 Pipelined", "FP32 Absolute", "FP32 Pipelined",
                      "FP64 Absolute", "FP64 Pipelined"]  # fmt: skip
     assert len(re.findall(r"<tr><td>(ADD|SUB|MUL|DIV|FMA|SQRT)</td>", html)) == 18
+
+
+def test_deep_section_shows_the_arith_follow_ups_table():
+    """check --deep stores the table with arith's follow-up (deep.json); the report's section shows it."""
+    follow_up = {"probe": "arith", "isolates": "clock", "finding": "f", "expected": "e",
+                 "status": "as expected", "arith_table": table_data(X86)}  # fmt: skip
+    html = deep_section(DeepResult([Step("dgemm", "3 of 40 runs slower", [follow_up])], "none"))
+    assert "arith, avx512f (512-bit), cycles per instruction" in html
+    assert html.count("<td>SQRT</td>") == 2
+    plain = deep_section(DeepResult([Step("dgemm", "slower", [dict(follow_up, arith_table=None)])], "none"))
+    assert "cycles per instruction" not in plain
 
 
 def test_tailscope_run_arith_prints_the_table(tmp_path):
