@@ -556,7 +556,7 @@ def _params(row: pd.Series) -> dict[str, Any]:
         raise ValueError(f"run {row['run_id']}: params is not a JSON object: {err}") from None
     if not isinstance(params, dict):
         raise ValueError(f"run {row['run_id']}: params is not a JSON object: {text!r}")
-    from tailscope.probes.catalogue import current_params
+    from tailscope.store.params import current_params
 
     return current_params(params)  # a campaign stored before a parameter was renamed reads as today's
 

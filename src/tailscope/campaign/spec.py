@@ -54,7 +54,8 @@ from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
 from tailscope.errors import InputError
 from tailscope.options import type_words
-from tailscope.probes.catalogue import PARAM_RENAMES, PROBES, ProbeVariant
+from tailscope.probes.catalogue import PROBES, ProbeVariant
+from tailscope.store.params import PARAM_RENAMES
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
 _SECTIONS = {"campaign", "slurm", "probes", "events", "thresholds", "cluster", "corunner"}

@@ -8,13 +8,13 @@ The command line of every option is documented by the probe itself (docs/probes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import InputError
 from tailscope.native import native_path
+from tailscope.store.params import HASH_SPELLING, PARAM_RENAMES, current_params
 
 if TYPE_CHECKING:
     from tailscope.store.manifest import Plan
@@ -313,18 +313,6 @@ def variant_name(probe: str, params: dict[str, Any]) -> str:
         value = rest[key]
         parts.append(key.replace("_", "-") if value is True else f"{key.replace('_', '-')}={value}")
     return " ".join(parts)
-
-
-# Parameter names as stored before they were renamed, and their names now. The page policy is `page_policy`
-# from the command line (`--page`, the user's word) to the report; campaigns stored before the rename have
-# {"page": ...} in their plans and runs.params, and their variant ids hash that spelling (`HASH_SPELLING`).
-PARAM_RENAMES = {"page": "page_policy"}
-HASH_SPELLING = {new: old for old, new in PARAM_RENAMES.items()}
-
-
-def current_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Stored parameters under today's names ({"page": "2m"} -> {"page_policy": "2m"})."""
-    return {PARAM_RENAMES.get(k, k): v for k, v in params.items()}
 
 
 class UnknownProbeError(InputError, KeyError):

@@ -189,7 +189,7 @@ def _params(text: Any) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError:
         return {}
-    from tailscope.probes.catalogue import current_params
+    from tailscope.store.params import current_params
 
     return current_params(value) if isinstance(value, dict) else {}
 
