@@ -1,11 +1,11 @@
-"""tailscope on aarch64, under qemu-user (issue 27): pip install in an arm64 Debian root, then check and facts.
+"""tailscope on aarch64 under qemu-user (issue 27): pip install in an arm64 Debian root, then check and facts.
 
 The root (Debian's arm64 python3, gcc and the -dev libraries tailscope builds against) is made once by
 scripts/debian-root with mmdebstrap and cached; its binaries run through binfmt_misc and qemu-aarch64-static.
 Inside it, as an ordinary user: `pip install` of this tree (the native probes compiled by the arm64 gcc), then
 `tailscope facts` says it is emulated, `tailscope run arith --trials 1` prints the arith table, and
-`tailscope check --quick --trials 2` ends inconclusive (emulated), exit 3, with a report and every probe's JSON
-in the store. Timings mean nothing under emulation; only the contract is checked.
+`tailscope check --quick --trials 2` ends inconclusive (emulated), exit 3, with a report and every probe's
+JSON in the store. Timings mean nothing under emulation; only the contract is checked.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def test_pip_install_and_check_on_emulated_aarch64():
     assert facts.returncode == 0, facts.stderr[-2000:]
     assert '"emulation": "emulated aarch64 on ' in facts.stdout
 
-    arith = run_in(root, USER, "venv/bin/tailscope run arith --trials 1 --no-progress --campaign a", timeout=900)
+    arith = run_in(root, USER, "venv/bin/tailscope run arith --trials 1 --no-progress --campaign a",
+                   timeout=900)
     assert arith.returncode == 0, arith.stdout[-3000:] + arith.stderr[-3000:]
 
     check = run_in(root, USER, "venv/bin/tailscope check --quick --trials 2 --no-progress", timeout=1800)
