@@ -16,7 +16,7 @@ import pytest
 
 from .debian_root import copy_tree_into, debian_root, run_in
 
-pytestmark = [pytest.mark.slow, pytest.mark.root]
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(3600)]
 
 ARM64 = ("python3", "python3-venv", "python3-dev", "gcc", "g++", "make", "libopenblas-dev", "libnuma-dev",
          "libhwloc-dev", "hwloc", "libpfm4-dev")  # fmt: skip
