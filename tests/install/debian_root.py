@@ -8,8 +8,10 @@ mmdebstrap, no network to the Debian mirror.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,8 +68,16 @@ def run_in(root: Path, user: str, script: str, *, timeout: float) -> subprocess.
     pip_cache = CACHE / "pip-cache"
     pip_cache.mkdir(parents=True, exist_ok=True)
     os.chown(pip_cache, uid, uid)
-    return subprocess.run(
-        [str(SCRIPT), "run", str(root), "--user", user, "--bind", f"{pip_cache}:/home/{user}/.cache/pip",
-         "--", "sh", "-c", f"cd ~ && {script}"],
-        capture_output=True, text=True, timeout=timeout,
-    )
+    argv = [str(SCRIPT), "run", str(root), "--user", user, "--bind", f"{pip_cache}:/home/{user}/.cache/pip",
+            "--", "sh", "-c", f"cd ~ && {script}"]
+    # its own session, so a timeout (ours or pytest's) ends everything it started, the emulated compilers too
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -15,7 +15,7 @@ import pytest
 
 from .debian_root import copy_tree_into, debian_root, run_in
 
-pytestmark = [pytest.mark.slow, pytest.mark.root]
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.timeout(3600)]
 
 MINIMAL = ("python3", "python3-venv", "gcc", "g++", "make")
 USER = "tsuser"
