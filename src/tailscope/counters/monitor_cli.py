@@ -50,5 +50,8 @@ def add_monitor_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="monitor file (JSON lines)")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="store the samples in this campaign")
     p.add_argument("--node", help="node name for the samples (default: the host name)")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="monitor while it runs")
+    # not dest "command": that is the verb's own name in the top-level parser
+    p.add_argument(
+        "program", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="monitor while it runs"
+    )
     p.set_defaults(func=_cmd_monitor)
