@@ -802,6 +802,12 @@ def _probe_named(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verb = _verb_named(argv)
+    if verb == "run" and "--" in argv:  # `run [OPTIONS] -- CMD`: split before argparse sees CMD (app/cli.py)
+        from tailscope.app.cli import parse_run_command, split_at_command
+
+        if split_at_command(argv) is not None:
+            args = parse_run_command(argv)
+            return _call(args)
     parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
     args = parser.parse_args(argv)
     if args.command == "run" and args.probe is not None:
@@ -810,6 +816,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.probe not in PROBES:
             print(f"tailscope: error: {UnknownProbeError(args.probe)}", file=sys.stderr)
             return EXIT_USAGE
+    return _call(args)
+
+
+def _call(args: argparse.Namespace) -> int:
+    """The verb's function, its errors mapped to exit codes."""
     func: Callable[[argparse.Namespace], int] = args.func
     if _ONE_SHOT and args.command in _READ_ONLY_VERBS:
         _one_shot_gc()

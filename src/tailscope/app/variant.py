@@ -1,0 +1,187 @@
+"""An application variant: the user's command, its figures of merit and its environment, as stored data.
+
+A variant is `app:NAME` plus its parameters: the command as a list of words, the `--env NAME=VALUE` settings
+of this variant, and what reads its figures (metrics, sanity, iteration regex, format, metric file), what runs
+around each trial (prepare, cleanup, warmup) and the reference. All of it is kept in the campaign's plan, so
+`run --resume --campaign DIR` replays the same trials without the command line. The id hashes the sorted
+parameters (as a probe variant's does): the same command with another environment is another variant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tailscope.errors import InputError
+
+PREFIX = "app:"
+# Words of a command that start another program rather than name the application (`--name` overrides).
+LAUNCHERS = frozenset(
+    {
+        "srun",
+        "mpirun",
+        "mpiexec",
+        "mpiexec.hydra",
+        "numactl",
+        "taskset",
+        "env",
+        "nice",
+        "chrt",
+        "unshare",
+        "orterun",
+        "prterun",
+        "ionice",
+        "time",
+        "stdbuf",
+        "timeout",
+        "hyperfine",
+        "likwid-pin",
+        "perf",
+    }
+)
+DEFAULT_TIMEOUT_S = 3600.0
+RUN_SETTINGS = frozenset({"warmup", "timeout_s", "reference"})  # stored with the plan, not in the identity
+
+
+class AppInputError(InputError):
+    """An application command line or definition that cannot be used (exit 2)."""
+
+
+def default_name(argv: Sequence[str]) -> str:
+    """The first word of the command that is not a launcher or one of its options (`mpirun -np 2 lmp`:
+    lmp). A launcher's options with a value (`-np 2`, `--cpunodebind=0`, `-c 0-3`) are skipped: a word
+    after an option word that starts with '-' and has no '=' is taken as its value when it is a number or
+    a CPU list."""
+    skip_value = False
+    for word in argv:
+        base = os.path.basename(word)
+        if skip_value:
+            skip_value = False
+            if _looks_like_value(word):
+                continue
+        if word.startswith("-"):
+            skip_value = "=" not in word
+            continue
+        if "=" in word and not word.startswith("/"):  # env NAME=VALUE
+            continue
+        if base in LAUNCHERS:
+            continue
+        return base
+    return os.path.basename(argv[0]) if argv else "app"
+
+
+def _looks_like_value(word: str) -> bool:
+    return bool(word) and all(c.isdigit() or c in ",-:.xX" for c in word)
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """What the runner asks of a variant's kind (the probe catalogue's ProbeSpec fields it reads)."""
+
+    name: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class AppVariant:
+    probe: str  # app:NAME
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    # --- identity (as ProbeVariant) ---------------------------------------------------------------------
+    @property
+    def params_json(self) -> str:
+        return json.dumps(dict(self.params), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def variant_id(self) -> str:
+        """app:NAME plus a hash of what makes its figures: the command, its environment and how its figures
+        are read; not how many warm-ups, its time limit or the reference (settings of a run, kept beside)."""
+        identity = {k: v for k, v in self.params.items() if k not in RUN_SETTINGS}
+        text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha1(f"{self.probe}:{text}".encode()).hexdigest()[:8]
+        return f"{self.probe}-{digest}"
+
+    @property
+    def name(self) -> str:
+        return app_variant_name(self.probe, dict(self.params))
+
+    @property
+    def page_policy(self) -> None:
+        return None
+
+    @property
+    def argv(self) -> list[str]:
+        return [str(w) for w in self.params["argv"]]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(str(e).split("=", 1) for e in self.params.get("env", []))
+
+    @property
+    def spec(self) -> AppSpec:
+        from tailscope.app.figures import FigureSpec
+
+        figures = FigureSpec.from_params(self.params)
+        head = figures.headline()
+        return AppSpec(
+            self.probe,
+            head.name,
+            head.unit,
+            head.higher_is_better,
+            float(self.params.get("timeout_s") or DEFAULT_TIMEOUT_S),
+        )
+
+    def to_plan(self, trials: int) -> Any:
+        from tailscope.store.manifest import Plan
+
+        return Plan(self.variant_id, self.probe, dict(self.params), trials)
+
+    @classmethod
+    def from_plan(cls, probe: str, params: Mapping[str, Any]) -> AppVariant:
+        return cls(str(probe), dict(params or {}))
+
+    # --- before anything is stored -------------------------------------------------------------------
+    def preflight(self, *, cwd: Path | None = None) -> dict[str, Any]:
+        """The checks a probe's --check-args does: the program exists and is executable, every pattern
+        compiles, the reference parses. Raises AppInputError; returns what the trials will record."""
+        from tailscope.app.figures import FigureSpec
+
+        argv = self.argv
+        if not argv or not argv[0]:
+            raise AppInputError("run: empty command after --")
+        FigureSpec.from_params(self.params)  # patterns compile, names are well formed
+        program = argv[0]
+        if "/" in program:
+            path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
+            if not path.exists():
+                raise AppInputError(f"{program}: no such program")
+            if path.is_dir() or not os.access(path, os.X_OK):
+                raise AppInputError(f"{program}: not executable")
+            resolved = str(path.resolve())
+        else:
+            found = shutil.which(program, path=self.env.get("PATH", os.environ.get("PATH")))
+            if found is None:
+                raise AppInputError(f"{program}: no such program on PATH")
+            resolved = found
+        return {"program": resolved}
+
+
+def is_app(probe: str) -> bool:
+    return probe.startswith(PREFIX)
+
+
+def app_variant_name(probe: str, params: Mapping[str, Any]) -> str:
+    """`app:lmp`, `app:lmp OMP_NUM_THREADS=2`: the variant's own environment names it (the one naming rule:
+    probes/catalogue.variant_name)."""
+    from tailscope.probes.catalogue import variant_name
+
+    return variant_name(probe, dict(params))
