@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tailscope.app.variant import PREFIX, AppInputError, AppVariant, default_name
+from tailscope.app.variant import PREFIX, AppInputError, AppVariant, application_word, default_name
 
 # The options that only a probe understands (their values select what the probe allocates or measures).
 PROBE_ONLY = ("--page", "--offset", "--scaling", "--no-pages", "--iterations")
@@ -114,8 +114,9 @@ def variants_of(args: argparse.Namespace, cwd: Path | None = None) -> list[AppVa
     command = list(args.command_argv)
     if not command or not command[0]:
         raise AppInputError("run: empty command after -- (give the program to run, e.g. -- lmp -in in.lj)")
-    if "/" in command[0] and not os.path.isabs(command[0]):
-        command[0] = str((cwd or Path.cwd()) / command[0])  # each trial runs in a directory of its own
+    for at in {0, application_word(command)}:  # each trial runs in a directory of its own: `./app` is here
+        if "/" in command[at] and not os.path.isabs(command[at]):
+            command[at] = str((cwd or Path.cwd()) / command[at])
     name = args.name or default_name(command)
     if not _APP_NAME.match(name) or len(name) > 64:
         raise AppInputError(f"--name {name!r}: expected a word of letters, digits and _ . + - (up to 64)")

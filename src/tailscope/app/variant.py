@@ -54,12 +54,17 @@ class AppInputError(InputError):
 
 
 def default_name(argv: Sequence[str]) -> str:
-    """The first word of the command that is not a launcher or one of its options (`mpirun -np 2 lmp`:
-    lmp). A launcher's options with a value (`-np 2`, `--cpunodebind=0`, `-c 0-3`) are skipped: a word
-    after an option word that starts with '-' and has no '=' is taken as its value when it is a number or
-    a CPU list."""
+    """See `application_word`: its base name."""
+    at = application_word(argv)
+    return os.path.basename(argv[at]) if argv else "app"
+
+
+def application_word(argv: Sequence[str]) -> int:
+    """Where the application is in the command: its first word that is not a launcher or one of its options
+    (`mpirun -np 2 lmp`: lmp). A word after an option word without '=' (`-np 2`, `-c 0-3`) is taken as the
+    option's value when it is a number or a CPU list; `NAME=VALUE` words (env) are skipped."""
     skip_value = False
-    for word in argv:
+    for at, word in enumerate(argv):
         base = os.path.basename(word)
         if skip_value:
             skip_value = False
@@ -70,10 +75,10 @@ def default_name(argv: Sequence[str]) -> str:
             continue
         if "=" in word and not word.startswith("/"):  # env NAME=VALUE
             continue
-        if base in LAUNCHERS:
+        if base in LAUNCHERS or (at > 0 and _looks_like_value(word)):  # `chrt 50 prog`, `nice 5 ...`
             continue
-        return base
-    return os.path.basename(argv[0]) if argv else "app"
+        return at
+    return 0
 
 
 def _looks_like_value(word: str) -> bool:
@@ -172,6 +177,13 @@ class AppVariant:
             if found is None:
                 raise AppInputError(f"{program}: no such program on PATH")
             resolved = found
+        at = application_word(argv)
+        if at > 0 and "/" in argv[at]:  # behind a launcher (`mpirun -np 2 ./app`): checked too, when a path
+            path = Path(argv[at]) if Path(argv[at]).is_absolute() else (cwd or Path.cwd()) / argv[at]
+            if not path.exists():
+                raise AppInputError(f"{argv[at]}: no such program")
+            if path.is_dir() or not os.access(path, os.X_OK):
+                raise AppInputError(f"{argv[at]}: not executable")
         return {"program": resolved}
 
 
