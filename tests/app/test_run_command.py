@@ -530,3 +530,22 @@ def test_slow_start_is_not_counted(tmp_path):
     assert run("--trials", "1", "--campaign", str(campaign), "--", "true") == 0
     ((wall,),) = stored(campaign, "SELECT wall_s FROM runs")
     assert 0 < wall < time.monotonic() - t0
+
+
+def test_reference_judges_the_node_whatever_its_peers_do(tmp_path, capsys):
+    """--reference VALUE:-TOL,+TOL: a node whose median headline is outside is degraded (one node, no peers:
+    only the reference can say so); inside it, the check passes."""
+    app = prog(tmp_path, "print('value 500')\n")
+    low = tmp_path / "low"
+    assert run("--trials", "5", "--campaign", str(low), "--reference", "1000:-5,+5",
+               "--metric", "x=value (\\d+)", "--", PY, app) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["analyze", str(low), "--max-busy-share", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "degraded - reference: median 500 is outside the reference 1000 (950 to 1050)" in out
+    fine = tmp_path / "fine"
+    assert run("--trials", "5", "--campaign", str(fine), "--reference", "510:-5,+5",
+               "--metric", "x=value (\\d+)", "--", PY, app) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["analyze", str(fine), "--max-busy-share", "1", "--verbose"]) == 0
+    assert "median 500 is within the reference 510 (484.5 to 535.5)" in capsys.readouterr().out
