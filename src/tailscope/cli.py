@@ -391,6 +391,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         evidence=not args.no_evidence,
         deep=args.deep,
+        apps=tuple(args.app or ()),
     )
     if result.analysis is None or result.report is None:
         _print_outcome(result.outcome)
@@ -671,6 +672,8 @@ def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
     p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
+    p.add_argument("--app", type=Path, action="append", metavar="FILE",
+                   help="also your application, defined in a TOML file (README: Your own application)")
     _add_analysis_options(p)
     p.set_defaults(func=cmd_check)
 

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tailscope.app.variant import PREFIX, AppInputError, AppVariant, application_word, default_name
+from tailscope.app.variant import (
+    PREFIX,
+    AppInputError,
+    AppVariant,
+    app_params,
+    application_word,
+    default_name,
+)
 
 # The options that only a probe understands (their values select what the probe allocates or measures).
 PROBE_ONLY = ("--page", "--offset", "--scaling", "--no-pages", "--iterations")
@@ -120,21 +127,18 @@ def variants_of(args: argparse.Namespace, cwd: Path | None = None) -> list[AppVa
     name = args.name or default_name(command)
     if not _APP_NAME.match(name) or len(name) > 64:
         raise AppInputError(f"--name {name!r}: expected a word of letters, digits and _ . + - (up to 64)")
-    params: dict[str, Any] = {"argv": command}
-    for key, value in (
-        ("metrics", args.metric),
-        ("metric_file", args.metric_file),
-        ("sanity", args.sanity),
-        ("iteration_regex", args.iteration_regex),
-        ("format", args.format),
-        ("reference", args.reference),
-        ("prepare", args.prepare),
-        ("cleanup", args.cleanup),
-        ("warmup", args.warmup),
-        ("timeout_s", args.timeout),
-    ):
-        if value not in (None, [], ""):
-            params[key] = value
+    options = {
+        "metrics": args.metric,
+        "metric_file": args.metric_file,
+        "sanity": args.sanity,
+        "iteration_regex": args.iteration_regex,
+        "format": args.format,
+        "reference": args.reference,
+        "prepare": args.prepare,
+        "cleanup": args.cleanup,
+        "warmup": args.warmup,
+        "timeout_s": args.timeout,
+    }
     mf = args.metric_file
     if mf is not None and (not mf or os.path.isabs(mf) or ".." in Path(mf).parts):
         raise AppInputError(f"--metric-file {args.metric_file}: expected a path inside the trial's directory")
@@ -144,7 +148,9 @@ def variants_of(args: argparse.Namespace, cwd: Path | None = None) -> list[AppVa
         if not sep or not _ENV_NAME.match(var):
             raise AppInputError(f"--env {setting!r}: expected NAME=VALUE (NAME: letters, digits, _)")
     probe = PREFIX + name
-    variants = [AppVariant(probe, {**params, "env": [e]}) for e in envs] or [AppVariant(probe, params)]
+    variants = [AppVariant(probe, app_params(command, [e], **options)) for e in envs] or [
+        AppVariant(probe, app_params(command, **options))
+    ]
     seen: set[str] = set()
     unique = []
     for v in variants:

@@ -58,7 +58,7 @@ class Metric:
             unit = rest[0]
         if not _NAME.match(name):
             raise FigureError(f"{option} {text!r}: the name {name!r} must be a word (letters, digits, _ . -)")
-        pattern = compile_regex(regex, option=option)
+        pattern = compile_regex(regex, option=option, shown=text)
         if pattern.groups < 1:
             raise FigureError(
                 f"{option} {text!r}: the regex needs a capture group around the value, e.g. "
@@ -69,11 +69,12 @@ class Metric:
         return cls(name, unit, direction, pattern, text)
 
 
-def compile_regex(regex: str, *, option: str) -> re.Pattern[str]:
+def compile_regex(regex: str, *, option: str, shown: str | None = None) -> re.Pattern[str]:
     try:
         return re.compile(regex)
     except re.error as exc:
-        raise FigureError(f"{option} {regex!r}: not a valid regular expression ({exc})") from None
+        text = regex if shown is None else shown
+        raise FigureError(f"{option} {text!r}: not a valid regular expression ({exc})") from None
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,22 @@ class AppVariant:
         return {"program": resolved}
 
 
+def app_params(argv: Sequence[str], env: Sequence[str] = (), **options: Any) -> dict[str, Any]:
+    """A variant's parameters: the command, its environment (`NAME=VALUE` words) and the options given
+    (None, empty ones left out, so the identity does not change when an unused option is added)."""
+    params: dict[str, Any] = {"argv": [str(w) for w in argv]}
+    for key in ("metrics", "metric_file", "sanity", "iteration_regex", "format", "reference", "prepare",
+                "cleanup", "warmup", "timeout_s"):  # fmt: skip
+        value = options.pop(key, None)
+        if value not in (None, [], ""):
+            params[key] = list(value) if isinstance(value, list | tuple) else value
+    if options:
+        raise TypeError(f"unknown application options {sorted(options)}")
+    if env:
+        params["env"] = [str(e) for e in env]
+    return params
+
+
 def is_app(probe: str) -> bool:
     return probe.startswith(PREFIX)
 
