@@ -537,15 +537,77 @@ def test_reference_judges_the_node_whatever_its_peers_do(tmp_path, capsys):
     only the reference can say so); inside it, the check passes."""
     app = prog(tmp_path, "print('value 500')\n")
     low = tmp_path / "low"
-    assert run("--trials", "5", "--campaign", str(low), "--reference", "1000:-5,+5",
-               "--metric", "x=value (\\d+)", "--", PY, app) == 0  # fmt: skip
+    assert (
+        run(
+            "--trials",
+            "5",
+            "--campaign",
+            str(low),
+            "--reference",
+            "1000:-5,+5",
+            "--metric",
+            "x=value (\\d+)",
+            "--",
+            PY,
+            app,
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["analyze", str(low), "--max-busy-share", "1"]) == 1
     out = capsys.readouterr().out
     assert "degraded - reference: median 500 is outside the reference 1000 (950 to 1050)" in out
     fine = tmp_path / "fine"
-    assert run("--trials", "5", "--campaign", str(fine), "--reference", "510:-5,+5",
-               "--metric", "x=value (\\d+)", "--", PY, app) == 0  # fmt: skip
+    assert (
+        run(
+            "--trials",
+            "5",
+            "--campaign",
+            str(fine),
+            "--reference",
+            "510:-5,+5",
+            "--metric",
+            "x=value (\\d+)",
+            "--",
+            PY,
+            app,
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["analyze", str(fine), "--max-busy-share", "1", "--verbose"]) == 0
     assert "median 500 is within the reference 510 (484.5 to 535.5)" in capsys.readouterr().out
+
+
+def test_events_count_the_whole_tree(tmp_path):
+    """--events: perf counters opened by the command itself before exec, inherited by every process it
+    starts: two children each burning ~0.3 s of CPU show in task_clock (software events: no PMU needed)."""
+    busy = prog(tmp_path, "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n", name="b.py")
+    campaign = tmp_path / "c"
+    assert (
+        run(
+            "--trials",
+            "1",
+            "--campaign",
+            str(campaign),
+            "--events",
+            "software",
+            "--",
+            "sh",
+            "-c",
+            f"{PY} {busy} & {PY} {busy}; wait",
+        )
+        == 0
+    )
+    found = dict(stored(campaign, "SELECT event, value FROM counters WHERE source = 'perf'"))
+    assert found["task_clock"] >= 0.6e9 * 0.95, found  # ns: both children's CPU time, not the shell's alone
+    assert found["page_faults"] > 0 and "context_switches" in found
+
+
+def test_events_that_do_not_resolve_are_refused(tmp_path, capsys):
+    campaign = tmp_path / "c"
+    assert (
+        run("--trials", "1", "--campaign", str(campaign), "--events", "no-such-event-xyz", "--", "true") == 2
+    )
+    assert "--events no-such-event-xyz" in capsys.readouterr().err
+    assert not campaign.exists()

@@ -64,6 +64,11 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=SECONDS, metavar="S", help="trial time limit (default 3600 s)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-evidence", action="store_true", help="no per-trial evidence (/proc, /sys, clock)")
+    p.add_argument(
+        "--events",
+        metavar="SET",
+        help="perf counters of the whole process tree: an event set (software, ...) or a ';' list",
+    )
     p.add_argument("--monitor", action="store_true", help="run the counter monitor beside the trials")
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: software)")
@@ -138,6 +143,7 @@ def variants_of(args: argparse.Namespace, cwd: Path | None = None) -> list[AppVa
         "cleanup": args.cleanup,
         "warmup": args.warmup,
         "timeout_s": args.timeout,
+        "events": args.events,
     }
     mf = args.metric_file
     if mf is not None and (not mf or os.path.isabs(mf) or ".." in Path(mf).parts):

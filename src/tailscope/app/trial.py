@@ -113,6 +113,7 @@ def run_app_trial(
                 reason = f"--prepare {reason}"
         done: Launched | None = None
         tracker = None
+        counters = None
         if reason is None:
             if evidence is not None:
                 evidence.begin(variant.variant_id)
@@ -126,6 +127,7 @@ def run_app_trial(
                     scan.feed(line)
 
             sampler = evidence if evidence is not None else tracker
+            counters = _tree_counters(variant)
             done = launch(
                 variant.argv,
                 cwd=str(work),
@@ -135,6 +137,9 @@ def run_app_trial(
                 on_sample=sampler.sample,
                 on_exit=sampler.at_exit,
                 sample_interval_s=evidence.settings.sample_interval_s if evidence is not None else 0.25,
+                child_setup=counters.child_setup if counters is not None else None,
+                on_start=counters.attach if counters is not None else None,
+                pass_fds=counters.reserve() if counters is not None else (),
             )
             _write_tails(base, name, done)
         cpus = (evidence.cpus_seen() if evidence is not None else tracker.cpus() if tracker else []) or None
@@ -204,14 +209,18 @@ def run_app_trial(
                 }
                 for i, v in enumerate(figures.iterations)
             ]
+        if counters is not None:
+            rows.counters += counters.rows(run_id)
         if evidence is not None and done is not None:
             found = evidence.finish(run_id, variant.variant_id, cpus, done.rusage)
-            rows.counters = found.counters
+            rows.counters += found.counters
             rows.corunners = found.corunners
         kept = True
         _bound_workdirs(base)
         return rows
     finally:
+        if counters is not None:
+            counters.close()
         if not kept:  # discarded (warm-up, Ctrl-C, an error): nothing of it stays
             shutil.rmtree(work, ignore_errors=True)
             for suffix in (".stdout", ".stderr"):
@@ -219,6 +228,21 @@ def run_app_trial(
             for parent in (base, base.parent, base.parent.parent):  # app/<node>/<variant>, when empty
                 with contextlib.suppress(OSError):
                     parent.rmdir()
+
+
+_RESOLVED: dict[str, Any] = {}  # event set -> its resolved events (tsevents runs once per set)
+
+
+def _tree_counters(variant: AppVariant) -> Any:
+    """The trial's perf counters (`--events`, app/counters.py), or None."""
+    name = variant.params.get("events")
+    if not name:
+        return None
+    from tailscope.app.counters import TreeCounters, resolve
+
+    if name not in _RESOLVED:
+        _RESOLVED[str(name)] = resolve(str(name))
+    return TreeCounters(_RESOLVED[str(name)])
 
 
 class _Tracker:

@@ -164,6 +164,10 @@ class AppVariant:
         if not argv or not argv[0]:
             raise AppInputError("run: empty command after --")
         FigureSpec.from_params(self.params)  # patterns compile, names are well formed
+        if self.params.get("events"):
+            from tailscope.app.counters import resolve
+
+            resolve(str(self.params["events"]))  # a set that does not resolve is refused here
         program = argv[0]
         if "/" in program:
             path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
@@ -192,7 +196,7 @@ def app_params(argv: Sequence[str], env: Sequence[str] = (), **options: Any) -> 
     (None, empty ones left out, so the identity does not change when an unused option is added)."""
     params: dict[str, Any] = {"argv": [str(w) for w in argv]}
     for key in ("metrics", "metric_file", "sanity", "iteration_regex", "format", "reference", "prepare",
-                "cleanup", "warmup", "timeout_s"):  # fmt: skip
+                "cleanup", "warmup", "timeout_s", "events"):  # fmt: skip
         value = options.pop(key, None)
         if value not in (None, [], ""):
             params[key] = list(value) if isinstance(value, list | tuple) else value

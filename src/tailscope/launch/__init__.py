@@ -11,6 +11,9 @@ Used by `run -- CMD` (app/trial.py), `trace` (trace/run.py) and `monitor -- CMD`
 - Output: with `capture`, stdout and stderr are read as they stream; every line goes to `on_line(stream,
   line)` (a line longer than MAX_LINE is passed in pieces) and the last `keep_bytes` of each are kept.
   Without it the command writes to tailscope's own terminal (trace, monitor).
+- `child_setup()` runs in the launched process before exec (after it joined its cgroup; descriptors it
+  leaves open must be in `pass_fds`), `on_start(pid)` in tailscope once it runs (app/counters.py opens the
+  tree's counters there).
 - Like evidence/process.py's `run_watched` for a probe: `on_sample(pid, pids)` every `sample_interval_s`,
   and `on_exit(pid, pids)` once the first process has exited but before it is reaped (its /proc entries are
   still there), then wait4 gives the rusage.
@@ -108,10 +111,23 @@ class Launched:
 
 
 def _start(
-    argv: Sequence[str], tree: ProcessTree, cwd: str | None, env: Mapping[str, str] | None, capture: bool
+    argv: Sequence[str],
+    tree: ProcessTree,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    capture: bool,
+    child_setup: Callable[[], None] | None,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     base = dict(os.environ if env is None else env)
     pipe = subprocess.PIPE if capture else None
+    own = tree.preexec if capture else tree.preexec_same_group
+
+    def preexec() -> None:
+        own()
+        if child_setup is not None:
+            child_setup()
+
     try:
         return subprocess.Popen(
             list(argv),
@@ -120,8 +136,9 @@ def _start(
             stdin=subprocess.DEVNULL if capture else None,
             stdout=pipe,
             stderr=pipe,
-            preexec_fn=tree.preexec if capture else tree.preexec_same_group,
+            preexec_fn=preexec,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
         )
     except FileNotFoundError as exc:
         missing = exc.filename if exc.filename not in (None, argv[0]) else argv[0]
@@ -147,6 +164,9 @@ def launch(
     sample_interval_s: float = 0.25,
     keep_bytes: int = KEEP_BYTES,
     use_cgroup: bool = True,
+    child_setup: Callable[[], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> Launched:
     """Run `argv` as a fresh process tree to the end of its first process (see the module docstring)."""
     if not argv:
@@ -159,9 +179,11 @@ def launch(
     try:
         mono0, real0 = time.monotonic_ns(), time.time_ns()
         t0 = time.monotonic()
-        proc = _start(argv, tree, cwd, env, capture)
+        proc = _start(argv, tree, cwd, env, capture, child_setup, pass_fds)
         pid = proc.pid
         tree.started(pid)
+        if on_start is not None:
+            on_start(pid)
         guard().hold("pid", f"{pid} {_start_time(pid)}")
         try:
             pidfd = os.pidfd_open(pid)
