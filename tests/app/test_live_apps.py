@@ -312,3 +312,35 @@ def test_hpcc_three_trials_through_its_reader(tmp_path, monkeypatch):
         text = (work / "hpccoutf.txt").read_text()
         printed = re.findall(rf"^WR\S+\s+{HPCCINF_N}\s+64\s+1\s+1\s+\S+\s+(\S+)", text, flags=re.M)
         assert printed and float(printed[-1]) == value
+
+
+def test_readme_lammps_example_runs_as_written(tmp_path):
+    """README "Your own application": its commands, as written (3 trials instead of 20, and
+    `python -m tailscope` for this tree's `tailscope`), and its definition file through check's loader."""
+    need("lmp")
+    if not MELT.exists():
+        pytest.skip("lammps-examples not installed")
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("## Your own application", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, flags=re.S)
+    script = next(body for lang, body in blocks if lang == "sh" and "lmp" in body)
+    script = script.replace("--trials 20", "--trials 3").replace(
+        "tailscope ", f"{sys.executable} -m tailscope "
+    )
+    proc = subprocess.run(
+        ["sh", "-ec", script], cwd=tmp_path, capture_output=True, text=True, env=tailscope_env(), timeout=600
+    )
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    assert "trials stored: 3 (0 not ok)" in proc.stdout and "app:lmp" in proc.stdout
+    values = [v for (v,) in stored(tmp_path / "runs" / "melt", "SELECT value FROM runs")]
+    assert len(values) == 3 and all(v > 0 for v in values)
+    from tailscope.app.definition import load_definition
+
+    toml = next(body for lang, body in blocks if lang == "toml")
+    variant, trials = load_definition(_write(tmp_path / "melt.toml", toml))
+    assert trials == 20 and variant.probe == "app:melt" and variant.argv[0] == "lmp"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
