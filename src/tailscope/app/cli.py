@@ -99,10 +99,12 @@ def run_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_run_command(argv: Sequence[str]) -> argparse.Namespace:
-    """The Namespace of `run [OPTIONS] -- CMD` (SystemExit 2 on bad usage, as argparse)."""
+def parse_run_command(argv: Sequence[str]) -> argparse.Namespace | None:
+    """The Namespace of `run [OPTIONS] -- CMD` (SystemExit 2 on bad usage, as argparse); None when no `--`
+    follows `run`."""
     split = split_at_command(argv)
-    assert split is not None
+    if split is None:
+        return None
     before, command = split
     options = before[before.index("run") + 1 :]
     parser = run_parser()
@@ -116,7 +118,7 @@ def parse_run_command(argv: Sequence[str]) -> argparse.Namespace:
     if args.probe is not None:
         parser.error(f"give a probe ({args.probe}) or a command after --, not both")
     args.command_argv = command
-    args.command = "run"
+    args.verb = "run"
     args.func = cmd_run_command
     return args
 
@@ -167,15 +169,15 @@ def variants_of(args: argparse.Namespace, cwd: Path | None = None) -> list[AppVa
 
 
 def cmd_run_command(args: argparse.Namespace) -> int:
-    from tailscope.cli import _outcome_code, _print_outcome
     from tailscope.counters.monitor_cli import parse_interval
+    from tailscope.verbs.run import outcome_code, print_outcome
 
     variants = variants_of(args)
     if args.trials is None and not args.resume:
         raise AppInputError("run: --trials N is required")
     for v in variants:
         v.preflight()  # before anything is created: the program, every pattern, the reference
-    from tailscope.workflow import RunRequest, run_campaign
+    from tailscope.verbs.workflow import RunRequest, run_campaign
 
     outcome = run_campaign(
         RunRequest(
@@ -192,5 +194,5 @@ def cmd_run_command(args: argparse.Namespace) -> int:
             evidence=not args.no_evidence,
         )
     )
-    _print_outcome(outcome)
-    return _outcome_code(outcome)
+    print_outcome(outcome)
+    return outcome_code(outcome)

@@ -44,6 +44,7 @@ class RunRequest:
     monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
     evidence: bool = True  # per-trial evidence (tailscope.evidence): /proc, /sys, co-runners, clock
     before_trial: Callable[[Trial], None] | None = None  # hook before each trial (validate's injections)
+    flush_trials: int = 50  # trials per commit (validate: one block, so a SIGKILL loses at most one block)
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -117,6 +118,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             plans=plans,
             evidence=request.evidence,
             before_trial=request.before_trial,
+            flush_trials=request.flush_trials,
         )
         if request.monitor:
             outcome = _run_with_monitor(request, runner, trials, variants)
@@ -310,8 +312,8 @@ def write_report(
     """The HTML report at `output`, and beside it `<stem>-runs.csv` and `<stem>-nodes.csv` (every row of
     the tables the report shortens to the slowest 20); nodes, timelines and samples read on `con` when
     given."""
-    from tailscope.deep import load_deep
     from tailscope.report.html import render_html, select_timeline_runs
+    from tailscope.report.models import load_deep
 
     if not output.parent.is_dir():
         raise StoreError(f"-o {output}: directory {output.parent} does not exist (create it first)")
