@@ -189,7 +189,8 @@ _NO_EVIDENCE_HELP = (
 
 _RUN_HELP = (
     "run N trials of a probe, each a fresh process, into a campaign; an option given a comma list "
-    "(--page 2m,1g) runs one variant per value, interleaved trial by trial"
+    "(--page 2m,1g) runs one variant per value, interleaved trial by trial; `run [OPTIONS] -- CMD` runs "
+    "your application's command as the trials (its options: `tailscope run --help -- CMD`)"
 )
 
 # Every verb in `tailscope --help` order with its one-line help: the top-level parser is built from this

@@ -128,6 +128,8 @@ def variants_of(args: argparse.Namespace, cwd: Path | None = None) -> list[AppVa
     command = list(args.command_argv)
     if not command or not command[0]:
         raise AppInputError("run: empty command after -- (give the program to run, e.g. -- lmp -in in.lj)")
+    if command[0].startswith("-"):
+        raise AppInputError(f"run: the command after -- starts with {command[0]!r}: give the program first")
     for at in {0, application_word(command)}:  # each trial runs in a directory of its own: `./app` is here
         if "/" in command[at] and not os.path.isabs(command[at]):
             command[at] = str((cwd or Path.cwd()) / command[at])
