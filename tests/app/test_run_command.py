@@ -611,3 +611,74 @@ def test_events_that_do_not_resolve_are_refused(tmp_path, capsys):
     )
     assert "--events no-such-event-xyz" in capsys.readouterr().err
     assert not campaign.exists()
+
+
+def test_daemons_left_are_reported_once(tmp_path, daemonize, capsys):
+    pidfile = tmp_path / "daemon.pid"
+    os.environ["DAEMON_PID"] = str(pidfile)
+    try:
+        assert run("--trials", "1", "--campaign", str(tmp_path / "c"), "--", *daemonize, "0.1") == 0
+    finally:
+        del os.environ["DAEMON_PID"]
+    err = capsys.readouterr().err
+    assert "left 1 process(es) running after its command ended: python" in err
+    assert f"(pid {int(pidfile.read_text())})" in err
+
+
+def test_srun_in_the_command_says_evidence_covers_this_node_only(tmp_path, capsys):
+    from tailscope.app.variant import AppVariant, app_params
+
+    (notice,) = AppVariant("app:lmp", app_params(["srun", "-n", "4", "lmp"])).notices()
+    assert notice.startswith("tailscope: srun in the command: where it starts processes on other nodes, the ")
+    assert "evidence and counters cover this node only" in notice
+    assert AppVariant("app:lmp", app_params(["lmp", "-in", "srun"])).notices() == []
+
+
+@pytest.mark.slow
+def test_huge_output_is_kept_bounded_and_scanned_in_full(tmp_path):
+    """300 MB of output: the figure on its last line is found (every line was scanned), the kept tail is
+    64 KiB, and tailscope's memory stays far below the output's size."""
+    app = prog(
+        tmp_path,
+        """
+line = ("x" * 1000 + "\\n").encode()
+out = sys.stdout.buffer
+for _ in range(300_000):
+    out.write(line)
+out.write(b"final 77\\n")
+""",
+    )
+    campaign = tmp_path / "c"
+    proc = subprocess.run(
+        [
+            "/usr/bin/time",
+            "-f",
+            "%M",
+            PY,
+            "-m",
+            "tailscope",
+            "run",
+            "--no-progress",
+            "--trials",
+            "1",
+            "--campaign",
+            str(campaign),
+            "--metric",
+            "f=final (\\d+)",
+            "--",
+            PY,
+            app,
+        ],
+        capture_output=True,
+        text=True,
+        env=tailscope_env(),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    peak_kib = int(proc.stderr.strip().splitlines()[-1])
+    assert peak_kib < 300 * 1024 / 2, peak_kib  # well under the 300 MB it printed
+    assert stored(campaign, "SELECT value FROM runs") == [(77.0,)]
+    tail = next((campaign / "app").rglob("trial-000000.stdout"))
+    assert len(tail.read_bytes()) <= 64 * 1024 and tail.read_text().endswith("final 77\n")
+    ((config,),) = stored(campaign, "SELECT config FROM runs")
+    assert json.loads(config)["stdout_bytes"] == 300_000 * 1001 + 9

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -142,6 +143,14 @@ def run_app_trial(
                 pass_fds=counters.reserve() if counters is not None else (),
             )
             _write_tails(base, name, done)
+            if done.leftovers and variant.variant_id not in _TOLD:
+                _TOLD.add(variant.variant_id)
+                who = ", ".join(f"{m.comm} (pid {m.pid})" for m in done.leftovers[:5])
+                print(
+                    f"tailscope: trial {index} of {variant.name} left {len(done.leftovers)} process(es) "
+                    f"running after its command ended: {who}; killed with the trial (config.killed_at_end)",
+                    file=sys.stderr,
+                )
         cpus = (evidence.cpus_seen() if evidence is not None else tracker.cpus() if tracker else []) or None
         status, error, figures = "ok", reason, None
         if done is not None:
@@ -230,6 +239,7 @@ def run_app_trial(
                     parent.rmdir()
 
 
+_TOLD: set[str] = set()  # variants whose left-over daemons were reported (once per variant and run)
 _RESOLVED: dict[str, Any] = {}  # event set -> its resolved events (tsevents runs once per set)
 
 

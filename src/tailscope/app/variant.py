@@ -154,6 +154,10 @@ class AppVariant:
     def from_plan(cls, probe: str, params: Mapping[str, Any]) -> AppVariant:
         return cls(str(probe), dict(params or {}))
 
+    def notices(self) -> list[str]:
+        """Lines for the user about the command (a launcher that reaches other nodes)."""
+        return _notices(self.argv)
+
     # --- before anything is stored -------------------------------------------------------------------
     def preflight(self, *, cwd: Path | None = None) -> dict[str, Any]:
         """The checks a probe's --check-args does: the program exists and is executable, every pattern
@@ -205,6 +209,19 @@ def app_params(argv: Sequence[str], env: Sequence[str] = (), **options: Any) -> 
     if env:
         params["env"] = [str(e) for e in env]
     return params
+
+
+REMOTE_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec", "mpiexec.hydra", "orterun", "prterun"})
+
+
+def _notices(argv: Sequence[str]) -> list[str]:
+    remote = sorted({os.path.basename(w) for w in argv[: application_word(argv)]} & REMOTE_LAUNCHERS)
+    if not remote:
+        return []
+    return [
+        f"tailscope: {remote[0]} in the command: where it starts processes on other nodes, the evidence and "
+        "counters cover this node only (run tailscope on each node, e.g. a campaign spec's [[apps]])"
+    ]
 
 
 def is_app(probe: str) -> bool:

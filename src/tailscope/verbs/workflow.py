@@ -63,6 +63,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     for variant, _ in request.variants:
         if not isinstance(variant, ProbeVariant):  # an application (`run -- CMD`): app/variant.py checks it
             variant.preflight()
+            notices += [n for n in variant.notices() if n not in notices]
             continue
         config = preflight(variant)  # raises ProbeUsageError before anything is created or stored
         notices += [n for n in job_notices(variant, config) if n not in notices]
