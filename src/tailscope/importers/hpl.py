@@ -14,7 +14,8 @@ without its residual line (the output cut short: a killed run, a full disk) is r
 the output ends, never stored as a valid run. N, NB, P and Q are C ints in HPL: larger is refused. hpcc
 appends every run to the same file: each run's HPL section gives one trial, in file order.
 Trials are grouped into variants `imported:hpl` with params {n, nb, p, q} (different problem sizes are
-different variants), value GFLOPS (higher is better), one iteration (the solve's seconds).
+different variants), value GFLOPS (higher is better), one iteration (the solve's seconds); the import
+itself is importers/programs.py's, as for every program format.
 
 The SJTU acceptance rule (seed 003, "HPL-Light": N = 32768, NB = 128, 500 runs on one node; pass when
 (q01 - median) / median > -0.5 %) is then `tailscope analyze DIR --max-q01-drop 0.005`.
@@ -22,17 +23,11 @@ The SJTU acceptance rule (seed 003, "HPL-Light": N = 32768, NB = 128, 500 runs o
 
 from __future__ import annotations
 
-import json
 import re
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from tailscope.importers import open_text
 from tailscope.importers.reader import (
     INT_MAX,
     Figure,
@@ -42,10 +37,6 @@ from tailscope.importers.reader import (
     bounded_int,
     finite,
 )
-from tailscope.store.campaign import utcnow
-from tailscope.store.load import Transaction
-from tailscope.store.manifest import Plan
-from tailscope.store.schema import TABLES
 
 # WR11C2R4  1000  128  1  2  0.28  2.373e+00: variant, N, NB, P, Q, seconds, GFLOPS (HPL_pdtest.c's format)
 _RESULT = re.compile(
@@ -197,79 +188,3 @@ def _result(run: ProgramRun) -> HplResult:
         residual=run.details["residual"],
         passed=run.valid,
     )
-
-
-def import_hpl(path: Path, load: Transaction, *, node: str, task: str) -> dict[str, int]:
-    """Read `path` line by line through HplReader, refuse a file already imported (the load path's one rule),
-    stage one chunk."""
-    reader = HplReader()
-    with open_text(path) as lines:
-        for number, line in lines:
-            reader.feed(number, line)
-        digest = lines.sha256.hexdigest()
-    runs_read = reader.finish(str(path))
-    results = [_result(run) for run in runs_read]
-    load.record_source(digest, str(path))
-    probe = "imported:hpl"
-    per_variant: dict[str, int] = {}
-    for r in results:
-        variant = "imported:hpl-" + "-".join(f"{k}{v}" for k, v in sorted(r.params.items()))
-        per_variant[variant] = per_variant.get(variant, 0) + 1
-    trials_before = {v: load.claim_next_trials(node, v, n)[0] for v, n in per_variant.items()}
-    now = utcnow()
-    runs: list[dict[str, Any]] = []
-    iterations: list[dict[str, Any]] = []
-    trial_of: dict[str, int] = {}
-    plans: dict[str, dict[str, Any]] = {}
-    for r in results:
-        params = r.params
-        variant = "imported:hpl-" + "-".join(f"{k}{v}" for k, v in sorted(params.items()))
-        trial = trial_of.get(variant, trials_before[variant])
-        trial_of[variant] = trial + 1
-        run_id = uuid.uuid4().hex
-        ok = r.passed is not False
-        runs.append(
-            {
-                "run_id": run_id,
-                "campaign": load.campaign_id,
-                "node": node,
-                "probe": probe,
-                "variant": variant,
-                "params": json.dumps(params, sort_keys=True),
-                "trial": trial,
-                "threads": r.p * r.q,
-                "started_at": now,
-                "seconds": r.seconds,
-                "metric": "gflops",
-                "value": r.gflops if ok else None,
-                "unit": "GFLOPS",
-                "higher_is_better": True,
-                "status": "ok" if ok else "invalid",
-                "error": None if ok else f"HPL residual check FAILED (scaled residual {r.residual})",
-                "source": "import:hpl",
-                "task": task,
-                "summary": json.dumps(
-                    {
-                        "source_file": path.name,
-                        "line": r.line,
-                        "tv": r.variant_code,
-                        "residual": r.residual,
-                        "residual_check": None if r.passed is None else ("PASSED" if r.passed else "FAILED"),
-                    }
-                ),
-            }
-        )
-        if ok:  # a wrong answer has no valid timing (the probes' rule: no iterations after a failed check)
-            iterations.append(
-                {"run_id": run_id, "iteration": 0, "warmup": False, "seconds": r.seconds, "value": r.gflops}
-            )
-        plans[variant] = {"variant": variant, "probe": probe, "params": params}
-    for variant, plan in plans.items():
-        load.add_plan(Plan(variant, probe, dict(plan["params"]), trial_of[variant], imported=True))
-    load.write("runs", pa.Table.from_pylist(runs, schema=TABLES["runs"].schema), node=node)
-    load.write("iterations", pa.Table.from_pylist(iterations, schema=TABLES["iterations"].schema), node=node)
-    return {
-        "runs": len(runs),
-        "failed_residual": sum(1 for r in results if r.passed is False),
-        "variants": len(plans),
-    }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import csv
-import json
 import math
 import re
 import uuid
@@ -26,8 +25,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from tailscope.importers import ImportInputError, open_text, stored_count
+from tailscope.importers import ImportInputError, digest_in_background, open_text, stored_count
 from tailscope.importers.fast_csv import FAST_BLOCK, FastReaderFallback, record_batches
+from tailscope.importers.rows import check_node, has_refused_node, run_row, runs_table
 from tailscope.store.campaign import utcnow
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
@@ -293,6 +293,7 @@ def iteration_chunks(
                     )
                 acc = runs.get((node, run))
                 if acc is None:
+                    check_node(node, where)
                     acc = runs[(node, run)] = RunAcc(uuid.uuid4().hex, number)
                 if not acc.seen.add(iteration):
                     raise ImportInputError(
@@ -433,6 +434,8 @@ def fast_iteration_chunks(
         pair = node_enc.indices.to_numpy().astype(np.int64) * n_run_names + run_enc.indices.to_numpy()
         uniq, codes = np.unique(pair, return_inverse=True)
         node_names_all = node_enc.dictionary.to_pylist()
+        if has_refused_node(node_names_all):
+            raise FastReaderFallback  # the line reader names the line
         run_names_all = run_enc.dictionary.to_pylist()
         texts = [(node_names_all[u // n_run_names], run_names_all[u % n_run_names]) for u in uniq.tolist()]
         order = np.lexsort((iteration, codes))
@@ -534,6 +537,7 @@ def _import(
 ) -> dict[str, int]:
     variant = probe
     summary = IterationsSummary()
+    digest = digest_in_background(path)  # the file's sha256, computed while it is read
     with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
         held = stored_count(load, "runs_of_variant", variant)
         if held:
@@ -544,6 +548,7 @@ def _import(
         for node, chunk in reader(path, summary, unit=unit, higher_is_better=higher_is_better):
             load.write("iterations", chunk, node=node)
         assert summary.higher_is_better is not None
+        load.record_source(digest(), str(path))
         per_node: dict[str, list[tuple[str, RunAcc]]] = {}
         for (node, run), acc in summary.runs.items():
             per_node.setdefault(node, []).append((run, acc))
@@ -553,26 +558,26 @@ def _import(
             trials = load.claim_next_trials(node, variant, len(its))
             most = max(most, trials[-1] + 1)
             rows = [
-                {
-                    "run_id": acc.run_id,
-                    "campaign": load.campaign_id,
-                    "node": node,
-                    "probe": probe,
-                    "variant": variant,
-                    "params": json.dumps(params, sort_keys=True),
-                    "trial": trial,
-                    "started_at": now,
-                    "metric": "value",
-                    "value": acc.n / acc.total if summary.higher_is_better else acc.total / acc.n,
-                    "unit": summary.unit,
-                    "higher_is_better": summary.higher_is_better,
-                    "status": "ok",
-                    "source": "import:iterations-csv",
-                    "summary": json.dumps({"source_run": run}),
-                    "task": load.txid,
-                }
+                run_row(
+                    run_id=acc.run_id,
+                    campaign=load.campaign_id,
+                    task=load.txid,
+                    node=node,
+                    where=f"{path}:{acc.line}",
+                    probe=probe,
+                    variant=variant,
+                    params=params,
+                    trial=trial,
+                    started_at=now,
+                    metric="value",
+                    value=acc.n / acc.total if summary.higher_is_better else acc.total / acc.n,
+                    unit=summary.unit,
+                    higher_is_better=summary.higher_is_better,
+                    source="import:iterations-csv",
+                    summary={"source_run": run},
+                )
                 for trial, (run, acc) in zip(trials, its, strict=True)
             ]
-            load.write("runs", pa.Table.from_pylist(rows, schema=TABLES["runs"].schema), node=node)
+            load.write("runs", runs_table(rows), node=node)
         load.add_plan(Plan(variant, probe, dict(params), most, imported=True))
     return {"runs": len(summary.runs), "iterations": summary.rows, "nodes": len(per_node)}

@@ -8,7 +8,8 @@ line by line) and `finish(where)` returns one `ProgramRun` per result the progra
 runs-row builder, importers/rows.py) and `tailscope run --format FORMAT -- CMD` (one fresh reader per trial;
 the trial takes the LAST run's figures).
 
-Formats (each a module of this package, loaded on first use): hpl and hpcc (importers/hpl.py).
+Formats (modules of this package, loaded on first use): hpl and hpcc (importers/hpl.py); lammps, gromacs,
+stream, npb and osu (importers/program_formats.py).
 `detect_format` names the format of an output from its first ~200 lines, or None.
 """
 
@@ -65,6 +66,11 @@ class ProgramReader(Protocol):
 _FORMATS: dict[str, tuple[str, str]] = {
     "hpcc": ("tailscope.importers.hpl", "HpccReader"),
     "hpl": ("tailscope.importers.hpl", "HplReader"),
+    "lammps": ("tailscope.importers.program_formats", "LammpsReader"),
+    "gromacs": ("tailscope.importers.program_formats", "GromacsReader"),
+    "stream": ("tailscope.importers.program_formats", "StreamReader"),
+    "npb": ("tailscope.importers.program_formats", "NpbReader"),
+    "osu": ("tailscope.importers.program_formats", "OsuReader"),
 }
 PROGRAM_FORMATS: tuple[str, ...] = tuple(_FORMATS)
 DETECT_LINES = 200
