@@ -682,3 +682,39 @@ out.write(b"final 77\\n")
     assert len(tail.read_bytes()) <= 64 * 1024 and tail.read_text().endswith("final 77\n")
     ((config,),) = stored(campaign, "SELECT config FROM runs")
     assert json.loads(config)["stdout_bytes"] == 300_000 * 1001 + 9
+
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "importers" / "fixtures" / "programs"
+
+
+def test_format_reader_takes_the_last_result_and_detection_hints(tmp_path, capsys):
+    """--format uses the importers' one program reader: a LAMMPS log with two `run`s (real output, the
+    importers' fixture) gives the last run's figures; without --format the output's format is named."""
+    log = PROGRAMS / "lammps-melt-cpu-two-runs.log"
+    campaign = tmp_path / "c"
+    assert run("--trials", "1", "--campaign", str(campaign), "--", "cat", str(log)) == 0
+    assert "the output looks like lammps's: `--format lammps`" in capsys.readouterr().err
+    fmt = tmp_path / "f"
+    assert run("--trials", "1", "--campaign", str(fmt), "--format", "lammps", "--", "cat", str(log)) == 0
+    ((metric, value, unit, summary),) = stored(fmt, "SELECT metric, value, unit, summary FROM runs")
+    assert (metric, value, unit) == ("loop_time", 2.35482, "s")
+    figures = {f["name"]: f["value"] for f in json.loads(summary)["figures"]}
+    assert figures["timesteps_per_s"] == 106.165
+    # a format that does not match the output: the first trial stops the run, nothing stored
+    bad = tmp_path / "b"
+    assert run("--trials", "2", "--campaign", str(bad), "--format", "gromacs", "--", "cat", str(log)) == 2
+    assert not bad.exists()
+
+
+def test_format_table_output_keeps_every_row(tmp_path):
+    """OSU's latency table (real output): one result per message size; the first row is the headline, every
+    row's figure is kept with its size."""
+    table = PROGRAMS / "osu-5.8-latency.txt"
+    campaign = tmp_path / "c"
+    assert run("--trials", "1", "--campaign", str(campaign), "--format", "osu", "--", "cat", str(table)) == 0
+    ((value, summary),) = stored(campaign, "SELECT value, summary FROM runs")
+    rows = [line.split() for line in table.read_text().splitlines() if line[:1].isdigit()]
+    figures = json.loads(summary)["figures"]
+    assert value == float(rows[0][1]) and len(figures) == len(rows)
+    assert [f["value"] for f in figures] == [float(r[1]) for r in rows]
+    assert all("params" in f for f in figures)

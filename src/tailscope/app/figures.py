@@ -26,6 +26,7 @@ TIME_UNITS = frozenset({"s", "sec", "seconds", "ms", "us", "µs", "ns", "min", "
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 MAX_ITERATIONS = 100_000  # per trial: a program printing more has the first ones kept
 RAW_CHARS = 300  # of the line a figure was read from
+HEAD_LINES = 200  # lines kept for detecting a program's format (importers.reader.DETECT_LINES)
 
 
 class FigureError(InputError):
@@ -182,6 +183,7 @@ class Scan:
     iteration_errors: int = 0
     lines: int = 0
     reader: Any = None  # the program reader of --format, fed every line
+    head: list[str] = field(default_factory=list)  # the first HEAD_LINES lines (a format's detection)
 
     def __post_init__(self) -> None:
         if self.spec.format:
@@ -192,6 +194,8 @@ class Scan:
     def feed(self, line: str) -> None:
         self.lines += 1
         number = self.lines
+        if len(self.head) < HEAD_LINES:
+            self.head.append(line[:RAW_CHARS])
         for m in self.spec.metrics:
             match = m.pattern.search(line)
             if match is not None:
@@ -209,6 +213,21 @@ class Scan:
                     self.iterations.append(value)
         if self.reader is not None:
             self.reader.feed(number, line)
+
+
+def format_hint(scan: Scan) -> str | None:
+    """With neither --metric nor --format: the built-in reader that knows this output, as a hint."""
+    if scan.spec.metrics or scan.spec.format:
+        return None
+    from tailscope.importers.reader import detect_format
+
+    found = detect_format(scan.head)
+    if found is None:
+        return None
+    return (
+        f"tailscope: the output looks like {found}'s: `--format {found}` takes its figures of merit (the "
+        "headline now is the wall time)"
+    )
 
 
 def _number(text: str) -> float | None:
@@ -281,7 +300,10 @@ def judge(scan: Scan, where: str, wall_s: float) -> Figures:
         except ImportInputError as exc:
             return Figures(None, figures, iterations, str(exc), "failed", missing_metric=spec.format)
         last = runs[-1]
-        for run in runs:  # a program printing several results (OSU's size table): every row's figures
+        # one result per row of a table (OSU's sizes: the rows differ in their params): every row's figures
+        # and the first row's first as headline; else the last result the program printed
+        table = any(dict(r.params) != dict(last.params) for r in runs)
+        for run in runs if table else [last]:
             for fig in run.figures:
                 entry = {
                     "name": fig.name,
@@ -290,13 +312,10 @@ def judge(scan: Scan, where: str, wall_s: float) -> Figures:
                     "higher_is_better": fig.higher_is_better,
                     "line": fig.line,
                 }
-                if run.params and len(runs) > 1:
+                if table:
                     entry["params"] = dict(run.params)
                 figures.append(entry)
         if not spec.metrics:
-            # one result per row of a table (OSU's sizes: the rows differ in their params): the first row's
-            # first figure; else the last result the program printed
-            table = any(dict(r.params) != dict(last.params) for r in runs)
             head = (runs[0] if table else last).figures[0]
             headline = (head.name, head.value, head.unit, head.higher_is_better)
         if not iterations and last.iterations:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tailscope.app.figures import Figures, FigureSpec, Scan, judge
+from tailscope.app.figures import Figures, FigureSpec, Scan, format_hint, judge
 from tailscope.app.variant import AppInputError, AppVariant
 from tailscope.errors import InputError
 from tailscope.launch import Launched, launch
@@ -159,6 +159,9 @@ def run_app_trial(
                 where = spec.metric_file
                 scan_file(scan, work / spec.metric_file)
             figures = judge(scan, where, done.wall_s)
+            hint = format_hint(scan) if first else None
+            if hint:
+                print(hint, file=sys.stderr)
             if done.timed_out:
                 status, error = "timeout", f"killed after the {timeout_s:g} s trial time limit"
             elif done.returncode != 0:
