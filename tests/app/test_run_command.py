@@ -718,3 +718,33 @@ def test_format_table_output_keeps_every_row(tmp_path):
     assert value == float(rows[0][1]) and len(figures) == len(rows)
     assert [f["value"] for f in figures] == [float(r[1]) for r in rows]
     assert all("params" in f for f in figures)
+
+
+def test_next_hint_replays_the_stored_command_line(tmp_path):
+    """The "next:" hints of an application replay its stored command line: parsed again, it is the same
+    variant (same id), with the hint's own options."""
+    import shlex
+
+    from tailscope.app.cli import parse_run_command, variants_of
+    from tailscope.app.variant import AppVariant, app_params, command_line
+
+    params = app_params(
+        ["mpirun", "-np", "2", "/opt/my app/bin/lmp", "-in", "in.lj"],
+        ["OMP_PLACES={0:4},{4:4}"],
+        metrics=[
+            "tps:timesteps/s:higher=Performance: .*, ([0-9.]+) timesteps/s",
+            "loop:s=Loop time of (\\S+)",
+        ],
+        sanity="Total wall time",
+        iteration_regex="^step (\\d+)",
+        reference="785:-5,+10",
+        warmup=1,
+        timeout_s=600.0,
+        prepare="cp ~/case/* .",
+    )
+    original = AppVariant("app:lmp", params)
+    line = command_line("app:lmp", params, "--trials", "100", "--campaign", "X-monitor")
+    args = parse_run_command(shlex.split(line)[1:])
+    assert args is not None and args.trials == 100 and str(args.campaign) == "X-monitor"
+    (again,) = variants_of(args)
+    assert again.variant_id == original.variant_id and dict(again.params) == dict(original.params)

@@ -199,8 +199,19 @@ def app_params(argv: Sequence[str], env: Sequence[str] = (), **options: Any) -> 
     """A variant's parameters: the command, its environment (`NAME=VALUE` words) and the options given
     (None, empty ones left out, so the identity does not change when an unused option is added)."""
     params: dict[str, Any] = {"argv": [str(w) for w in argv]}
-    for key in ("metrics", "metric_file", "sanity", "iteration_regex", "format", "reference", "prepare",
-                "cleanup", "warmup", "timeout_s", "events"):  # fmt: skip
+    for key in (
+        "metrics",
+        "metric_file",
+        "sanity",
+        "iteration_regex",
+        "format",
+        "reference",
+        "prepare",
+        "cleanup",
+        "warmup",
+        "timeout_s",
+        "events",
+    ):
         value = options.pop(key, None)
         if value not in (None, [], ""):
             params[key] = list(value) if isinstance(value, list | tuple) else value
@@ -222,6 +233,35 @@ def _notices(argv: Sequence[str]) -> list[str]:
         f"tailscope: {remote[0]} in the command: where it starts processes on other nodes, the evidence and "
         "counters cover this node only (run tailscope on each node, e.g. a campaign spec's [[apps]])"
     ]
+
+
+# The command-line option of each stored parameter (the stored command line, replayed by "next:" hints).
+_OPTION_OF = {
+    "metrics": "--metric",
+    "metric_file": "--metric-file",
+    "sanity": "--sanity",
+    "iteration_regex": "--iteration-regex",
+    "format": "--format",
+    "reference": "--reference",
+    "prepare": "--prepare",
+    "cleanup": "--cleanup",
+    "warmup": "--warmup",
+    "timeout_s": "--timeout",
+    "events": "--events",
+    "env": "--env",
+}
+
+
+def command_line(probe: str, params: Mapping[str, Any], *options: str) -> str:
+    """`tailscope run [OPTIONS] -- CMD` of a stored variant, with `options` first: what replays it."""
+    import shlex
+
+    words = ["tailscope", "run", *options, "--name", probe.removeprefix(PREFIX)]
+    for key, flag in _OPTION_OF.items():
+        value = params.get(key)
+        for item in value if isinstance(value, list) else [] if value is None else [value]:
+            words += [flag, f"{item:g}" if isinstance(item, float) else str(item)]
+    return " ".join(shlex.quote(w) for w in [*words, "--", *(str(a) for a in params.get("argv", []))])
 
 
 def is_app(probe: str) -> bool:

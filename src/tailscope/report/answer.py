@@ -171,7 +171,7 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
                 probes=tuple(sorted(per_probe)),
                 evidence="; ".join(parts),
                 mitigation=quoted.mitigation,
-                next_command=NEXT_COMMAND.get(cause, "").format(probe=top_probe, campaign=campaign_dir),
+                next_command=_next_command(cause, top_probe, campaign_dir, analysis),
                 confidence=quoted.confidence,
                 verdicts=len(named_by.get(cause, ())),
                 score=sum(r.slowdown * r.causes[0].score for r in runs) + sum(f.score for _, f in at_nodes),
@@ -179,6 +179,23 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
             )
         )
     return sorted(out, key=lambda c: (-c.verdicts, -c.score, -c.runs, c.cause))
+
+
+def _next_command(cause: str, probe: str, campaign_dir: str, analysis: CampaignAnalysis) -> str:
+    """The command that tests a cause. For an application (`app:NAME`) its stored command line is replayed
+    (with the monitor, for `unknown`); the page causes are tested with the l2sum probe (pages are recorded
+    only for probes)."""
+    if not probe.startswith("app:"):
+        return NEXT_COMMAND.get(cause, "").format(probe=probe, campaign=campaign_dir)
+    if cause in ("page-placement", "thp-fallback"):
+        return NEXT_COMMAND[cause].format(probe="l2sum", campaign=campaign_dir)
+    if cause != "unknown":
+        return NEXT_COMMAND.get(cause, "")
+    from tailscope.app.variant import command_line
+
+    params = next((v.params for v in analysis.variants if v.probe == probe), {})
+    again = f"{campaign_dir}-monitor"
+    return command_line(probe, params, "--trials", "100", "--monitor", "--campaign", again)
 
 
 def by_ratio(runs: Sequence[RunVerdict]) -> list[int]:
