@@ -141,6 +141,15 @@ def test_lammps_with_a_stress_ng_window(tmp_path):
         assert any(n.startswith("stress-ng") for n in names.get(run_id, ()))
     for trial, run_id, *_ in outside:
         assert not any(n.startswith("stress-ng") for n in names.get(run_id, ())), f"trial {trial}"
+    # the one screen (`analyze`, as `check --app` prints it) names the cause and the co-runner
+    screen = subprocess.run(
+        [sys.executable, "-m", "tailscope", "analyze", str(campaign)],
+        capture_output=True,
+        text=True,
+        env=tailscope_env(),
+        timeout=300,
+    ).stdout
+    assert "cpu-contention" in screen and "stress-ng" in screen, screen
 
 
 def _analyze_json(campaign: Path) -> dict:
