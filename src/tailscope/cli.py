@@ -384,6 +384,9 @@ def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--numa", choices=["first", "every", "off"], default="first",
                    help="copy numa_maps after the first instance of each parallel region (default), each, "
                    "or never")
+    p.add_argument("--touched", choices=["first", "every", "off"], default="first",
+                   help="measure the bytes a parallel region touched on its first two instances (default), "
+                   "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)")
     p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
                    "(default 100,200,1024,10240)")
     p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")

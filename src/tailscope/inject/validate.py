@@ -5,8 +5,8 @@ the injections at block boundaries: the trials are cut into blocks of `block` tr
 blocks (`inject_fraction`) gets one injection each -- a (kind, intensity) cell drawn so that every cell of
 every kind's graded intensities comes round equally often -- and the others stay clean, with injected
 blocks placed between clean ones. The schedule (seed included) goes into the `injections` table, the
-scores (score.py) into `validation`. `analysis_for_scoring` is the one place the analysis is made for
-scoring.
+scores (score.py) into `validation`. verbs/validate.py runs the campaign and scores it
+(`analysis_for_scoring` there is the one place the analysis is made for scoring).
 """
 
 from __future__ import annotations

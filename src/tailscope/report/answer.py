@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from tailscope.analysis.model import CampaignAnalysis, CauseFinding, NodeHealth, RunVerdict
 from tailscope.analysis.wording import pct
-from tailscope.probes.catalogue import variant_name
+from tailscope.probes.catalogue import PROBES, variant_name
 
 State = Literal["healthy", "degraded", "inconclusive"]
 
@@ -157,11 +157,7 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
             parts.append(f"and {len(at_nodes) - 2} more nodes")
         if quoted is None:  # neither runs nor node findings: cannot happen, the loop is over their causes
             continue
-        top_probe = (
-            max(per_probe, key=lambda p: per_probe[p]).split(" ")[0]
-            if per_probe
-            else (analysis.variants[0].probe if analysis.variants else "PROBE")
-        )
+        top_probe = _runnable_probe(per_probe, analysis)
         out.append(
             CauseGroup(
                 cause=cause,
@@ -171,7 +167,7 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
                 probes=tuple(sorted(per_probe)),
                 evidence="; ".join(parts),
                 mitigation=quoted.mitigation,
-                next_command=_next_command(cause, top_probe, campaign_dir, analysis),
+                next_command=next_command(cause, top_probe, campaign_dir, analysis),
                 confidence=quoted.confidence,
                 verdicts=len(named_by.get(cause, ())),
                 score=sum(r.slowdown * r.causes[0].score for r in runs) + sum(f.score for _, f in at_nodes),
@@ -181,19 +177,38 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
     return sorted(out, key=lambda c: (-c.verdicts, -c.score, -c.runs, c.cause))
 
 
-def _next_command(cause: str, probe: str, campaign_dir: str, analysis: CampaignAnalysis) -> str:
-    """The command that tests a cause. For an application (`app:NAME`) its stored command line is replayed
-    (with the monitor, for `unknown`); the page causes are tested with the l2sum probe (pages are recorded
-    only for probes)."""
-    if not probe.startswith("app:"):
-        return NEXT_COMMAND.get(cause, "").format(probe=probe, campaign=campaign_dir)
+def _runnable_probe(per_probe: dict[str, int], analysis: CampaignAnalysis) -> str | None:
+    """The tailscope probe a next command can run: of the cause's runs' probes the one with most of them
+    (the campaign's first probe for a node-level finding without runs); None where that is imported
+    (`imported:hpl`: `tailscope run` cannot run it)."""
+    ranked = sorted(per_probe, key=lambda p: -per_probe[p])
+    candidates = [p.split(" ")[0] for p in ranked] or [v.probe for v in analysis.variants[:1]]
+    return next((p for p in candidates if p in PROBES or p.startswith("app:")), None)
+
+
+def next_command(
+    cause: str, probe: str | None, campaign_dir: str, analysis: CampaignAnalysis | None = None
+) -> str:
+    """The command that tests `cause` (NEXT_COMMAND), or "" where it would run a probe and none can run."""
+    if probe is not None and probe.startswith("app:"):
+        return _app_next_command(cause, probe, campaign_dir, analysis)
+    template = NEXT_COMMAND.get(cause, "")
+    if "{probe}" in template and probe is None:
+        return ""
+    return template.format(probe=probe, campaign=campaign_dir)
+
+
+def _app_next_command(cause: str, probe: str, campaign_dir: str, analysis: CampaignAnalysis | None) -> str:
+    """For an application (`app:NAME`) its stored command line is replayed (with the monitor, for
+    `unknown`); the page causes are tested with the l2sum probe (pages are recorded only for probes)."""
     if cause in ("page-placement", "thp-fallback"):
         return NEXT_COMMAND[cause].format(probe="l2sum", campaign=campaign_dir)
     if cause != "unknown":
         return NEXT_COMMAND.get(cause, "")
     from tailscope.app.variant import command_line
 
-    params = next((v.params for v in analysis.variants if v.probe == probe), {})
+    variants = analysis.variants if analysis is not None else ()
+    params = next((v.params for v in variants if v.probe == probe), {})
     again = f"{campaign_dir}-monitor"
     return command_line(probe, params, "--trials", "100", "--monitor", "--campaign", again)
 
