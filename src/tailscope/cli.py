@@ -505,6 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tailscope.app.cli import parse_run_command
 
         args = parse_run_command(argv)
+        if args is not None:
+            args.func = _verb("tailscope.verbs.run:run_command")
     if args is None:
         parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
         args = parser.parse_args(argv)

@@ -541,7 +541,7 @@ def _references(variants: Sequence[VariantSummary]) -> dict[str, tuple[float, fl
     for v in variants:
         text = v.params.get("reference") if v.probe.startswith("app:") else None
         if text:
-            from tailscope.app.figures import Reference
+            from tailscope.analysis.reference import Reference
 
             ref = Reference.parse(str(text))
             out[v.variant] = (ref.value, *ref.bounds)

@@ -2,8 +2,9 @@
 
 The command line is split at the first `--` before argparse sees it (cli.main calls `parse_run_command`), so
 nothing of CMD is taken for one of tailscope's options. PROBE together with CMD, or a probe-only option with
-CMD, is refused (exit 2). Everything else runs through the probes' path: workflow.run_campaign, the local
-runner, the store's load path; only the trial itself is the application's (app/trial.py).
+CMD, is refused (exit 2). verbs/run.py's `run_command` runs it through the probes' path:
+workflow.run_campaign, the local runner, the store's load path; only the trial itself is the application's
+(app/trial.py).
 """
 
 from __future__ import annotations
@@ -118,8 +119,7 @@ def parse_run_command(argv: Sequence[str]) -> argparse.Namespace | None:
     if args.probe is not None:
         parser.error(f"give a probe ({args.probe}) or a command after --, not both")
     args.command_argv = command
-    args.verb = "run"
-    args.func = cmd_run_command
+    args.verb = "run"  # cli.main dispatches it to verbs/run.py's run_command
     return args
 
 
@@ -168,33 +168,3 @@ def variants_of(args: argparse.Namespace, cwd: Path | None = None) -> list[AppVa
             seen.add(v.variant_id)
             unique.append(v)
     return unique
-
-
-def cmd_run_command(args: argparse.Namespace) -> int:
-    from tailscope.counters.monitor_cli import parse_interval
-    from tailscope.verbs.run import outcome_code, print_outcome
-
-    variants = variants_of(args)
-    if args.trials is None and not args.resume:
-        raise AppInputError("run: --trials N is required")
-    for v in variants:
-        v.preflight()  # before anything is created: the program, every pattern, the reference
-    from tailscope.verbs.workflow import RunRequest, run_campaign
-
-    outcome = run_campaign(
-        RunRequest(
-            variants=tuple((v, args.trials or 0) for v in variants),  # type: ignore[misc]
-            campaign_dir=args.campaign,
-            resume=args.resume,
-            node=args.node,
-            timeout_s=args.timeout,
-            show_progress=not args.no_progress,
-            label=f"app-{variants[0].probe.removeprefix(PREFIX)}",
-            monitor=args.monitor,
-            monitor_interval_s=parse_interval(args.monitor_interval),
-            monitor_events=args.monitor_events,
-            evidence=not args.no_evidence,
-        )
-    )
-    print_outcome(outcome)
-    return outcome_code(outcome)

@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from tailscope.app.variant import AppInputError
+from tailscope.app.errors import AppInputError
 
 FD_BASE = 900  # the descriptors' numbers in the command (above what programs usually open themselves)
 ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5

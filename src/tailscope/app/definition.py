@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tailscope.app.errors import AppInputError
 from tailscope.app.figures import FigureSpec
-from tailscope.app.variant import PREFIX, AppInputError, AppVariant, app_params, default_name
+from tailscope.app.variant import PREFIX, AppVariant, app_params, default_name
 from tailscope.errors import InputError
 
 KEYS = {

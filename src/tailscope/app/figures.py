@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tailscope.analysis.reference import Reference
 from tailscope.errors import InputError
 
 TIME_UNITS = frozenset({"s", "sec", "seconds", "ms", "us", "µs", "ns", "min", "h", "hours"})
@@ -76,39 +77,6 @@ def compile_regex(regex: str, *, option: str, shown: str | None = None) -> re.Pa
     except re.error as exc:
         text = regex if shown is None else shown
         raise FigureError(f"{option} {text!r}: not a valid regular expression ({exc})") from None
-
-
-@dataclass(frozen=True)
-class Reference:
-    """`--reference VALUE:-TOL,+TOL` (percent): the site's expected headline and its bounds."""
-
-    value: float
-    lower_pct: float
-    upper_pct: float
-
-    @classmethod
-    def parse(cls, text: str) -> Reference:
-        bad = FigureError(f"--reference {text!r}: expected VALUE:-TOL,+TOL in percent, e.g. 785:-5,+10")
-        value, sep, tols = text.partition(":")
-        low, sep2, high = tols.partition(",")
-        if not sep or not sep2:
-            raise bad
-        try:
-            v, lo, hi = float(value), float(low), float(high)
-        except ValueError:
-            raise bad from None
-        if not all(math.isfinite(x) for x in (v, lo, hi)) or lo > 0 or hi < 0 or v == 0:
-            raise FigureError(f"--reference {text!r}: VALUE must be finite and non-zero, -TOL <= 0 <= +TOL")
-        return cls(v, lo, hi)
-
-    @property
-    def bounds(self) -> tuple[float, float]:
-        a, b = self.value * (1 + self.lower_pct / 100), self.value * (1 + self.upper_pct / 100)
-        return (min(a, b), max(a, b))
-
-    def within(self, x: float) -> bool:
-        low, high = self.bounds
-        return low <= x <= high
 
 
 @dataclass(frozen=True)

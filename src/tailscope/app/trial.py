@@ -19,13 +19,16 @@ import shutil
 import sys
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailscope.app.errors import AppInputError
 from tailscope.app.figures import Figures, FigureSpec, Scan, format_hint, judge
-from tailscope.app.variant import AppInputError, AppVariant
+from tailscope.app.variant import AppVariant
 from tailscope.errors import InputError
 from tailscope.launch import Launched, launch
+from tailscope.node.read import cpu_ranges
 from tailscope.store.campaign import Campaign, safe_name, utcnow
 
 KEEP_WORKDIRS = 8
@@ -91,8 +94,6 @@ def run_app_trial(
 ) -> Any:
     """One trial -> TrialRows (a failure is a row too). A first trial (`first`) whose declared figure did not
     match raises FirstTrialError; a warm-up trial (`warmup`) returns None and keeps nothing."""
-    from tailscope.campaign.runner import TrialRows
-
     spec = FigureSpec.from_params(variant.params)
     base = variant_dir(campaign.root, node, variant)
     name = f"warmup-{index:06d}" if warmup else f"trial-{index:06d}"
@@ -258,6 +259,16 @@ def _tree_counters(variant: AppVariant) -> Any:
     return TreeCounters(_RESOLVED[str(name)])
 
 
+@dataclass
+class TrialRows:
+    """The store rows of one trial, table by table (the runner's TrialRows takes them as they are)."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+    counters: list[dict[str, Any]] = field(default_factory=list)
+    corunners: list[dict[str, Any]] = field(default_factory=list)
+
+
 class _Tracker:
     """The CPUs of the tree's threads when the evidence is off (--no-evidence)."""
 
@@ -316,8 +327,6 @@ def _runs_row(
     cpus: list[int] | None,
     work: Path,
 ) -> dict[str, Any]:
-    from tailscope.campaign.runner import cpu_ranges
-
     head = figures.headline if figures is not None else None
     spec = variant.spec
     ok = status == "ok" and head is not None

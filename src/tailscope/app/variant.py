@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailscope.errors import InputError
+from tailscope.app.errors import AppInputError
 
 PREFIX = "app:"
 # Words of a command that start another program rather than name the application (`--name` overrides).
@@ -47,10 +47,6 @@ LAUNCHERS = frozenset(
 )
 DEFAULT_TIMEOUT_S = 3600.0
 RUN_SETTINGS = frozenset({"warmup", "timeout_s", "reference"})  # stored with the plan, not in the identity
-
-
-class AppInputError(InputError):
-    """An application command line or definition that cannot be used (exit 2)."""
 
 
 def default_name(argv: Sequence[str]) -> str:

@@ -33,6 +33,7 @@ from tailscope.evidence.collector import EvidenceCollector
 from tailscope.evidence.process import run_watched
 from tailscope.node.facts import collect as collect_facts
 from tailscope.node.facts import node_name, nodes_row
+from tailscope.node.read import cpu_ranges
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.probes.parse import ProbeOutput, ProbeOutputError, parse_probe_output
 from tailscope.store.campaign import Campaign, new_task_id, utcnow
@@ -101,20 +102,6 @@ class RunOutcome:
     stopped_reason: str | None = None
     committed: int = 0  # transactions committed (0: nothing was stored, no campaign was created)
     notices: list[str] = field(default_factory=list)  # what the job environment did (probes/jobenv.py)
-
-
-def cpu_ranges(cpus: Sequence[int]) -> str:
-    """`[0, 1, 2, 5]` -> `0-2,5` (the kernel's cpulist notation)."""
-    parts: list[str] = []
-    start = prev = None
-    for cpu in [*cpus, None]:
-        if start is not None and (cpu is None or cpu != prev + 1):
-            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-            start = None
-        if cpu is not None and start is None:
-            start = cpu
-        prev = cpu
-    return ",".join(parts)
 
 
 def preflight(variant: ProbeVariant) -> dict[str, Any]:
@@ -372,7 +359,7 @@ class LocalRunner:
         from tailscope.app.trial import run_app_trial
 
         vid = trial.variant.variant_id
-        rows = run_app_trial(
+        found = run_app_trial(
             self.campaign,
             trial.variant,  # type: ignore[arg-type]
             trial.index,
@@ -383,7 +370,9 @@ class LocalRunner:
             first=vid not in self._app_started,
         )
         self._app_started.add(vid)
-        return rows
+        return TrialRows(
+            runs=found.runs, iterations=found.iterations, counters=found.counters, corunners=found.corunners
+        )
 
     def _warm_up(self, trials: Sequence[Trial], collector: EvidenceCollector | None) -> None:
         """`--warmup N`: each application variant's N trials, run (through the same checks) but not kept."""
