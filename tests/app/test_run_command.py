@@ -748,3 +748,39 @@ def test_next_hint_replays_the_stored_command_line(tmp_path):
     assert args is not None and args.trials == 100 and str(args.campaign) == "X-monitor"
     (again,) = variants_of(args)
     assert again.variant_id == original.variant_id and dict(again.params) == dict(original.params)
+
+
+def test_monitor_and_report_on_an_application_campaign(tmp_path, capsys):
+    """--monitor runs tsmon beside the trials and cuts its samples per trial (source monitor); the report
+    reads an application campaign as it reads a probe's."""
+    app = prog(tmp_path, "time.sleep(0.5)\nprint('value 9')\n")
+    campaign = tmp_path / "c"
+    assert (
+        run(
+            "--trials",
+            "3",
+            "--campaign",
+            str(campaign),
+            "--monitor",
+            "--monitor-interval",
+            "100ms",
+            "--metric",
+            "v=value (\\d+)",
+            "--",
+            PY,
+            app,
+        )
+        == 0
+    )
+    per_run = stored(
+        campaign, "SELECT run_id, count(*) FROM counters WHERE source = 'monitor' GROUP BY run_id"
+    )
+    assert len(per_run) == 3 and all(n > 0 for _, n in per_run)
+    assert main(["report", str(campaign), "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert "app:python" in html or "app:" in html
+    assert main(["verdict", str(campaign), "--max-busy-share", "1", "--nhc", "--node", "nonexistent"]) in (
+        0,
+        2,
+    )
+    assert main(["verdict", str(campaign), "--max-busy-share", "1"]) in (0, 1, 3)
