@@ -204,9 +204,18 @@ class TaskTracker:
                 if not seen or seen[-1] != s.processor:
                     seen.append(s.processor)
 
-    def cpus(self) -> list[int]:
-        """Every CPU a thread was seen on."""
-        return sorted({cpu for seen in self.cpus_seen.values() for cpu in seen})
+    def cpus(self, min_share: float = 0.01) -> list[int]:
+        """Every CPU a thread that did work was seen on: threads with at least `min_share` of the CPU time of
+        all (a launcher before its exec, an MPI daemon that sleeps, a helper thread do not widen the set)."""
+        total = sum(s.run_ns for s in self.last.values())
+        return sorted(
+            {
+                cpu
+                for tid, seen in self.cpus_seen.items()
+                if total == 0 or self.last[tid].run_ns >= min_share * total
+                for cpu in seen
+            }
+        )
 
     def threads(self) -> list[TaskSample]:
         """Thread index order: the main thread (tid == pid) first, then by thread id (creation order)."""
