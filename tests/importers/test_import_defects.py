@@ -142,3 +142,37 @@ def test_every_program_format_is_an_import_format():
 
     assert set(PROGRAM_FORMATS) <= set(FORMATS)
     assert {"iterations", "perfcounts", "perf-csv", "likwid-csv"} <= set(FORMATS)
+
+
+def _peak_mib(args: list[str]) -> float:
+    """Peak RSS (MiB) of one `tailscope` process (wait4's rusage), which must succeed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "tailscope", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read() if proc.stderr else ""
+    return usage.ru_maxrss / 1024
+
+
+@pytest.mark.slow
+def test_iterations_import_memory_does_not_follow_the_number_of_runs(tmp_path):
+    """2 M one-iteration runs (49 MB) peaked at 4.35 GB: a Python accumulator and a runs-row dict per run.
+    500,000 runs must cost less than 256 MiB above a one-run import of the same shape (measured in this test);
+    bench/bench_import_memory.py prints 1, 2 and 4 M runs."""
+    small, large = tmp_path / "small.csv", tmp_path / "large.csv"
+    small.write_text("node,run,iteration,value\nc0000,r0,0,1.5\n")
+    with open(large, "w") as out:
+        out.write("node,run,iteration,value\n")
+        out.write("".join(f"c{i % 64:04d},r{i},0,{1.0 + (i % 97) / 100:.2f}\n" for i in range(500_000)))
+    base = _peak_mib(["import", "iterations", str(small), "--campaign", str(tmp_path / "s"),
+                      "--lower-is-better"])
+    peak = _peak_mib(["import", "iterations", str(large), "--campaign", str(tmp_path / "l"),
+                      "--lower-is-better"])
+    assert peak - base < 256, (base, peak)
+    con = connect(tmp_path / "l")
+    try:
+        runs = con.execute("SELECT count(*), count(DISTINCT run_id) FROM runs").fetchone()
+        assert runs == (500_000, 500_000)
+        assert con.execute("SELECT count(*) FROM iterations").fetchone() == (500_000,)
+    finally:
+        con.close()

@@ -129,3 +129,25 @@ def test_a_truncated_program_output_is_refused_by_import(tmp_path, capsys):
     expected = f"{cut}: no LAMMPS 'Loop time of T on N procs for S steps with A atoms' line"
     assert err == [f"tailscope: error: {expected}"]
     assert not (tmp_path / "c").exists()
+
+
+def test_a_live_lammps_run_reads_as_printed(tmp_path):
+    """Debian's lmp on the melt example (100 steps): the reader's figures are the printed ones."""
+    import shutil
+    import subprocess
+
+    melt = Path("/usr/share/lammps/examples/melt/in.melt")
+    if shutil.which("lmp") is None or not melt.is_file():
+        pytest.skip("needs Debian's lammps and lammps-examples")
+    (tmp_path / "in.melt").write_text(melt.read_text().replace("run\t\t250", "run\t\t100"))
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(["lmp", "-in", "in.melt", "-log", "none"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert detect_format(lines) == "lammps"
+    (run,) = read_program("lammps", lines, "stdout")
+    (loop,) = [line for line in lines if line.startswith("Loop time of ")]
+    assert f"Loop time of {run.figures[0].value:g} on 1 procs for 100 steps with 4000 atoms" == loop
+    perf = next(line for line in lines if line.startswith("Performance:"))
+    assert [f.value for f in run.figures[1:]] == _printed(perf)

@@ -118,3 +118,59 @@ def run_row(
 def runs_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """The rows as an Arrow table of the runs schema (missing columns null)."""
     return pa.Table.from_pylist(list(rows), schema=TABLES["runs"].schema)
+
+
+def runs_columns(
+    *,
+    campaign: str,
+    task: str,
+    node: str,
+    where: str,
+    probe: str,
+    variant: str,
+    params: Mapping[str, Any],
+    metric: str,
+    unit: str,
+    higher_is_better: bool,
+    source: str,
+    run_ids: pa.Array,
+    trials: pa.Array,
+    values: pa.Array,
+    summaries: pa.Array | None = None,
+    started_at: datetime | None = None,
+) -> pa.Table:
+    """`run_row`'s columnar form, for an importer that builds a chunk of one node's ok runs at once (a table
+    of millions of runs is never a list of dicts): the same columns and checks, constants broadcast."""
+    check_node(node, where)
+    n = len(run_ids)
+    if values.null_count:
+        raise ValueError("runs_columns: an ok run needs a value")
+    schema = TABLES["runs"].schema
+    given: dict[str, Any] = {
+        "run_id": run_ids,
+        "campaign": campaign,
+        "node": node,
+        "probe": probe,
+        "variant": variant,
+        "params": json.dumps(dict(params), sort_keys=True),
+        "trial": trials,
+        "started_at": started_at or utcnow(),
+        "metric": metric,
+        "value": values,
+        "unit": unit,
+        "higher_is_better": higher_is_better,
+        "status": "ok",
+        "source": source,
+        "task": task,
+        "summary": summaries,
+    }
+    columns = []
+    for field in schema:
+        item = given.get(field.name)
+        if item is None:
+            columns.append(pa.nulls(n, field.type))
+        elif isinstance(item, pa.Array | pa.ChunkedArray):
+            columns.append(item.cast(field.type))
+        else:
+            columns.append(pa.repeat(pa.scalar(item, field.type), n))
+    return pa.Table.from_arrays(columns, schema=schema)
