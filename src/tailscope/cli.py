@@ -189,7 +189,8 @@ _NO_EVIDENCE_HELP = (
 
 _RUN_HELP = (
     "run N trials of a probe, each a fresh process, into a campaign; an option given a comma list "
-    "(--page 2m,1g) runs one variant per value, interleaved trial by trial"
+    "(--page 2m,1g) runs one variant per value, interleaved trial by trial; `run [OPTIONS] -- CMD` runs "
+    "your application's command as the trials (its options: `tailscope run --help -- CMD`)"
 )
 
 # Every verb in `tailscope --help` order with its one-line help: the top-level parser is built from this
@@ -351,6 +352,13 @@ def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     _add_common_options(p, ("--cpus", "--page"))  # for every probe of the suite, as `run` declares them
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
+    p.add_argument(
+        "--app",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="also your application, defined in a TOML file (README: Your own application)",
+    )
     _add_analysis_options(p)
     _add_history_option(p)
     p.set_defaults(func=_verb("tailscope.verbs.check:check"))
@@ -511,8 +519,16 @@ def _probe_named(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verb = _verb_named(argv)
-    parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
-    args = parser.parse_args(argv)
+    args = None
+    if verb == "run" and "--" in argv:  # `run [OPTIONS] -- CMD`: split before argparse sees CMD (app/cli.py)
+        from tailscope.app.cli import parse_run_command
+
+        args = parse_run_command(argv)
+        if args is not None:
+            args.func = _verb("tailscope.verbs.run:run_command")
+    if args is None:
+        parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
+        args = parser.parse_args(argv)
     if args.verb == "run" and args.probe is not None:
         from tailscope.probes.catalogue import PROBES, UnknownProbeError
 
