@@ -241,3 +241,34 @@ def _descendants_named(pid: int, comm: str) -> list[int]:
             except OSError:
                 continue
     return out
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_tailscope_stays_off_a_pinned_commands_cpus():
+    """A command pinned to one CPU (taskset) never has tailscope's own thread beside it while it runs: its
+    wake-ups (output, samples) would preempt the application on that CPU. Restored when it has exited."""
+    own = os.sched_getaffinity(0)
+    cpu = max(own)
+    seen: list[set[int]] = []
+    done = launch(
+        ["taskset", "-c", str(cpu), "sleep", "0.6"],
+        on_sample=lambda pid, pids: seen.append(os.sched_getaffinity(0)),
+        sample_interval_s=0.1,
+    )
+    assert done.returncode == 0
+    # from the first wake-up after taskset narrowed its affinity on (a loaded machine may delay that one)
+    off = [cpu not in s for s in seen]
+    assert True in off and all(off[off.index(True) :]), seen
+    assert os.sched_getaffinity(0) == own
+
+
+def test_cgroup_join_leaves_tailscope_where_it_was():
+    """The command is born in the tree's cgroup (tailscope joins it around the start): afterwards tailscope is
+    back in its own cgroup, and the tree's cgroup is gone."""
+    if not _cgroup_ok():
+        pytest.skip("no writable cgroup v2 here")
+    before = Path("/proc/self/cgroup").read_text()
+    done = launch(["sh", "-c", "cat /proc/self/cgroup"], on_line=lambda s, line: None)
+    assert done.mode == "cgroup" and "tailscope-" in done.stdout
+    assert Path("/proc/self/cgroup").read_text() == before
+    assert not [p for p in (cgroup2_mount() or Path("/")).rglob(f"tailscope-{os.getpid()}-*")]
