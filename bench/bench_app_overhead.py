@@ -13,9 +13,9 @@ machine's drift hits both alike. Two figures, both against hyperfine's per-run t
 
 - wall: the trials' stored wall_s (the tree's start to its first process's exit, as hyperfine measures): what
   tailscope adds to the application's own time; the target (<= 1.01) is about this one.
-- cycle: tailscope's whole cost per trial, what a user waits for: the time from one trial's start to the next
-  one's (launch, evidence, output, rows, working directory, all outside wall_s too), and the whole `tailscope
-  run` command (Python start-up, store commit) divided by its trials + warm-up.
+- cycle: tailscope's whole cost per trial, what a user waits for: wall_s plus the gap from one trial's end to
+  the next one's start (reap, evidence, rows, working directory: all outside wall_s); and the whole `tailscope
+  run` command (Python start-up, node facts, store commit) divided by its trials + warm-up.
 
 Printed: per-round figures and ratios, the medians of the per-round ratios, the load average around (the
 machine is shared: read the per-round ratios, not one number).
@@ -75,8 +75,8 @@ def hyperfine(argv: list[str], runs: int, work: Path) -> list[float]:
 
 
 def tailscope(argv: list[str], runs: int, campaign: Path, evidence: bool) -> tuple[list[float], float, float]:
-    """This round's stored wall_s of each trial, the median start-to-start time of consecutive trials, and the
-    whole command's time per trial (trials + the warm-up)."""
+    """This round's stored wall_s of each trial, the median gap from one trial's end to the next one's start,
+    and the whole command's time per trial (trials + the warm-up)."""
     from tailscope.store.campaign import Campaign
     from tailscope.store.read import connect
 
@@ -110,14 +110,14 @@ def tailscope(argv: list[str], runs: int, campaign: Path, evidence: bool) -> tup
     con = connect(Campaign.open(campaign))
     try:
         rows = con.execute(
-            "SELECT run_id, wall_s, mono_start_ns FROM runs WHERE status = 'ok' ORDER BY mono_start_ns"
+            "SELECT run_id, wall_s, mono_start_ns, mono_end_ns FROM runs WHERE status = 'ok' "
+            "ORDER BY mono_start_ns"
         ).fetchall()
     finally:
         con.close()
-    new = [(w, m) for r, w, m in rows if r not in before]
-    starts = [m for _, m in new]
-    cycles = [(b - a) / 1e9 for a, b in itertools.pairwise(starts)]
-    return [w for w, _ in new], statistics.median(cycles) if cycles else float("nan"), whole
+    new = [(w, m0, m1) for r, w, m0, m1 in rows if r not in before]
+    gaps = [(b[1] - a[2]) / 1e9 for a, b in itertools.pairwise(new)]
+    return [w for w, _, _ in new], statistics.median(gaps) if gaps else float("nan"), whole
 
 
 def main() -> int:
@@ -143,15 +143,16 @@ def main() -> int:
                 if side == "hyperfine":
                     bare = statistics.median(hyperfine(argv, args.runs, work))
                 else:
-                    trials, cycle, whole = tailscope(argv, args.runs, work / "campaign", not args.no_evidence)
+                    trials, gap, whole = tailscope(argv, args.runs, work / "campaign", not args.no_evidence)
             ours = statistics.median(trials)
+            cycle = ours + gap
             walls.append(ours / bare)
             cycles.append(cycle / bare)
             wholes.append(whole / bare)
             print(
                 f"round {k + 1}: hyperfine {bare:.4f} s | wall_s {ours:.4f} s (ratio {ours / bare:.4f})"
-                f" | cycle {cycle:.4f} s ({cycle / bare:.4f}) | whole command per trial {whole:.4f} s"
-                f" ({whole / bare:.4f})"
+                f" | gap {gap * 1e3:.1f} ms, cycle {cycle:.4f} s ({cycle / bare:.4f})"
+                f" | whole command per trial {whole:.4f} s ({whole / bare:.4f})"
             )
         print(f"load average after: {os.getloadavg()}")
         print(f"median ratio wall_s / hyperfine: {statistics.median(walls):.4f} (target <= 1.01)")

@@ -167,6 +167,7 @@ class ProcessTree:
     def __init__(self, *, use_cgroup: bool = True) -> None:
         self.token = f"{os.getpid()}-{next(_counter)}-{time.monotonic_ns()}"
         self.cgroup = make_cgroup() if use_cgroup else None
+        self._home = _own_cgroup_dir() if self.cgroup is not None else None  # found here, outside the trial
         self.root_pid: int | None = None
         self.seen: set[int] = set()  # every pid found in the tree: only these are ever reaped here
         become_subreaper()
@@ -185,7 +186,7 @@ class ProcessTree:
         it (a vfork: no Python code between fork and exec, which would cost a full fork of tailscope, 9-13 ms
         inside the trial's wall time), and back in its own cgroup before anything else runs. A cgroup that
         cannot be joined is left to `started`, which finds the command outside it."""
-        home = _own_cgroup_dir() if self.cgroup is not None else None
+        home = self._home
         if self.cgroup is None or home is None or not _join(self.cgroup):
             yield
             return
