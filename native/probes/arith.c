@@ -1,9 +1,9 @@
 /*
- * arith -- latency and throughput of floating-point add, mul, div, fma and sqrt, in core cycles
+ * arith -- latency and throughput of floating-point add, sub, mul, div, fma and sqrt, in core cycles
  *
  * WHAT IT MEASURES
- *   For FP32 and FP64, scalar and the widest SIMD registers the CPU has, and each of add, mul, div, fma
- *   and sqrt: the latency (a chain where every operation needs the previous result: cycles per operation)
+ *   For FP16 (where the CPU has it), FP32 and FP64, scalar and the widest SIMD registers the CPU has (aarch64:
+ *   NEON and, where present, SVE), and each of add, sub, mul, div, fma and sqrt: the latency (a chain where every operation needs the previous result: cycles per operation)
  *   and the reciprocal throughput (12 independent chains interleaved: cycles per operation when the
  *   pipelines are full; the seed's "Absolute" and "Pipelined" CPI columns, SJTU: KP920 FP64 FMA 6 and 1,
  *   FP16 DIV 46). Cycles come from the PMU's core cycles where this thread may count them, else from the
@@ -15,8 +15,9 @@
  *   halved) shows more cycles. A pair whose throughput reads above its latency, or whose latency reads
  *   below the architecture's floor, is measured again (up to 3 times) and else refused (see CHECK).
  *   FP16 is measured only where the ISA has FP16 arithmetic: x86 AVX512-FP16 (CPUID.(7,0):EDX[23], with
- *   512-bit registers in use: scalar vaddsh.. and 512-bit vaddph..), aarch64 FEAT_FP16 when built with a
- *   -march that has it (scalar _Float16); elsewhere it is listed under summary.skipped with the reason.
+ *   512-bit registers in use: scalar vaddsh.. and 512-bit vaddph..), aarch64 FEAT_FP16 (HWCAP_FPHP and
+ *   HWCAP_ASIMDHP: scalar h registers, NEON 8 x FP16, SVE); elsewhere it is listed under summary.skipped
+ *   with the reason.
  *   FP16 operands are the FP32 ones rounded to FP16 (mul and fma then multiply by 1 and add 0, since
  *   1 + 2^-20 and 2^-30 round to 1 and 0: the timing of IEEE operations on normal numbers does not depend
  *   on the values); the replay rounds each operation from FP32 (FP64 for fma) once, which is exact FP16.
@@ -49,9 +50,12 @@
  *   refused: table figures null with "refused", a warning "arith_refused" naming both figures,
  *   summary.checks per CPU and pair (outcome, attempts). A throughput up to 3% above latency (noise on an
  *   unpipelined divider) is reported equal to the latency with rthroughput_capped_to_latency. A refused
- *   headline fails validation (exit 4). The summary's table pools every CPU's timed iterations. Operand values are chosen so nothing degenerates: add x + 1 from 0 (exact integers),
- *   mul x * (1 + 2^-20), div 1.3 / x from 1.1 (oscillates), fma x * (1 + 2^-20) + 2^-30, sqrt from 1.9
- *   (converges to 1 after ~50 steps, as every sqrt chain does).
+ *   headline fails validation (exit 4). The summary's table pools every CPU's timed iterations.
+ *   Operand values are chosen so nothing degenerates: add x + 1 and sub x - 1 from 0 (exact integers;
+ *   FP16 stops at +-2048, where x +- 1 rounds back to x), mul x * (1 + 2^-20), div 1.3 / x from 1.1
+ *   (oscillates), fma x * (1 + 2^-20) + 2^-30 (aarch64: x * 2^-30 + x, so NEON's FMLA, which overwrites
+ *   its addend, needs no copy of it), sqrt from 1.9 (converges to 1 after ~50 steps, as every sqrt chain
+ *   does).
  *   Validation: the same chain is replayed in plain C on one scalar of the element type (IEEE operations
  *   are correctly rounded, so the values agree bit for bit) and every lane of every chain must equal it:
  *   "Solution Validates: all N chains equal their scalar replay". Otherwise exit 4.
@@ -79,8 +83,15 @@
  * KERNELS
  *   arith_PRECISION_WIDTH_OP_{lat,thr} (arith_kernels.h): x86 intrinsics, compiled per function for their
  *   instruction set (scalar: SSE2 and, with FMA3, AVX2+FMA; SIMD: the widest of AVX-512F, AVX2+FMA, SSE2;
- *   TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width; FP16: AVX512-FP16, GCC >= 12). Elsewhere:
- *   portable scalar C only (plus _Float16 on aarch64 with FEAT_FP16).
+ *   TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width; FP16: AVX512-FP16, GCC >= 12). aarch64
+ *   (ACLE arm_neon.h, arm_sve.h; no -march needed, each kernel carries its target): scalar (fp64_scalar:
+ *   fadd d, fp32_scalar: fadd s, fp16_scalar: fadd h), NEON (fp64_neon float64x2_t, fp32_neon float32x4_t,
+ *   fp16_neon float16x8_t) and SVE (fp64_sve ... at the CPU's vector length, svcntd() x 64 bits: the
+ *   table's bits), chosen at run time from getauxval(AT_HWCAP): FP16 needs HWCAP_FPHP and HWCAP_ASIMDHP,
+ *   SVE HWCAP_SVE (TAILSCOPE_ARITH_NO_SVE=1 measures NEON only). The headline is the widest FP64 flavour's
+ *   FMA (SVE where present). Under an emulator (qemu-user: /proc/cpuinfo names no CPU implementer) the
+ *   cycles are the emulator's: config params.emulated, a warning arith_emulated, and the plausibility check
+ *   is not applied (checks outcome not_judged_emulated). Elsewhere: portable scalar C only.
  */
 #define _GNU_SOURCE
 #include "ts_clock.h"
@@ -108,8 +119,12 @@
 #include "arith_manual.h"
 
 #define CHAINS 12
-#define NOPS 5
+#define NOPS 6 /* add mul div fma sqrt sub: indices as arith_cycles.h's floors; op_order prints them */
+#if defined(__aarch64__)
+#define MAX_LANES 128 /* FP16 in SVE's longest vector, 2048 bits */
+#else
 #define MAX_LANES 32 /* FP16 in 512 bits */
+#endif
 
 typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 
@@ -124,6 +139,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define ET double
 #define SET1(v) _mm_set1_pd(v)
 #define ADD(a, b) _mm_add_sd(a, b)
+#define SUB(a, b) _mm_sub_sd(a, b)
 #define MUL(a, b) _mm_mul_sd(a, b)
 #define DIV(a, b) _mm_div_sd(a, b)
 #define SQRT(a) _mm_sqrt_sd(a, a)
@@ -142,6 +158,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef TGT
 /* FP64 packed 128-bit, SSE2 */
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -149,6 +166,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define FL fp64_sse2
 #define TGT
 #define ADD(a, b) _mm_add_pd(a, b)
+#define SUB(a, b) _mm_sub_pd(a, b)
 #define MUL(a, b) _mm_mul_pd(a, b)
 #define DIV(a, b) _mm_div_pd(a, b)
 #define SQRT(a) _mm_sqrt_pd(a)
@@ -160,6 +178,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -170,6 +189,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m256d
 #define SET1(v) _mm256_set1_pd(v)
 #define ADD(a, b) _mm256_add_pd(a, b)
+#define SUB(a, b) _mm256_sub_pd(a, b)
 #define MUL(a, b) _mm256_mul_pd(a, b)
 #define DIV(a, b) _mm256_div_pd(a, b)
 #define SQRT(a) _mm256_sqrt_pd(a)
@@ -181,6 +201,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -192,6 +213,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m512d
 #define SET1(v) _mm512_set1_pd(v)
 #define ADD(a, b) _mm512_add_pd(a, b)
+#define SUB(a, b) _mm512_sub_pd(a, b)
 #define MUL(a, b) _mm512_mul_pd(a, b)
 #define DIV(a, b) _mm512_div_pd(a, b)
 #define SQRT(a) _mm512_sqrt_pd(a)
@@ -204,6 +226,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef ET
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -217,6 +240,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define ET float
 #define SET1(v) _mm_set1_ps(v)
 #define ADD(a, b) _mm_add_ss(a, b)
+#define SUB(a, b) _mm_sub_ss(a, b)
 #define MUL(a, b) _mm_mul_ss(a, b)
 #define DIV(a, b) _mm_div_ss(a, b)
 #define SQRT(a) _mm_sqrt_ss(a)
@@ -233,6 +257,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef FL
 #undef TGT
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -240,6 +265,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define FL fp32_sse2
 #define TGT
 #define ADD(a, b) _mm_add_ps(a, b)
+#define SUB(a, b) _mm_sub_ps(a, b)
 #define MUL(a, b) _mm_mul_ps(a, b)
 #define DIV(a, b) _mm_div_ps(a, b)
 #define SQRT(a) _mm_sqrt_ps(a)
@@ -251,6 +277,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -260,6 +287,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m256
 #define SET1(v) _mm256_set1_ps(v)
 #define ADD(a, b) _mm256_add_ps(a, b)
+#define SUB(a, b) _mm256_sub_ps(a, b)
 #define MUL(a, b) _mm256_mul_ps(a, b)
 #define DIV(a, b) _mm256_div_ps(a, b)
 #define SQRT(a) _mm256_sqrt_ps(a)
@@ -271,6 +299,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -281,6 +310,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m512
 #define SET1(v) _mm512_set1_ps(v)
 #define ADD(a, b) _mm512_add_ps(a, b)
+#define SUB(a, b) _mm512_sub_ps(a, b)
 #define MUL(a, b) _mm512_mul_ps(a, b)
 #define DIV(a, b) _mm512_div_ps(a, b)
 #define SQRT(a) _mm512_sqrt_ps(a)
@@ -293,6 +323,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef ET
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -309,6 +340,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define ET _Float16
 #define SET1(v) _mm_set1_ph(v)
 #define ADD(a, b) _mm_add_sh(a, b)
+#define SUB(a, b) _mm_sub_sh(a, b)
 #define MUL(a, b) _mm_mul_sh(a, b)
 #define DIV(a, b) _mm_div_sh(a, b)
 #define SQRT(a) _mm_sqrt_sh(a, a)
@@ -319,6 +351,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -328,6 +361,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m512h
 #define SET1(v) _mm512_set1_ph(v)
 #define ADD(a, b) _mm512_add_ph(a, b)
+#define SUB(a, b) _mm512_sub_ph(a, b)
 #define MUL(a, b) _mm512_mul_ph(a, b)
 #define DIV(a, b) _mm512_div_ph(a, b)
 #define SQRT(a) _mm512_sqrt_ph(a)
@@ -340,6 +374,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef ET
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -347,15 +382,265 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef STOREU
 #endif /* TS_HAVE_AVX512FP16 */
 
-#else /* portable scalar C: every operation a C operator or builtin on one scalar */
-#if defined(__aarch64__)
-#define HIDE(v) __asm__ volatile("" : "+w"(v))
-#else
-#define HIDE(v) __asm__ volatile("" : "+m"(v))
+#elif defined(__aarch64__)
+/* aarch64: scalar (d/s/h registers), NEON (128-bit v registers) and SVE (z registers, the CPU's vector length),
+ * each for FP64, FP32 and FP16. Every kernel is compiled for its own extension by a function attribute (no
+ * -march needed); which run is decided at run time from the kernel's HWCAP bits (getauxval(AT_HWCAP)):
+ * FP16 needs FEAT_FP16 (HWCAP_FPHP scalar, HWCAP_ASIMDHP vector), SVE needs HWCAP_SVE. */
+#include <arm_neon.h>
+#if defined(__has_include)
+#if __has_include(<arm_sve.h>)
+#include <arm_sve.h>
+#define ARITH_HAVE_SVE 1 /* the SVE ACLE (GCC >= 10, Clang >= 12); older compilers: NEON only */
 #endif
+#endif
+#include <sys/auxv.h>
+#define ARITH_HAVE_FP16 1
+#define HIDE(v) __asm__ volatile("" : "+w"(v))
+#define TGT_FP16 __attribute__((target("arch=armv8.2-a+fp16")))
+#define TGT_SVE __attribute__((target("arch=armv8.2-a+sve")))
+#define ARITH_FMA_SELF /* fma: x = x * z + x (arith_kernels.h): FMLA without a register copy per operation */
+
+/* scalar: C operators on one element (fadd d0, d0, d1 ...), each result opaque (no SLP into NEON) */
+#define ARITH_OPAQUE_STEPS
 #define TGT
 #define SET1(v) (v)
 #define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define STOREU(p, v) (*(p) = (v))
+/* fsqrt itself: __builtin_sqrt keeps errno's call to sqrt() for negative inputs inside the loop */
+static inline double arith_fsqrt_d(double a)
+{
+    double r;
+    __asm__("fsqrt %d0, %d1" : "=w"(r) : "w"(a));
+    return r;
+}
+static inline float arith_fsqrt_s(float a)
+{
+    float r;
+    __asm__("fsqrt %s0, %s1" : "=w"(r) : "w"(a));
+    return r;
+}
+#define FL fp64_scalar
+#define VT double
+#define ET double
+#define SQRT(a) arith_fsqrt_d(a)
+#define FMA(a, b, c) __builtin_fma(a, b, c)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef SQRT
+#undef FMA
+#define FL fp32_scalar
+#define VT float
+#define ET float
+#define SQRT(a) arith_fsqrt_s(a)
+#define FMA(a, b, c) __builtin_fmaf(a, b, c)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef SQRT
+#undef FMA
+#undef TGT
+#define FL fp16_scalar
+#define TGT TGT_FP16
+#define VT _Float16
+#define ET _Float16
+#define SQRT(a) ((_Float16)vsqrth_f16(a))
+#define FMA(a, b, c) ((_Float16)vfmah_f16(c, a, b))
+#include "arith_kernels.h"
+#undef ARITH_OPAQUE_STEPS
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+
+/* NEON: 128-bit registers, 2 x FP64, 4 x FP32, 8 x FP16 (fadd v0.2d ...; vfmaq(c, a, b) = c + a x b) */
+#define FL fp64_neon
+#define TGT
+#define VT float64x2_t
+#define ET double
+#define SET1(v) vdupq_n_f64(v)
+#define ADD(a, b) vaddq_f64(a, b)
+#define SUB(a, b) vsubq_f64(a, b)
+#define MUL(a, b) vmulq_f64(a, b)
+#define DIV(a, b) vdivq_f64(a, b)
+#define SQRT(a) vsqrtq_f64(a)
+#define FMA(a, b, c) vfmaq_f64(c, a, b)
+#define STOREU(p, v) vst1q_f64(p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp32_neon
+#define VT float32x4_t
+#define ET float
+#define SET1(v) vdupq_n_f32(v)
+#define ADD(a, b) vaddq_f32(a, b)
+#define SUB(a, b) vsubq_f32(a, b)
+#define MUL(a, b) vmulq_f32(a, b)
+#define DIV(a, b) vdivq_f32(a, b)
+#define SQRT(a) vsqrtq_f32(a)
+#define FMA(a, b, c) vfmaq_f32(c, a, b)
+#define STOREU(p, v) vst1q_f32(p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp16_neon
+#define TGT TGT_FP16
+#define VT float16x8_t
+#define ET _Float16
+#define SET1(v) vdupq_n_f16(v)
+#define ADD(a, b) vaddq_f16(a, b)
+#define SUB(a, b) vsubq_f16(a, b)
+#define MUL(a, b) vmulq_f16(a, b)
+#define DIV(a, b) vdivq_f16(a, b)
+#define SQRT(a) vsqrtq_f16(a)
+#define FMA(a, b, c) vfmaq_f16(c, a, b)
+#define STOREU(p, v) vst1q_f16((float16_t *)(p), v)
+#include "arith_kernels.h"
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+
+#ifdef ARITH_HAVE_SVE
+/* SVE: the CPU's vector length (128-2048 bits), every lane active (svptrue; _x: inactive lanes don't care) */
+#define TGT TGT_SVE
+#define FL fp64_sve
+#define VT svfloat64_t
+#define ET double
+#define PG svptrue_b64()
+#define VLANES svcntd()
+#define SET1(v) svdup_f64(v)
+#define ADD(a, b) svadd_f64_x(PG, a, b)
+#define SUB(a, b) svsub_f64_x(PG, a, b)
+#define MUL(a, b) svmul_f64_x(PG, a, b)
+#define DIV(a, b) svdiv_f64_x(PG, a, b)
+#define SQRT(a) svsqrt_f64_x(PG, a)
+#define FMA(a, b, c) svmad_f64_x(PG, a, b, c)
+#define STOREU(p, v) svst1_f64(PG, p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef PG
+#undef VLANES
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp32_sve
+#define VT svfloat32_t
+#define ET float
+#define PG svptrue_b32()
+#define VLANES svcntw()
+#define SET1(v) svdup_f32(v)
+#define ADD(a, b) svadd_f32_x(PG, a, b)
+#define SUB(a, b) svsub_f32_x(PG, a, b)
+#define MUL(a, b) svmul_f32_x(PG, a, b)
+#define DIV(a, b) svdiv_f32_x(PG, a, b)
+#define SQRT(a) svsqrt_f32_x(PG, a)
+#define FMA(a, b, c) svmad_f32_x(PG, a, b, c)
+#define STOREU(p, v) svst1_f32(PG, p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef PG
+#undef VLANES
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp16_sve
+#define VT svfloat16_t
+#define ET _Float16
+#define PG svptrue_b16()
+#define VLANES svcnth()
+#define SET1(v) svdup_f16(v)
+#define ADD(a, b) svadd_f16_x(PG, a, b)
+#define SUB(a, b) svsub_f16_x(PG, a, b)
+#define MUL(a, b) svmul_f16_x(PG, a, b)
+#define DIV(a, b) svdiv_f16_x(PG, a, b)
+#define SQRT(a) svsqrt_f16_x(PG, a)
+#define FMA(a, b, c) svmad_f16_x(PG, a, b, c)
+#define STOREU(p, v) svst1_f16(PG, (float16_t *)(p), v)
+#include "arith_kernels.h"
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef PG
+#undef VLANES
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+
+/* The SVE vector length in bits (call only where HWCAP_SVE is set). */
+TGT_SVE static int sve_bits(void)
+{
+    return (int)svcntb() * 8;
+}
+#endif /* ARITH_HAVE_SVE */
+
+#else /* portable scalar C: every operation a C operator or builtin on one scalar */
+#define HIDE(v) __asm__ volatile("" : "+m"(v))
+#define TGT
+#define SET1(v) (v)
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
 #define MUL(a, b) ((a) * (b))
 #define DIV(a, b) ((a) / (b))
 #define STOREU(p, v) (*(p) = (v))
@@ -376,27 +661,12 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define SQRT(a) __builtin_sqrtf(a)
 #define FMA(a, b, c) __builtin_fmaf(a, b, c)
 #include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef SQRT
-#undef FMA
-#if defined(__aarch64__) && defined(__ARM_FEATURE_FP16_SCALAR_ARITHMETIC)
-/* FP16 on aarch64 with FEAT_FP16 (Armv8.2-A; built with -march that has it, e.g. TAILSCOPE_MARCH=native on
- * Kunpeng 920 / Neoverse): _Float16 operators compile to fadd/fmul/fdiv/fsqrt/fmadd on h registers.
- * Not compiled or run here (no aarch64 compiler or machine). */
-#define ARITH_HAVE_FP16 1
-#define FL fp16_scalar_c
-#define VT _Float16
-#define ET _Float16
-#define SQRT(a) ((_Float16)__builtin_sqrtf((float)(a)))
-#define FMA(a, b, c) ((_Float16)__builtin_fmaf((float)(a), (float)(b), (float)(c)))
-#include "arith_kernels.h"
-#endif
 #endif
 
 /* ---- the table of what runs ---------------------------------------------------------------------------- */
-static const char *const op_names[NOPS] = {"add", "mul", "div", "fma", "sqrt"};
+static const char *const op_names[NOPS] = {"add", "mul", "div", "fma", "sqrt", "sub"};
+/* the order kernels run and the table lists them: the seed's rows (ADD, SUB, MUL, DIV, FMA, SQRT) */
+static const int op_order[NOPS] = {0, 5, 1, 2, 3, 4};
 
 typedef struct flavour {
     const char *precision;  /* fp32 | fp64 */
@@ -410,12 +680,16 @@ typedef struct flavour {
 } flavour;
 
 #define KERNELS(fl)                                                                                            \
-    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, FMA_OR_NULL(fl, lat), arith_##fl##_sqrt_lat}, \
-    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, FMA_OR_NULL(fl, thr), arith_##fl##_sqrt_thr}
+    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, FMA_OR_NULL(fl, lat), arith_##fl##_sqrt_lat,  \
+     arith_##fl##_sub_lat},                                                                                    \
+    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, FMA_OR_NULL(fl, thr), arith_##fl##_sqrt_thr,  \
+     arith_##fl##_sub_thr}
 #define FMA_OR_NULL(fl, k) arith_##fl##_fma_##k
 #define NO_FMA_KERNELS(fl)                                                                                     \
-    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, NULL, arith_##fl##_sqrt_lat},          \
-    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, NULL, arith_##fl##_sqrt_thr}
+    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, NULL, arith_##fl##_sqrt_lat,            \
+     arith_##fl##_sub_lat},                                                                                    \
+    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, NULL, arith_##fl##_sqrt_thr,            \
+     arith_##fl##_sub_thr}
 
 typedef struct kernel {
     const flavour *f;
@@ -503,14 +777,43 @@ static bool have_fp16(void)
 }
 #endif
 
+/* Does this process run under an emulator? An aarch64 binary on an aarch64 kernel always finds "CPU implementer"
+ * in /proc/cpuinfo; under qemu-user /proc is the host's (an x86 CPU's fields). Elsewhere: never. */
+static bool arith_emulated(void)
+{
+#if defined(__aarch64__)
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return false; /* cannot tell: judged as a real core */
+    char line[512];
+    bool implementer = false, any = false;
+    while (fgets(line, sizeof line, f)) {
+        any = true;
+        if (strncmp(line, "CPU implementer", 15) == 0)
+            implementer = true;
+    }
+    if (fclose(f) != 0)
+        ts_die(TS_EXIT_RUNTIME, "close(/proc/cpuinfo): %s", strerror(errno));
+    return any && !implementer;
+#else
+    return false;
+#endif
+}
+
 /* Operands {x0, y, z} per op (see the manual). */
 static void operands(int op, double v[3])
 {
-    static const double x0[NOPS] = {0.0, 1.1, 1.1, 1.1, 1.9};
+    static const double x0[NOPS] = {0.0, 1.1, 1.1, 1.1, 1.9, 0.0};
     v[0] = x0[op];
-    v[1] = op == 0 ? 1.0 : op == 2 ? 1.3 : 1.0 + 0x1p-20;
+    v[1] = op == 0 || op == 5 ? 1.0 : op == 2 ? 1.3 : 1.0 + 0x1p-20;
     v[2] = 0x1p-30;
 }
+
+#ifdef ARITH_FMA_SELF
+#define ARITH_FMA_SELF_REPLAY 1 /* the kernels' fma is x = x * z + x */
+#else
+#define ARITH_FMA_SELF_REPLAY 0
+#endif
 
 /* The chain replayed on one scalar of the element type. */
 static double replay64(int op, uint64_t n)
@@ -523,7 +826,8 @@ static double replay64(int op, uint64_t n)
         case 0: x = x + v[1]; break;
         case 1: x = x * v[1]; break;
         case 2: x = v[1] / x; break;
-        case 3: x = fma(x, v[1], v[2]); break;
+        case 3: x = ARITH_FMA_SELF_REPLAY ? fma(x, v[2], x) : fma(x, v[1], v[2]); break;
+        case 5: x = x - v[1]; break;
         default: x = sqrt(x); break;
         }
     return x;
@@ -539,7 +843,8 @@ static float replay32(int op, uint64_t n)
         case 0: x = x + y; break;
         case 1: x = x * y; break;
         case 2: x = y / x; break;
-        case 3: x = fmaf(x, y, z); break;
+        case 3: x = ARITH_FMA_SELF_REPLAY ? fmaf(x, z, x) : fmaf(x, y, z); break;
+        case 5: x = x - y; break;
         default: x = sqrtf(x); break;
         }
     return x;
@@ -559,7 +864,11 @@ static _Float16 replay16(int op, uint64_t n)
         case 0: x = (_Float16)((float)x + (float)y); break;
         case 1: x = (_Float16)((float)x * (float)y); break;
         case 2: x = (_Float16)((float)y / (float)x); break;
-        case 3: x = (_Float16)((double)x * (double)y + (double)z); break;
+        case 3:
+            x = ARITH_FMA_SELF_REPLAY ? (_Float16)((double)x * (double)z + (double)x)
+                                      : (_Float16)((double)x * (double)y + (double)z);
+            break;
+        case 5: x = (_Float16)((float)x - (float)y); break;
         default: x = (_Float16)sqrtf((float)x); break;
         }
     return x;
@@ -617,24 +926,67 @@ int main(int argc, char **argv)
     flavours[nflav++] = fma3 ? &f64s_fma : &f64s_sse2;
     flavours[nflav++] = isa == TS_ISA_AVX512F ? &f64_avx512 : isa == TS_ISA_AVX2 ? &f64_avx2 : &f64_sse2;
     const char *isa_name = ts_isa_name(isa);
+#elif defined(__aarch64__)
+    static const flavour f16s = {"fp16", "scalar", "fp16_scalar", 16, 1, 1, 2, KERNELS(fp16_scalar)};
+    static const flavour f32s = {"fp32", "scalar", "fp32_scalar", 32, 1, 1, 4, KERNELS(fp32_scalar)};
+    static const flavour f64s = {"fp64", "scalar", "fp64_scalar", 64, 1, 1, 8, KERNELS(fp64_scalar)};
+    static const flavour f16n = {"fp16", "neon", "fp16_neon", 128, 8, 8, 2, KERNELS(fp16_neon)};
+    static const flavour f32n = {"fp32", "neon", "fp32_neon", 128, 4, 4, 4, KERNELS(fp32_neon)};
+    static const flavour f64n = {"fp64", "neon", "fp64_neon", 128, 2, 2, 8, KERNELS(fp64_neon)};
+    const unsigned long hwcap = getauxval(AT_HWCAP);
+    /* FEAT_FP16: scalar (HWCAP_FPHP) and vector (HWCAP_ASIMDHP) half-precision arithmetic */
+    const bool fp16 = (hwcap & HWCAP_FPHP) && (hwcap & HWCAP_ASIMDHP);
+    const flavour *f16v = NULL, *f32v = NULL, *f64v = NULL;
+#ifdef ARITH_HAVE_SVE
+    const bool sve_built = true;
+    const bool sve = (hwcap & HWCAP_SVE) != 0 && getenv("TAILSCOPE_ARITH_NO_SVE") == NULL;
+    static flavour v16 = {"fp16", "sve", "fp16_sve", 0, 0, 0, 2, KERNELS(fp16_sve)};
+    static flavour v32 = {"fp32", "sve", "fp32_sve", 0, 0, 0, 4, KERNELS(fp32_sve)};
+    static flavour v64 = {"fp64", "sve", "fp64_sve", 0, 0, 0, 8, KERNELS(fp64_sve)};
+    const int vbits = sve ? sve_bits() : 0;
+    if (vbits > MAX_LANES * 16)
+        ts_die(TS_EXIT_RUNTIME, "SVE vector length %d bits: longer than the architecture's 2048", vbits);
+    v16.bits = v32.bits = v64.bits = vbits;
+    v16.lanes = v16.stride = vbits / 16;
+    v32.lanes = v32.stride = vbits / 32;
+    v64.lanes = v64.stride = vbits / 64;
+    f16v = &v16;
+    f32v = &v32;
+    f64v = &v64;
+#else
+    const bool sve_built = false, sve = false;
+#endif
+    /* the order the table lists them; the widest FP64 flavour last (the headline) */
+    const flavour *flavours[9];
+    int nflav = 0;
+    if (fp16) {
+        flavours[nflav++] = &f16s;
+        flavours[nflav++] = &f16n;
+        if (sve)
+            flavours[nflav++] = f16v;
+    }
+    flavours[nflav++] = &f32s;
+    flavours[nflav++] = &f32n;
+    if (sve)
+        flavours[nflav++] = f32v;
+    flavours[nflav++] = &f64s;
+    flavours[nflav++] = &f64n;
+    if (sve)
+        flavours[nflav++] = f64v;
+    const bool isa_forced = sve_built && getenv("TAILSCOPE_ARITH_NO_SVE") != NULL && (hwcap & HWCAP_SVE);
+    const char *isa_name = sve ? "sve" : "neon";
 #else
     static const flavour f32s = {"fp32", "scalar", "fp32_scalar_c", 32, 1, 1, 4, KERNELS(fp32_scalar_c)};
     static const flavour f64s = {"fp64", "scalar", "fp64_scalar_c", 64, 1, 1, 8, KERNELS(fp64_scalar_c)};
-#ifdef ARITH_HAVE_FP16
-    static const flavour f16s = {"fp16", "scalar", "fp16_scalar_c", 16, 1, 1, 2, KERNELS(fp16_scalar_c)};
-    const flavour *flavours[3] = {&f16s, &f32s, &f64s};
-    const int nflav = 3;
-#else
     const flavour *flavours[2] = {&f32s, &f64s};
     const int nflav = 2;
-#endif
     const bool isa_forced = false;
     const char *isa_name = "portable-c";
 #endif
 
-    kernel ks[6 * NOPS * 2];
+    kernel ks[9 * NOPS * 2];
     int nk = 0;
-    skip skips[6 * NOPS + 2];
+    skip skips[9 * NOPS + 2];
     int nskip = 0;
     char fp16_why[200] = "";
 #if TS_X86 && !defined(ARITH_HAVE_FP16)
@@ -649,10 +1001,22 @@ int main(int argc, char **argv)
         snprintf(fp16_why, sizeof fp16_why,
                  "the CPU has AVX512-FP16 but the kernels run at %s (TAILSCOPE_KERNEL_ISA, or the OS does not "
                  "save 512-bit registers)", isa_name);
-#elif !defined(ARITH_HAVE_FP16)
-    snprintf(fp16_why, sizeof fp16_why,
-             "this build has no FP16 kernels (aarch64: build with a -march that has FEAT_FP16, e.g. "
-             "TAILSCOPE_MARCH=native on the node)");
+#elif defined(__aarch64__)
+    if (!fp16)
+        snprintf(fp16_why, sizeof fp16_why,
+                 "the CPU has no FP16 arithmetic (aarch64: FEAT_FP16, HWCAP_FPHP and HWCAP_ASIMDHP are clear)");
+    if (!sve) {
+        skip *sv = &skips[nskip++];
+        sv->precision = "all";
+        sv->width = "sve";
+        sv->op = "all";
+        snprintf(sv->reason, sizeof sv->reason, "%s",
+                 !(hwcap & HWCAP_SVE) ? "the CPU has no SVE (HWCAP_SVE is clear)"
+                 : sve_built          ? "TAILSCOPE_ARITH_NO_SVE is set: SVE not measured"
+                                      : "this build's compiler has no SVE ACLE (arm_sve.h: GCC >= 10, Clang >= 12)");
+    }
+#else
+    snprintf(fp16_why, sizeof fp16_why, "this build has no FP16 kernels (only x86-64 and aarch64 have them)");
 #endif
     if (fp16_why[0]) {
         skip *s16 = &skips[nskip++];
@@ -662,7 +1026,8 @@ int main(int argc, char **argv)
         snprintf(s16->reason, sizeof s16->reason, "%s", fp16_why);
     }
     for (int f = 0; f < nflav; f++)
-        for (int op = 0; op < NOPS; op++) {
+        for (int oi = 0; oi < NOPS; oi++) {
+            const int op = op_order[oi];
             if (!flavours[f]->lat[op]) {
                 skip *s = &skips[nskip++];
                 s->precision = flavours[f]->precision;
@@ -681,6 +1046,7 @@ int main(int argc, char **argv)
             }
         }
 
+    const bool emulated = arith_emulated();
     ts_probe_config_begin(&p, p.nthreads);
     ts_json *j = &p.rec;
     ts_json_i64(j, "ops", ops);
@@ -695,7 +1061,12 @@ int main(int argc, char **argv)
     for (int k = 0; k < nk; k++)
         ts_json_str(j, NULL, ks[k].name);
     ts_json_close(j);
+    ts_json_bool(j, "emulated", emulated);
     ts_probe_config_end(&p);
+    if (emulated)
+        ts_probe_warn(&p, "arith_emulated",
+                      "this aarch64 binary runs under an emulator (qemu-user: /proc/cpuinfo names no CPU "
+                      "implementer): its cycles are the emulator's, the plausibility check is not applied");
     if (p.check_args)
         return TS_EXIT_OK;
 
@@ -835,9 +1206,9 @@ int main(int argc, char **argv)
                     lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair) + 1] = med[1];
                 }
                 /* a clock that moved inside a kernel asks for a repeat, never for a refusal */
-                v = arith_judge(op, med[0], med[1], attempt < ARITH_ATTEMPTS ? move : 0.0);
+                v = emulated ? ARITH_EMULATED : arith_judge(op, med[0], med[1], attempt < ARITH_ATTEMPTS ? move : 0.0);
                 attempts[t * npairs + pair] = attempt;
-                if (v == ARITH_OK || v == ARITH_THR_CAPPED)
+                if (v == ARITH_OK || v == ARITH_THR_CAPPED || v == ARITH_EMULATED)
                     break;
                 if (attempt < ARITH_ATTEMPTS)
                     repeats++;

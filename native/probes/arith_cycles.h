@@ -89,7 +89,7 @@ static inline double arith_cycles_from_pmu(uint64_t cycles, double ops)
 }
 
 /* The lowest latency in cycles any core of the architecture has for an operation (op: 0 add, 1 mul, 2 div,
- * 3 fma, 4 sqrt), whatever the precision or width; below it, a latency figure is a measurement error.
+ * 3 fma, 4 sqrt, 5 sub: as add), whatever the precision or width; below it, a latency figure is a measurement error.
  *   x86-64: add 2 (Golden Cove, Zen 5 have 2-cycle FP adders; every other core 3-4), mul 3 (Zen 1-5; Intel
  *   4), fma 4 (Intel since Skylake, Zen 1-5; Haswell 5), div 5 and sqrt 5 (no x86 core divides or takes a
  *   square root of any precision in under 5 cycles: Intel SDM vol. 1 "Optimization Reference Manual"
@@ -98,8 +98,8 @@ static inline double arith_cycles_from_pmu(uint64_t cycles, double ops)
  *   div 5, sqrt 5 (Neoverse software optimization guides: FDIV/FSQRT at least 7). */
 static inline double arith_latency_floor(int op)
 {
-    static const double floor[5] = {2.0, 3.0, 5.0, 4.0, 5.0};
-    return op >= 0 && op < 5 ? floor[op] : 0.0;
+    static const double floor[6] = {2.0, 3.0, 5.0, 4.0, 5.0, 2.0};
+    return op >= 0 && op < 6 ? floor[op] : 0.0;
 }
 
 enum arith_verdict {
@@ -108,6 +108,7 @@ enum arith_verdict {
     ARITH_THR_ABOVE_LAT,  /* throughput above latency beyond the slack: implausible */
     ARITH_BELOW_FLOOR,    /* latency below the architecture's floor: implausible */
     ARITH_CLOCK_MOVED,    /* the kernel's own clock moved by more than ARITH_CLOCK_DRIFT inside it */
+    ARITH_EMULATED,       /* not judged: the probe runs under an emulator (qemu-user), its cycles are not a core's */
 };
 
 /* Judge one (flavour, op) pair from its median latency and reciprocal throughput (cycles) and the largest
@@ -132,6 +133,7 @@ static inline const char *arith_verdict_name(enum arith_verdict v)
     case ARITH_THR_CAPPED: return "throughput_capped_to_latency";
     case ARITH_THR_ABOVE_LAT: return "throughput_above_latency";
     case ARITH_BELOW_FLOOR: return "latency_below_floor";
+    case ARITH_EMULATED: return "not_judged_emulated";
     default: return "clock_moved";
     }
 }

@@ -73,5 +73,10 @@ int main(void)
     CHECK_STR(arith_verdict_name(ARITH_THR_ABOVE_LAT), "throughput_above_latency");
     CHECK_STR(arith_verdict_name(ARITH_BELOW_FLOOR), "latency_below_floor");
     CHECK(arith_latency_floor(3) == 4.0 && arith_latency_floor(0) == 2.0);
+    /* sub (op 5) has add's floor: a 1.5-cycle sub is refused, the KP920's 2-cycle one is not */
+    CHECK(arith_latency_floor(5) == 2.0 && arith_latency_floor(6) == 0.0);
+    CHECK(arith_judge(5, 1.5, 0.5, 0.0) == ARITH_BELOW_FLOOR);
+    CHECK(arith_judge(5, 2.0, 0.5, 0.0) == ARITH_OK);
+    CHECK_STR(arith_verdict_name(ARITH_EMULATED), "not_judged_emulated");
     CHECK_DONE();
 }

@@ -561,3 +561,16 @@ def test_thp_fallback_reads_the_stored_page_policy(policy, found):
     if found:
         top = next(c for c in _flagged(a)[9].causes if c.cause == "thp-fallback")
         assert top.evidence["page_policy"] == policy
+
+
+def test_an_emulated_node_is_inconclusive_whatever_its_runs_say():
+    """Issue 27: under qemu-user the timings are the emulator's; the node is never judged degraded."""
+    window = {k: Trial(slowdown=0.41, others=0.43, corunners=STRESS) for k in range(13, 22)}
+    host = "emulated aarch64 on Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    facts = {"virtualization": "none", "facts": json.dumps({"emulation": host})}
+    a = analyze_ensemble(ensemble(window, facts=facts))
+    n1 = _node(a)
+    assert n1.verdict == "inconclusive" and a.verdict.state == "inconclusive"
+    assert n1.reasons[0].startswith(f"{host}: the timings are the emulator's")
+    native = analyze_ensemble(ensemble(window, facts={"virtualization": "none", "facts": "{}"}))
+    assert _node(native).verdict == "degraded"  # the same runs on a native node are judged

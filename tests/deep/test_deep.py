@@ -55,6 +55,8 @@ def test_run_deep_writes_the_chain(tmp_path):
     assert latency["probe"] == "latency" and "L1 " in latency["finding"] and "DRAM " in latency["finding"]
     (arith,) = steps["dgemm"].follow_ups
     assert "effective clock" in arith["finding"] and "FP64" in arith["finding"]
+    # the seed's table shape travels with it (deep.json; the report's section renders it)
+    assert [row[0] for row in arith["arith_table"][0]["rows"]] == ["ADD", "SUB", "MUL", "DIV", "FMA", "SQRT"]
     if len(os.sched_getaffinity(0)) >= 2:
         (c2c,) = steps["fwq"].follow_ups
         assert "c2c " in c2c["finding"] and " ns median over " in c2c["finding"]

@@ -151,7 +151,7 @@ def test_every_table_row_cites_a_source_and_is_well_formed():
             assert 0 < row["low"] <= row["high"] and len(row["source"]) > 20, (pid, row)
         for row in p.get("arith", []):
             assert row["precision"] in ("fp16", "fp32", "fp64"), (pid, row)
-            assert row["op"] in ("add", "mul", "div", "fma", "sqrt"), (pid, row)
+            assert row["op"] in ("add", "sub", "mul", "div", "fma", "sqrt"), (pid, row)
             for key in ("latency", "rthroughput"):
                 if key in row:
                     low, high = row[key]

@@ -27,6 +27,10 @@ from tailscope.analysis.reference_tables import Part, part_of, this_node
 
 CLOCK_SLACK = 0.05  # the clock may read this far below the node's usual clock (noise) before it differs
 NOMINAL_SLACK = 0.03  # below the nominal (base) frequency by more than this: throttled or capped
+# widths whose reciprocal throughput per instruction is the table's: scalar, and aarch64's 128-bit NEON (the
+# seed's KP920 "Pipelined" column: two 128-bit FP pipes, the same per instruction for scalar and NEON; x86's
+# wider registers run on fewer ports on some parts, so only their latency is judged)
+THROUGHPUT_WIDTHS = ("scalar", "neon")
 CLOCK_DRIFT = 0.03  # lowest vs highest clock of one arith run (its kernels' own clocks)
 LEVEL_SLACK = 0.95  # a cache level may read 5% faster than the one before it (noise) before it differs
 TABLE_SLACK = 0.10  # a latency may read 10% outside its published range (chase and timer noise)
@@ -158,12 +162,12 @@ def judge_arith(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
                     f"{published.text()} for {part.short}"
                 )
             thr, published_thr = _median(r.get("rthroughput_cycles")), part.arith_rthroughput.get(key)
-            if r.get("width") == "scalar" and thr is not None and published_thr is not None:
+            if r.get("width") in THROUGHPUT_WIDTHS and thr is not None and published_thr is not None:
                 slack = max(ARITH_SLACK_CYCLES / 2, 0.05 * published_thr.high)
                 if not (published_thr.low - slack <= thr <= published_thr.high + slack):
                     bad.append(
-                        f"{key[0]} scalar {key[1]} reciprocal throughput {thr:.2f} cycles, published "
-                        f"{published_thr.text()} for {part.short}"
+                        f"{key[0]} {r.get('width')} {key[1]} reciprocal throughput {thr:.2f} cycles, "
+                        f"published {published_thr.text()} for {part.short}"
                     )
         if checked:
             expected.append(

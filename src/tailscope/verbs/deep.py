@@ -30,6 +30,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from tailscope.analysis.arith_table import table_data
 from tailscope.analysis.deep_judge import NodeReference, judge_arith, judge_latency, node_reference
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.probes.catalogue import ProbeVariant
@@ -176,6 +177,10 @@ def run_deep(
                     "expected": expected,
                     "status": status,
                     "median": sorted(values)[len(values) // 2] if values else None,
+                    # arith: the seed's table (instructions x precision, absolute/pipelined) for the report
+                    "arith_table": (
+                        table_data(summaries[-1]) if variant.probe == "arith" and summaries else None
+                    ),
                 }
             )
         for step in steps.values():
