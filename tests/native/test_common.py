@@ -132,7 +132,7 @@ DEFAULTS = {
     "hpl": {"n": 2000, "iterations": 1, "warmup_iterations": 1, "blas_coretype_policy": "auto"},
     "fwq": {"samples": 5000, "quantum_us": 100, "work_calibrated": True},
     "latency": {"loads": 65536, "iterations": 21, "sweep": 0, "max_bytes": 1 << 30, "clock_chunks": 100},
-    "arith": {"ops": 16384, "iterations": 31, "chains_throughput": 12, "clock_chunks": 200},
+    "arith": {"ops": 16384, "iterations": 31, "chains_throughput": 12, "clock_chunks": 10},
     "c2c": {"round_trips": 1000, "iterations": 15, "pairs_requested": 0},
 }
 

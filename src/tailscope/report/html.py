@@ -526,7 +526,9 @@ def _variant_section(
     out = [
         f'<section class="variant" id="{anchor}" data-variant="{esc(variant.variant)}">',
         f'<h2>{esc(name)} <span class="id">{esc(variant.variant)}</span></h2>',
-        f"<p>{esc(variant.metric)} in {esc(variant.unit)} ({direction}); {_count(variant.n, 'ok run')} on "
+        f"<p>{esc(variant.metric)} in {esc(variant.unit)} ({direction}); "
+        + (f"page policy {esc(variant.page_policy)}; " if variant.page_policy else "")
+        + f"{_count(variant.n, 'ok run')} on "
         f"{_count(variant.nodes, 'node')}; median "
         f"{esc(value_text(variant.global_median, decimals_for(variant.global_median)))} {esc(variant.unit)}; "
         f"{n_slow} slow (more than {pct(settings.primary_threshold)} below the node median).</p>",

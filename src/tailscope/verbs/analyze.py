@@ -13,11 +13,20 @@ def analyze(args: argparse.Namespace) -> int:
     """`tailscope analyze DIR`: the answer on the terminal, or every figure as JSON; exit by the verdict."""
     from tailscope.verbs.workflow import analyze_campaign
 
-    analysis = analyze_campaign(args.campaign, settings_of(args), probe=args.probe, node=args.node)
-    if args.json:
-        from tailscope.jsonout import write_json
+    settings = settings_of(args)
+    analysis = analyze_campaign(args.campaign, settings, probe=args.probe, node=args.node)
+    from tailscope.verbs.history import append_quietly  # --history: a failed append only warns
 
-        write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
+    append_quietly(args, args.campaign, settings, analysis)
+    if args.json:
+        from tailscope.analysis.figures import with_figures
+        from tailscope.jsonout import write_json
+        from tailscope.store.read import connect
+
+        with connect(args.campaign) as con:  # every figure of every run, from the runs' stored summaries
+            stored = con.runs(columns=("run_id", "probe", "summary"))
+        rows = zip(stored["run_id"], stored["probe"], stored["summary"], strict=True)
+        write_json(with_figures(analysis, rows))
     else:
         from tailscope.report.terminal import render_answer, render_summary
 
