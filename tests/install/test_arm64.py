@@ -43,24 +43,26 @@ def test_pip_install_and_check_on_emulated_aarch64():
     tree = copy_tree_into(root, USER)
     venv = f"venv-{_dependency_key()}"
     if (root / "home" / USER / venv / ".complete").exists():
-        install = run_in(root, USER, f"{ENV} {venv}/bin/pip install -q --no-deps --no-build-isolation "
-                                     f"--force-reinstall {tree}", timeout=3000)
+        script = f"{ENV} {venv}/bin/pip install -q --no-deps --no-build-isolation --force-reinstall {tree}"
     else:
-        install = run_in(root, USER, f"{ENV} rm -rf venv-* && python3 -m venv {venv} && {venv}/bin/pip install "
-                                     f"-q {tree} && {venv}/bin/pip install -q scikit-build-core cmake ninja "
-                                     f"&& touch {venv}/.complete", timeout=3000)
+        script = (f"{ENV} rm -rf venv-* && python3 -m venv {venv} && {venv}/bin/pip install -q {tree} && "
+                  f"{venv}/bin/pip install -q scikit-build-core cmake ninja && touch {venv}/.complete")
+    install = run_in(root, USER, script, timeout=3000)
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     ts = f"{venv}/bin/tailscope"
-    arch = run_in(root, USER, f"{venv}/bin/python -c 'import platform; print(platform.machine())'", timeout=300)
+    machine = f"{venv}/bin/python -c 'import platform; print(platform.machine())'"
+    arch = run_in(root, USER, machine, timeout=300)
     assert arch.stdout.strip() == "aarch64"
 
     facts = run_in(root, USER, f"{ts} facts --json", timeout=600)
     assert facts.returncode == 0, facts.stderr[-2000:]
     assert '"emulation": "emulated aarch64 on ' in facts.stdout
 
-    arith = run_in(root, USER, f"rm -rf a && {ts} run arith --trials 1 --no-progress --campaign a", timeout=900)
+    arith = run_in(root, USER, f"rm -rf a && {ts} run arith --trials 1 --no-progress --campaign a",
+                   timeout=900)
     assert arith.returncode == 0, arith.stdout[-3000:] + arith.stderr[-3000:]
-    assert re.search(r"\bFMA\b", arith.stdout) and re.search(r"[Pp]ipelined", arith.stdout), arith.stdout[-2000:]
+    table = re.search(r"\bFMA\b", arith.stdout) and re.search(r"[Pp]ipelined", arith.stdout)
+    assert table, arith.stdout[-2000:]
 
     check = run_in(root, USER, f"{ts} check --quick --trials 2 --no-progress", timeout=1800)
     assert check.returncode == 3, check.stdout[-3000:] + check.stderr[-3000:]
