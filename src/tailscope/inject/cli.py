@@ -99,7 +99,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         campaign_dir=args.campaign,
         seed=args.seed,
         probe=args.probe,
-        probe_params=dict(p.split("=", 1) for p in args.param or []),
+        probe_params=_key_values(args.param or []),
         block=args.block,
         inject_fraction=args.inject_fraction,
         reserve=args.reserve,
@@ -112,6 +112,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         print("\n".join(render_scores(result)))
     return EXIT_INTERRUPTED if result.get("interrupted") else EXIT_OK
+
+
+def _key_values(given: list[str]) -> dict[str, str]:
+    """`--param K=V` options as a dict; one without '=' or without a key is refused with the option."""
+    out = {}
+    for text in given:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise InjectInputError(f"--param {text!r}: expected K=V, a probe option and its value (page=thp)")
+        out[key.strip()] = value
+    return out
 
 
 def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
