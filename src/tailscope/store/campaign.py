@@ -99,6 +99,30 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def write_atomic_files(files: list[tuple[Path, bytes]]) -> None:
+    """Write several files all or none (a report and its CSV tables): each to a temp file beside it, fsynced;
+    only when every one is written are they renamed into place. On any failure (disk full, interrupt) the
+    temp files are removed and no target was touched."""
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files:
+            tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
+            temps.append((tmp, path))
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    for directory in {path.parent for path, _ in files}:
+        fsync_dir(directory)
+
+
 def this_host() -> str:
     return socket.gethostname()
 
