@@ -63,7 +63,7 @@ PHASES = """
 import resource, sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from tailscope import workflow
+from tailscope.verbs import workflow
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import Settings
 from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze

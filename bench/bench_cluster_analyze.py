@@ -97,7 +97,7 @@ def tailscope_job(root: str, out: multiprocessing.Queue) -> None:  # type: ignor
     from tailscope.analysis.model import Settings
     from tailscope.campaign import slurm
     from tailscope.store.campaign import Campaign
-    from tailscope.workflow import analyze_campaign
+    from tailscope.verbs.workflow import analyze_campaign
 
     t0 = time.perf_counter()
     collected = slurm.collect(Campaign.open(Path(root)))
@@ -108,7 +108,7 @@ def tailscope_job(root: str, out: multiprocessing.Queue) -> None:  # type: ignor
     # Where the analyze time goes (measured again, after the timed run: warm caches make these a lower bound).
     from tailscope.analysis.cluster import analyze_cluster, cluster_settings_of
     from tailscope.analysis.summary import analyze, score_runs
-    from tailscope.workflow import load_frames
+    from tailscope.verbs.workflow import load_frames
 
     campaign = Campaign.open(Path(root))
     t3 = time.perf_counter()

@@ -20,7 +20,7 @@ import pyarrow as pa
 from tailscope.analysis.model import Settings
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
-from tailscope.workflow import analyze_campaign, write_report
+from tailscope.verbs.workflow import analyze_campaign, write_report
 
 
 def campaign(root: Path, nodes: int, trials: int, seed: int = 0) -> Path:

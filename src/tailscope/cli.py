@@ -1,14 +1,15 @@
 """The one entry point: `tailscope <verb>`. A thin table of verbs; each calls one library function.
 
-Exit codes (for scripts and health checkers; `check`, `analyze`, `verdict --nhc`): 0 healthy, 1 degraded (a
-node failed a limit or is slower than its peers; `run`: trials failed), 2 usage or input error,
-3 inconclusive (a node too busy or too noisy to judge), 130 interrupted (finished trials are stored;
-`--resume` continues).
+Parsing and dispatch only: each verb's parser calls one application function (`module:function`, mostly
+under tailscope.verbs, imported when the verb runs), which does the work.
+
+Exit codes: tailscope/errors.py (0 healthy, 1 degraded, 2 usage or input error, 3 inconclusive,
+130 interrupted).
 
 A new verb: its name and one-line help in VERBS (the order of `tailscope --help`), a `_build_<verb>(sub,
-probe)` that registers its parser (importing what it needs inside), and its entry in _BUILDERS. Only the
-named verb's builder runs (tests/test_cli_startup.py checks the help lines and the errors against the parser
-with every verb built).
+probe)` that registers its parser (importing what it needs inside) with `func=_verb("module:function")`,
+and its entry in _BUILDERS. Only the named verb's builder runs (tests/test_cli_startup.py checks the help
+lines and the errors against the parser with every verb built).
 """
 
 from __future__ import annotations
@@ -21,24 +22,30 @@ from collections.abc import Callable, Sequence
 # close to a bare Python start (tests/test_cli_startup.py, bench/bench_analyze.py). The top-level parser knows
 # each verb's name and one-line help (VERBS); a verb's own parser is built only when that verb is named
 # (`_build`), and each verb imports what it needs when it runs.
-from tailscope.errors import InputError, describe_os_error
-from tailscope.options import type_words
+from tailscope.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, InputError, describe_os_error
 
 TYPE_CHECKING = False  # typing costs more than argparse to import; mypy treats this name as typing's
 if TYPE_CHECKING:
     from typing import Any, TypeAlias
 
-    from tailscope.analysis.model import Settings
-    from tailscope.campaign.runner import RunOutcome
-    from tailscope.probes.catalogue import ProbeSpec, ProbeVariant
+    from tailscope.probes.catalogue import ProbeOption, ProbeSpec
 
-EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-# The analysis' campaign state (the worst node verdict, analysis/health.py) -> exit code.
-STATE_EXIT = {"healthy": EXIT_OK, "degraded": EXIT_VERDICT, "inconclusive": EXIT_INCONCLUSIVE}
+    Handler: TypeAlias = Callable[[argparse.Namespace], int]
 
 
-class UsageError(InputError):
-    """A command line that cannot be carried out (exit 2)."""
+def _verb(target: str) -> Handler:
+    """The handler of a verb: the application function `module:function` (under tailscope.verbs), imported
+    only when the verb runs, called with the parsed command line."""
+
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        module, _, name = target.partition(":")
+        function: Handler = getattr(importlib.import_module(module), name)
+        return function(args)
+
+    handler.__qualname__ = handler.__name__ = target
+    return handler
 
 
 # --- shared option groups -------------------------------------------------------------------------
@@ -46,81 +53,45 @@ def _add_probe_options(
     parser: argparse.ArgumentParser, spec: ProbeSpec | None, *, list_values: bool = False
 ) -> None:
     """Options forwarded to the probe: the common ones always, the probe's own when it is known.
-    With `list_values` the values stay text for `_probe_variants` (comma lists become variants)."""
+    With `list_values` the values stay text for `verbs.run.probe_variants` (comma lists become variants)."""
     from tailscope.probes.catalogue import COMMON_OPTIONS
 
     options = spec.all_options if spec else COMMON_OPTIONS
     group = parser.add_argument_group(f"{spec.name} options" if spec else "probe options")
     for option in options:
-        if option.type is bool:
-            group.add_argument(
-                option.flag, dest=f"probe_{option.dest}", action="store_true", help=option.help
-            )
-        elif list_values:  # `run`: any option may be a comma list of values, one variant each
-            metavar = option.metavar or ("{" + ",".join(option.choices) + "}" if option.choices else None)
-            group.add_argument(
-                option.flag,
-                dest=f"probe_{option.dest}",
-                metavar=metavar or option.dest.upper(),
-                help=option.help,
-            )
-        else:
-            group.add_argument(
-                option.flag,
-                dest=f"probe_{option.dest}",
-                type=option.type,
-                choices=option.choices,
-                metavar=option.metavar,
-                help=option.help,
-            )
+        _add_probe_option(group, option, list_values=list_values)
 
 
-def _probe_params(args: argparse.Namespace) -> dict[str, Any]:
-    params = {}
-    for key, value in vars(args).items():
-        if key.startswith("probe_") and value not in (None, False):
-            params[key.removeprefix("probe_")] = value
-    return params
+def _add_probe_option(group: Any, option: ProbeOption, *, list_values: bool = False) -> None:
+    """One probe option (probes/catalogue.py declares each once), kept as `probe_<name>`."""
+    if option.type is bool:
+        group.add_argument(option.flag, dest=f"probe_{option.dest}", action="store_true", help=option.help)
+    elif list_values:  # `run`: any option may be a comma list of values, one variant each
+        metavar = option.metavar or ("{" + ",".join(option.choices) + "}" if option.choices else None)
+        group.add_argument(
+            option.flag,
+            dest=f"probe_{option.dest}",
+            metavar=metavar or option.dest.upper(),
+            help=option.help,
+        )
+    else:
+        group.add_argument(
+            option.flag,
+            dest=f"probe_{option.dest}",
+            type=option.type,
+            choices=option.choices,
+            metavar=option.metavar,
+            help=option.help,
+        )
 
 
-# Options whose own syntax has commas: never split into variants.
-_COMMA_SYNTAX = {"cpus", "events"}
+def _add_common_options(parser: argparse.ArgumentParser, flags: Sequence[str]) -> None:
+    """Some of the options every probe takes (COMMON_OPTIONS), for a verb that runs several probes."""
+    from tailscope.probes.catalogue import COMMON_OPTIONS
 
-
-def _probe_variants(probe: str, args: argparse.Namespace) -> list[ProbeVariant]:
-    """The variants a `run` command line asks for: one per combination of comma-listed option values
-    (`--page 2m,1g --offset 0,64m` is four), in the order given."""
-    import itertools
-
-    from tailscope.probes.catalogue import ProbeVariant, probe_spec
-
-    spec = probe_spec(probe)
-    by_dest = {o.dest: o for o in spec.all_options}
-    choices: list[list[tuple[str, Any]]] = []
-    for key, raw in _probe_params(args).items():
-        option = by_dest[key]
-        if option.type is bool:
-            choices.append([(key, True)])
-            continue
-        pieces = [raw] if key in _COMMA_SYNTAX else [p.strip() for p in str(raw).split(",")]
-        values = []
-        for piece in pieces:
-            if not piece:
-                raise UsageError(f"{option.flag} {raw}: empty value in the comma list")
-            try:
-                value = option.type(piece)
-            except ValueError:
-                raise UsageError(f"{option.flag} {piece}: expected {type_words(option.type)}") from None
-            if option.choices and value not in option.choices:
-                raise UsageError(f"{option.flag} {piece}: expected one of {', '.join(option.choices)}")
-            values.append((key, value))
-        choices.append(values)
-    variants: list[ProbeVariant] = []
-    for combo in itertools.product(*choices):
-        variant = ProbeVariant(probe, dict(combo))
-        if variant.variant_id not in {v.variant_id for v in variants}:
-            variants.append(variant)
-    return variants
+    for option in COMMON_OPTIONS:
+        if option.flag in flags:
+            _add_probe_option(parser, option)
 
 
 def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
@@ -196,292 +167,6 @@ def _limit(parse: Callable[[str], float]) -> Callable[[str], float | str]:
     return limit
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    from tailscope.analysis.settings import settings_from_dict  # the analysis model: not for --help
-
-    values: dict[str, Any] = {}
-    if getattr(args, "threshold", None):
-        for d in args.threshold:
-            if not 0 < d < 1:
-                raise UsageError(f"--threshold {d}: expected a fraction between 0 and 1 (0.05 = 5%)")
-        values["thresholds"] = tuple(args.threshold)
-    for name in (
-        "allowed_slow_rate", "confidence", "max_slow_rate", "max_q01_drop", "max_cv", "max_cv_ratio",
-        "max_busy_share",
-    ):  # fmt: skip
-        value = getattr(args, name, None)
-        if value == OFF:
-            values[name] = None
-        elif value is not None:
-            values[name] = value
-    try:
-        return settings_from_dict(values)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _given_settings(args: argparse.Namespace) -> Settings | None:
-    """Settings when any analysis option was given, else None (the command's own default applies)."""
-    names = ("threshold", "allowed_slow_rate", "confidence", "max_slow_rate", "max_q01_drop", "max_cv",
-             "max_cv_ratio", "max_busy_share")  # fmt: skip
-    return _settings(args) if any(getattr(args, n, None) is not None for n in names) else None
-
-
-def _verdict(args: argparse.Namespace) -> int:
-    from tailscope.report.verdict_cli import cmd_verdict
-
-    args.settings = _given_settings(args)
-    return cmd_verdict(args)
-
-
-def _print_outcome(outcome: RunOutcome) -> None:
-    for line in outcome.notices:  # what the job environment (OMP_PROC_BIND, taskset, srun) did to the probes
-        print(line, file=sys.stderr)
-    if not outcome.committed:
-        print(f"campaign: {outcome.campaign} (nothing stored)")
-    else:
-        print(f"campaign: {outcome.campaign}")
-    print(f"trials stored: {outcome.stored} ({outcome.failed} not ok)")
-    if outcome.stopped_reason:
-        print(f"tailscope: {outcome.stopped_reason}", file=sys.stderr)
-    if outcome.interrupted and outcome.committed:
-        print(
-            f"interrupted: finished trials are stored; continue with "
-            f"`tailscope run --resume --campaign {outcome.campaign}`",
-            file=sys.stderr,
-        )
-    elif outcome.interrupted:
-        print("interrupted before any trial finished: nothing stored, no campaign created", file=sys.stderr)
-
-
-def _outcome_code(outcome: RunOutcome) -> int:
-    if outcome.interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_VERDICT if outcome.failed or outcome.stopped_reason else EXIT_OK
-
-
-# --- verbs ----------------------------------------------------------------------------------------
-def cmd_probes(args: argparse.Namespace) -> int:
-    from tailscope.probes.catalogue import PROBES
-
-    for spec in PROBES.values():
-        direction = "higher is better" if spec.higher_is_better else "lower is better"
-        print(f"{spec.name:8s} {spec.summary} [{spec.metric}, {spec.unit}, {direction}]")
-    return EXIT_OK
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from tailscope.counters.monitor_cli import parse_interval
-
-    if args.probe is None and not args.resume:
-        raise UsageError("run: name a probe (tailscope probes lists them), or --resume --campaign DIR")
-    variants: tuple[tuple[ProbeVariant, int], ...] = ()
-    if args.probe is not None:
-        if args.trials is None and not args.resume:
-            raise UsageError("run: --trials N is required")
-        if args.trials is not None and args.trials < 1:
-            raise UsageError(f"--trials {args.trials}: expected at least 1")
-        variants = tuple((v, args.trials or 0) for v in _probe_variants(args.probe, args))
-        if args.scaling:
-            from tailscope.probes.scaling import scaling_variants
-
-            if len(variants) > 1:
-                raise UsageError("--scaling: give each option one value (no comma lists) with --scaling")
-            base = dict(variants[0][0].params)
-            variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, base))
-    from tailscope.workflow import RunRequest, run_campaign  # heavy: only once the arguments are right
-
-    outcome = run_campaign(
-        RunRequest(
-            variants=variants,
-            campaign_dir=args.campaign,
-            resume=args.resume,
-            node=args.node,
-            timeout_s=args.timeout,
-            show_progress=not args.no_progress,
-            label=args.probe or "run",
-            monitor=args.monitor,
-            monitor_interval_s=parse_interval(args.monitor_interval),
-            monitor_events=args.monitor_events,
-            evidence=not args.no_evidence,
-        )
-    )
-    _print_outcome(outcome)
-    if args.scaling and not outcome.interrupted:
-        from tailscope.probes.scaling import render_scaling, scaling_table
-
-        print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
-    return _outcome_code(outcome)
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    from tailscope.importers.cli import run_import
-
-    return run_import(args)
-
-
-def cmd_analyze(args: argparse.Namespace) -> int:
-    from tailscope.workflow import analyze_campaign
-
-    analysis = analyze_campaign(args.campaign, _settings(args), probe=args.probe, node=args.node)
-    if args.json:
-        from tailscope.jsonout import write_json
-
-        write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
-    else:
-        from tailscope.report.terminal import render_answer, render_summary
-
-        campaign = str(args.campaign.resolve())
-        print("\n".join(render_answer(analysis, campaign_dir=campaign, verbose=args.verbose)))
-        if args.verbose:
-            print("\n".join(render_summary(analysis, verdict=False)))
-    return STATE_EXIT[analysis.verdict.state]
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from tailscope.workflow import analyze_and_report
-
-    _, path = analyze_and_report(args.campaign, _settings(args), args.output)
-    print(f"report: {path.resolve()}")
-    return EXIT_OK
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from tailscope.compare import compare, render_comparison
-    from tailscope.workflow import analyze_campaign
-
-    analysis = analyze_campaign(args.campaign, _settings(args))
-    comparisons = compare(analysis, args.by)
-    if not comparisons:
-        names = ", ".join(sorted({v.variant for v in analysis.variants}))
-        what = f"in {args.by}" if args.by else "in exactly one option"
-        raise UsageError(
-            f"{args.campaign}: no probe has two or more variants differing {what} (variants: {names}); "
-            "run them with a comma list, e.g. `tailscope run l2sum --page 2m,1g --trials 100 --campaign DIR`"
-        )
-    if args.json:
-        from tailscope.jsonout import write_json
-
-        write_json([c.to_json() for c in comparisons])
-        return EXIT_OK
-    for c in comparisons:
-        print("\n".join(render_comparison(c)))
-    return EXIT_OK
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    from tailscope.check import run_check
-    from tailscope.report.terminal import (
-        SCREEN_LINES,
-        render_answer,
-        render_summary,
-        terminal_width,
-        wrap_lines,
-    )
-
-    if args.trials is not None and args.trials < 1:
-        raise UsageError(f"--trials {args.trials}: expected at least 1")
-    result = run_check(
-        quick=args.quick,
-        trials=args.trials,
-        campaign_dir=args.campaign,
-        report_path=args.output,
-        common=_probe_params(args),
-        settings=_settings(args),
-        show_progress=not args.no_progress,
-        evidence=not args.no_evidence,
-        deep=args.deep,
-    )
-    if result.analysis is None or result.report is None:
-        _print_outcome(result.outcome)
-        return _outcome_code(result.outcome)
-    width = terminal_width()
-    outcome = result.outcome
-    print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")
-    campaign = str(outcome.campaign.resolve())
-    advice = list(result.pages_advice)
-    if not args.verbose:  # the VM statement in one line; --verbose and the report have all of it
-        advice = [
-            "pages: virtual machine: guest-physical addresses say nothing about host cache sets; slow runs "
-            "may come from other guests (--verbose for more)"
-            if line.startswith("pages: virtual machine:")
-            else line
-            for line in advice
-        ]
-    after = wrap_lines(advice, width) + (wrap_lines(result.deep.lines(), width) if result.deep else [])
-    room = SCREEN_LINES - 2 - len(after)  # the campaign and report lines
-    answer = render_answer(
-        result.analysis, width=width, campaign_dir=campaign, verbose=args.verbose, max_lines=room
-    )
-    print("\n".join(answer))
-    if args.verbose:
-        print("\n".join(render_summary(result.analysis, verdict=False)))
-    if after:
-        print("\n".join(after))
-    print(f"report: {result.report.resolve()}")
-    return STATE_EXIT[result.analysis.verdict.state]
-
-
-def cmd_facts(args: argparse.Namespace) -> int:
-    from tailscope.node.facts import NODE_COLUMNS, collect
-    from tailscope.node.knobs import advice
-
-    facts = collect()
-    if args.json:
-        from tailscope.jsonout import write_json
-
-        write_json(facts, sort_keys=True)
-        return EXIT_OK
-    for key in ("node", *NODE_COLUMNS):  # the columns of the nodes table, in its order
-        print(f"{key:16s} {facts.get(key)}")
-    for line in advice(facts):
-        print(f"advice: {line}")
-    from tailscope.node.hugepages import advice_lines
-
-    print("\n".join(advice_lines(facts)))
-    return EXIT_OK
-
-
-def cmd_trace(args: argparse.Namespace) -> int:
-    from tailscope.trace.run import TraceRequest, run_trace
-    from tailscope.trace.summary import render
-    from tailscope.trace.timeline import parse_bins
-
-    command = list(args.program)
-    if command and command[0] == "--":
-        command = command[1:]
-    bins = parse_bins(args.bins) if args.bins is not None else None
-    request = TraceRequest(
-        command=command,
-        campaign=args.campaign,
-        node=args.node,
-        events=tuple(e for e in (args.events or "").split(";") if e),
-        uncore_events=tuple(e for e in (args.uncore or "").split(";") if e),
-        numa=args.numa,
-        sysfs=args.sysfs,
-        **({"bins_mibs": bins} if bins else {}),
-    )
-    outcome = run_trace(request)
-    print(f"runtime: {outcome.runtime.family} ({outcome.runtime.path}); traced on {outcome.runs_on}")
-    for line in outcome.skipped:
-        print(f"not counted: {line}")
-    if outcome.child_processes:
-        print(
-            f"note: the program started {outcome.child_processes} other OpenMP process(es); their raw traces "
-            f"are in {outcome.trace_dir / 'ompt'}/child-PID/ (not analysed)"
-        )
-    if outcome.unmatched:
-        print(f"warning: {outcome.unmatched} region begin/end events did not pair")
-    print(render(outcome.regions, outcome.traffic, outcome.placement, outcome.finding.text))
-    print(f"campaign: {outcome.campaign} (run {outcome.run_id})")
-    print(f"OTF2: {outcome.otf2}")
-    print(f"Chrome trace: {outcome.chrome}")
-    if outcome.exit_code != 0:
-        print(f"tailscope: the program exited with status {outcome.exit_code}", file=sys.stderr)
-        return EXIT_VERDICT
-    return EXIT_OK
-
-
 # --- parser ---------------------------------------------------------------------------------------
 class _VersionAction(argparse.Action):
     """`--version`: the installed package's version, looked up only when asked (importlib.metadata)."""
@@ -536,7 +221,7 @@ if TYPE_CHECKING:
 
 def _build_probes(sub: _Sub, probe_for_run: str | None) -> None:
     p = sub.add_parser("probes", help=VERBS["probes"])
-    p.set_defaults(func=cmd_probes)
+    p.set_defaults(func=_verb("tailscope.verbs.run:list_probes"))
 
 
 def _build_run(sub: _Sub, probe_for_run: str | None) -> None:
@@ -563,7 +248,7 @@ def _build_run(sub: _Sub, probe_for_run: str | None) -> None:
         help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
     )
     _add_probe_options(p, probe_spec(probe_for_run) if probe_for_run in PROBES else None, list_values=True)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=_verb("tailscope.verbs.run:run"))
 
 
 def _build_import(sub: _Sub, probe_for_run: str | None) -> None:
@@ -604,7 +289,7 @@ def _build_import(sub: _Sub, probe_for_run: str | None) -> None:
     d = p.add_mutually_exclusive_group()
     d.add_argument("--higher-is-better", dest="higher_is_better", action="store_const", const=True)
     d.add_argument("--lower-is-better", dest="higher_is_better", action="store_const", const=False)
-    p.set_defaults(func=cmd_import)
+    p.set_defaults(func=_verb("tailscope.importers.cli:run_import"))
 
 
 def _build_analyze(sub: _Sub, probe_for_run: str | None) -> None:
@@ -617,7 +302,7 @@ def _build_analyze(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--probe", help="only this probe")
     p.add_argument("--node", help="only this node")
     _add_analysis_options(p)
-    p.set_defaults(func=cmd_analyze)
+    p.set_defaults(func=_verb("tailscope.verbs.analyze:analyze"))
 
 
 def _build_report(sub: _Sub, probe_for_run: str | None) -> None:
@@ -627,7 +312,7 @@ def _build_report(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("campaign", type=Path, metavar="DIR")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
     _add_analysis_options(p)
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=_verb("tailscope.verbs.analyze:report"))
 
 
 def _build_compare(sub: _Sub, probe_for_run: str | None) -> None:
@@ -642,7 +327,7 @@ def _build_compare(sub: _Sub, probe_for_run: str | None) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_analysis_options(p)
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(func=_verb("tailscope.verbs.analyze:compare"))
 
 
 def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
@@ -662,17 +347,16 @@ def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
-    p.add_argument("--cpus", dest="probe_cpus", metavar="LIST", help="CPUs for every probe (default: cores)")
-    p.add_argument("--page", dest="probe_page", choices=["4k", "thp", "2m", "1g"], help="page policy")
+    _add_common_options(p, ("--cpus", "--page"))  # for every probe of the suite, as `run` declares them
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     _add_analysis_options(p)
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(func=_verb("tailscope.verbs.check:check"))
 
 
 def _build_facts(sub: _Sub, probe_for_run: str | None) -> None:
     p = sub.add_parser("facts", help=VERBS["facts"])
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_facts)
+    p.set_defaults(func=_verb("tailscope.verbs.facts:facts"))
 
 
 def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
@@ -702,7 +386,7 @@ def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
                    "(default 100,200,1024,10240)")
     p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
-    p.set_defaults(func=cmd_trace)
+    p.set_defaults(func=_verb("tailscope.verbs.trace:trace"))
 
 
 def _build_addr(sub: _Sub, probe_for_run: str | None) -> None:
@@ -718,11 +402,21 @@ def _build_campaign(sub: _Sub, probe_for_run: str | None) -> None:
 
 
 def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
-    from tailscope.report.verdict_cli import add_verdict_parser
+    from pathlib import Path
 
-    p = add_verdict_parser(sub)
+    p = sub.add_parser("verdict", help=VERBS["verdict"])
+    p.add_argument("campaign", type=Path, metavar="CAMPAIGN")
+    p.add_argument(
+        "--nhc",
+        action="store_true",
+        help="NHC check for this node: exit 1 when degraded, 3 when inconclusive (default)",
+    )
+    p.add_argument("--node", help="the node to check (default $SLURMD_NODENAME, else the short host name)")
+    p.add_argument("--drain", action="store_true", help="print scontrol drain commands for the failing nodes")
+    p.add_argument("--apply", action="store_true", help="with --drain: run them")
+    p.add_argument("--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)")
     _add_analysis_options(p)
-    p.set_defaults(func=_verdict)
+    p.set_defaults(func=_verb("tailscope.verbs.verdict:verdict"))
 
 
 def _build_export(sub: _Sub, probe_for_run: str | None) -> None:
@@ -740,13 +434,14 @@ def _build_metrics(sub: _Sub, probe_for_run: str | None) -> None:
 def _build_monitor(sub: _Sub, probe_for_run: str | None) -> None:
     from tailscope.counters.monitor_cli import add_monitor_parser
 
-    add_monitor_parser(sub)
+    add_monitor_parser(sub).set_defaults(func=_verb("tailscope.counters.monitor:cmd_monitor"))
 
 
 def _build_inject(sub: _Sub, probe_for_run: str | None) -> None:
     from tailscope.inject.cli import add_inject_parsers
 
     add_inject_parsers(sub)  # `inject` and `validate`
+    sub.choices["validate"].set_defaults(func=_verb("tailscope.verbs.validate:validate"))
 
 
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)
@@ -765,7 +460,7 @@ def build_parser(probe_for_run: str | None = None, *, verb: str | None = None) -
     `tailscope --help` and an unknown verb's error need), so a command builds and imports one verb."""
     parser = argparse.ArgumentParser(prog="tailscope", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action=_VersionAction)
-    sub = parser.add_subparsers(dest="command", metavar="VERB", required=True)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     built: set[Callable[[Any, str | None], None]] = set()
     for name, help_text in VERBS.items():
         builder = _BUILDERS[name]
@@ -798,15 +493,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     verb = _verb_named(argv)
     parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
     args = parser.parse_args(argv)
-    if args.command == "run" and args.probe is not None:
+    if args.verb == "run" and args.probe is not None:
         from tailscope.probes.catalogue import PROBES, UnknownProbeError
 
         if args.probe not in PROBES:
             print(f"tailscope: error: {UnknownProbeError(args.probe)}", file=sys.stderr)
             return EXIT_USAGE
     func: Callable[[argparse.Namespace], int] = args.func
-    if _ONE_SHOT and args.command in _READ_ONLY_VERBS:
-        _one_shot_gc()
+    if _ONE_SHOT and args.verb in READ_ONLY_VERBS:
+        from tailscope.verbs.oneshot import one_shot_gc
+
+        one_shot_gc()
     try:
         return func(args)
     except InputError as exc:
@@ -827,49 +524,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-# Verbs that only read a campaign and write their output before they return: their process may end without
-# the interpreter's teardown (freeing pandas', pyarrow's and DuckDB's objects one by one: 0.1 s, a fifth
-# of `analyze` on a small campaign). Verbs that run probes, hold claims or start processes end normally.
-_READ_ONLY_VERBS = frozenset({"analyze", "report", "compare", "verdict"})
-
+# Verbs that only read a campaign and write their output before they return: their process ends without the
+# interpreter's teardown and without cyclic garbage collection (tailscope/verbs/oneshot.py).
+READ_ONLY_VERBS = frozenset({"analyze", "report", "compare", "verdict"})
 
 _ONE_SHOT = False  # set by `entry`: this process runs one command and ends (not `main` called in-process)
-
-
-def _one_shot_gc() -> None:
-    """No cyclic garbage collection in one read-only command (issue 11): its memory is freed at exit.
-
-    Measured with gc.callbacks: `analyze --json` of 1,000 nodes spent 82-105 ms in 311 collections,
-    `report` 149-166 ms, `analyze` of 5,000 nodes 578 ms in 861. Each older collection walks every object
-    alive, the imported pandas/pyarrow/tailscope modules most of them, and what the analysis builds is
-    acyclic (freed by reference counts). With a young-collection threshold of 50,000 instead of 700 and the
-    modules frozen (gc.freeze), 44-48 ms were left, in two collections: one during the imports, one over the
-    50,000 run verdicts. Disabled, peak memory is the same (/usr/bin/time: 277 MB, 310 MB and 835 MB for the
-    three commands above). The modules are still frozen out of any explicit gc.collect() a library makes.
-    Only for a process that ends after the command: `main` called in-process (tests) keeps Python's GC.
-    """
-    import gc
-
-    gc.disable()
-    import tailscope.workflow  # noqa: F401  (pandas, pyarrow, numpy and the analysis: what the verb loads)
-
-    gc.freeze()
 
 
 def entry() -> None:
     """The `tailscope` command (pyproject's script and `python -m tailscope`): `main`, then exit."""
     import os
 
+    from tailscope.verbs.oneshot import prepare_process
+
     global _ONE_SHOT
     _ONE_SHOT = True
-
-    # Arrow's buffers from the C library's malloc, not mimalloc (pyarrow's default), unless the user chose:
-    # freed column buffers go back to the system, so `analyze` of 1,000 nodes peaks 20 MiB lower at the
-    # same speed (issue 11). Read by pyarrow when it is first imported, which is after this.
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    prepare_process()
     argv = sys.argv[1:]
     code = main(argv)
-    if _verb_named(argv) in _READ_ONLY_VERBS:
+    if _verb_named(argv) in READ_ONLY_VERBS:
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -5,6 +5,11 @@
 - `OSError` raised by a command (disk full, read-only campaign, permission denied, a name too long) is mapped
   by the CLI to exit 2 with the path and the reason (see `describe_os_error`).
 Every module's own error class for bad input derives from `InputError`, so the CLI catches one class.
+
+Exit codes (for scripts and health checkers; `check`, `analyze`, `verdict --nhc`): 0 healthy, 1 degraded (a
+node failed a limit or is slower than its peers; `run`: trials failed), 2 usage or input error,
+3 inconclusive (a node too busy or too noisy to judge), 130 interrupted (finished trials are stored;
+`--resume` continues).
 """
 
 from __future__ import annotations
@@ -19,6 +24,15 @@ class TailscopeError(Exception):
 
 class InputError(TailscopeError):
     """Bad input or usage: one clear line, exit code 2."""
+
+
+class UsageError(InputError):
+    """A command line that cannot be carried out (exit 2)."""
+
+
+EXIT_OK, EXIT_VERDICT, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# The analysis' campaign state (the worst node verdict, analysis/health.py) -> exit code.
+STATE_EXIT = {"healthy": EXIT_OK, "degraded": EXIT_VERDICT, "inconclusive": EXIT_INCONCLUSIVE}
 
 
 def describe_os_error(exc: OSError) -> str:

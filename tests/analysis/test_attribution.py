@@ -18,7 +18,7 @@ from tailscope.cli import main
 from tailscope.store.campaign import Campaign
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
-from tailscope.workflow import analyze_campaign
+from tailscope.verbs.workflow import analyze_campaign
 
 SEED = 20261123
 CORES = 4

@@ -203,7 +203,7 @@ def _scipy_modules_after(module: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "module", ["tailscope.workflow", "tailscope.analysis.summary", "tailscope.analysis.cluster"]
+    "module", ["tailscope.verbs.workflow", "tailscope.analysis.summary", "tailscope.analysis.cluster"]
 )
 def test_analysis_does_not_import_scipy(module: str) -> None:
     # The point of the module (issue 11): analyze, report and check run without scipy's import cost.

@@ -30,7 +30,7 @@ from tailscope.analysis.model import Settings
 from tailscope.analysis.summary import score_runs
 from tailscope.probes.catalogue import variant_name
 from tailscope.report.answer import run_cause
-from tailscope.workflow import runs_csv
+from tailscope.verbs.workflow import runs_csv
 
 
 def _fleet() -> Ensemble:
@@ -195,12 +195,12 @@ def _store_fleet(root) -> None:
 def test_analyze_campaign_is_analyze_of_every_row(tmp_path) -> None:
     """`analyze` (narrow runs read, only the iterations it needs) gives the JSON that the analysis of every
     stored row gives (the whole runs table and every iteration, as `analyze` read them before issue 11)."""
-    from tailscope import workflow
     from tailscope.analysis.cluster import cluster_settings_of
     from tailscope.analysis.summary import analyze
     from tailscope.jsonout import encode
     from tailscope.store.campaign import Campaign
     from tailscope.store.read import connect
+    from tailscope.verbs import workflow
 
     root = tmp_path / "fleet"
     _store_fleet(root)
@@ -228,8 +228,8 @@ def test_analyze_json_written_in_chunks_is_the_one_encoding(tmp_path, chunk_item
     memory of 1,000 nodes): byte for byte what one orjson encoding of the whole object gives."""
     import io
 
-    from tailscope import workflow
     from tailscope.jsonout import encode, encode_chunks, write_json
+    from tailscope.verbs import workflow
 
     root = tmp_path / "fleet"
     _store_fleet(root)

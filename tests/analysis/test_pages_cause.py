@@ -12,7 +12,7 @@ from tailscope.analysis.model import Settings
 from tailscope.store.campaign import Campaign, utcnow
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
-from tailscope.workflow import analyze_campaign
+from tailscope.verbs.workflow import analyze_campaign
 
 PLANTED = (23, 29)
 LIMIT = 1 << 38

@@ -21,7 +21,7 @@ from scipy.stats import fisher_exact, mannwhitneyu
 from quiet import require_quiet_cpus
 from tailscope.store.campaign import Campaign
 from tailscope.store.read import connect
-from tailscope.workflow import load_frames
+from tailscope.verbs.workflow import load_frames
 
 pytestmark = pytest.mark.slow
 

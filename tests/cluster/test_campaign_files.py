@@ -15,9 +15,9 @@ import pytest
 
 from tailscope.campaign import slurm
 from tailscope.campaign.spec import SpecError, load_spec
-from tailscope.report.verdict_cli import cmd_verdict
 from tailscope.store.campaign import Campaign
 from tailscope.store.views import connect
+from tailscope.verbs.verdict import verdict as cmd_verdict
 
 from .fleet import fleet_frame, write_frame
 
@@ -220,7 +220,7 @@ def test_campaign_event_set_goes_to_every_probe_without_its_own(tmp_path):
 
 def test_report_has_a_cluster_section_naming_the_drained_node(tmp_path):
     from tailscope.analysis.model import Settings
-    from tailscope.workflow import analyze_campaign, write_report
+    from tailscope.verbs.workflow import analyze_campaign, write_report
 
     campaign = _fleet_campaign(tmp_path, slow=2)
     analysis = analyze_campaign(campaign.root, Settings())

@@ -17,7 +17,7 @@ import pytest
 from tailscope import cli
 from tailscope.analysis.model import Settings
 from tailscope.store.campaign import Campaign
-from tailscope.workflow import analyze_campaign
+from tailscope.verbs.workflow import analyze_campaign
 
 from .fleet import fleet_frame, write_frame
 
@@ -78,7 +78,7 @@ def test_report_reads_the_store_once(
     campaign_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `report` analyses and renders on one store connection: each connect reads every shard again.
-    from tailscope import workflow
+    from tailscope.verbs import workflow
 
     opened = []
 

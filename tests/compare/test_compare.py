@@ -23,7 +23,7 @@ from tailscope.store.campaign import Campaign
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 from tailscope.store.views import connect
-from tailscope.workflow import analyze_campaign, write_report
+from tailscope.verbs.workflow import analyze_campaign, write_report
 
 BASE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 

@@ -11,7 +11,7 @@ import seed_file
 
 from tailscope.analysis.model import Settings
 from tailscope.cli import main
-from tailscope.workflow import analyze_campaign, write_report
+from tailscope.verbs.workflow import analyze_campaign, write_report
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "analysis"))
 from test_attribution import build_campaign

@@ -10,10 +10,10 @@ import platform
 import pytest
 
 from tailscope.analysis.model import Settings
-from tailscope.deep import degraded, follow_up_variants, run_deep
 from tailscope.importers.iterations_csv import import_iterations
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.workflow import RunRequest, analyze_campaign, run_campaign
+from tailscope.verbs.deep import degraded, follow_up_variants, run_deep
+from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign
 
 
 def test_degraded_names_the_probe_with_slow_runs(tmp_path):
@@ -106,7 +106,7 @@ def _arith_summary(before: float, after: float, fma: float) -> dict:
 def test_expectations_judge_each_follow_up():
     """A healthy component reads 'as expected'; a clock drop, a slow FMA, a cache level faster than the one
     before it, and less bandwidth on more cores read 'differs' and say what differed."""
-    from tailscope.deep import AS_EXPECTED, DIFFERS, _evidence, _judge_scaling
+    from tailscope.verbs.deep import AS_EXPECTED, DIFFERS, _evidence, _judge_scaling
 
     healthy = _evidence("arith", [_arith_summary(4.2e9, 4.2e9, 4.0)], [], 2.6e9)
     assert healthy[2] == AS_EXPECTED and "at least 2.52 GHz" in healthy[1]
@@ -140,8 +140,8 @@ def test_expectations_judge_each_follow_up():
 
 
 def test_load_deep_reads_what_run_deep_wrote(tmp_path):
-    from tailscope.deep import DeepResult, Step, load_deep
     from tailscope.errors import InputError
+    from tailscope.verbs.deep import DeepResult, Step, load_deep
 
     assert load_deep(tmp_path) is None
     result = DeepResult(

@@ -9,10 +9,10 @@ import threading
 import time
 
 from tailscope.analysis.model import Settings
-from tailscope.deep import DeepInterrupted, run_deep
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.store.campaign import Campaign
-from tailscope.workflow import RunRequest, analyze_campaign, run_campaign
+from tailscope.verbs.deep import DeepInterrupted, run_deep
+from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign
 
 
 def test_sigint_during_the_follow_ups_is_an_interruption(tmp_path):

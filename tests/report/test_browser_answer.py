@@ -22,7 +22,7 @@ import pytest
 from tailscope.analysis.model import Settings
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
-from tailscope.workflow import analyze_campaign, write_report
+from tailscope.verbs.workflow import analyze_campaign, write_report
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

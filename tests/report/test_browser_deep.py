@@ -15,9 +15,9 @@ import pytest
 from test_browser_answer import TOO_WIDE, WIDTH
 
 from tailscope.analysis.model import Settings
-from tailscope.deep import run_deep
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.workflow import RunRequest, analyze_campaign, run_campaign, write_report
+from tailscope.verbs.deep import run_deep
+from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign, write_report
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tailscope.deep import DeepResult, Step
 from tailscope.report.deep_section import deep_section
+from tailscope.report.models import DeepResult, Step
 
 NO_PMU = "no hardware counters (no PMU here, or the suite ran without --events): step 3 skipped"
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tailscope.cli import main
-from tailscope.workflow import csv_text_cell
+from tailscope.verbs.workflow import csv_text_cell
 
 FORMULAS = ["+cmd|' /C calc'!A0", "@SUM(1)", "=1+1", "-2+3"]  # (the importer strips TAB and CR around names)
 FAST = ["--chunk-bytes", "256k", "--sums", "40", "--sums-per-iteration", "4", "--cpus", "0", "--no-progress"]

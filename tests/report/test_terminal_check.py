@@ -10,7 +10,7 @@ import pytest
 from tailscope.analysis.causes import CATALOGUE
 from tailscope.analysis.model import Settings
 from tailscope.report.terminal import render_answer
-from tailscope.workflow import analyze_campaign
+from tailscope.verbs.workflow import analyze_campaign
 
 pytestmark = pytest.mark.slow
 

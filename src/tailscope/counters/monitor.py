@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from tailscope.counters import eventsets
-from tailscope.counters.monitor_cli import MonitorInputError, add_monitor_parser, parse_interval
+from tailscope.counters.monitor_cli import MonitorInputError, parse_interval
 from tailscope.native import native_path
 from tailscope.node.facts import node_name
 from tailscope.store.campaign import MANIFEST, Campaign, new_task_id, safe_name
@@ -399,7 +399,6 @@ def monitor_file_for(root: Path, node: str, task: str) -> Path:
 __all__ = [
     "MonitorFile",
     "MonitorInputError",
-    "add_monitor_parser",
     "cut_trials",
     "read",
     "running_monitor",

@@ -1,7 +1,8 @@
 """The `monitor` verb's options, its input error and the interval parser, without numpy or pyarrow.
 
 `tailscope --help` builds every verb's parser; the monitor itself (counters/monitor.py: reading tsmon's
-file, storing samples) is imported only when the verb runs. monitor.py re-exports these names.
+file, storing samples, the verb `cmd_monitor` that cli.py calls) is imported only when the verb runs.
+monitor.py imports this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -35,13 +36,7 @@ def parse_interval(text: str) -> float:
     return seconds
 
 
-def _cmd_monitor(args: argparse.Namespace) -> int:
-    from tailscope.counters.monitor import cmd_monitor
-
-    return cmd_monitor(args)
-
-
-def add_monitor_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_monitor_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
     p = sub.add_parser("monitor", help="sample counters in the background (pinned, streaming to disk)")
     p.add_argument("--interval", default="1s", help="sampling interval: 1s (default), 100ms, 10ms")
     p.add_argument("--cpu", type=int, metavar="N", help="pin the monitor to CPU N (default: the last one)")
@@ -51,4 +46,4 @@ def add_monitor_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--campaign", type=Path, metavar="DIR", help="store the samples in this campaign")
     p.add_argument("--node", help="node name for the samples (default: the host name)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="monitor while it runs")
-    p.set_defaults(func=_cmd_monitor)
+    return p

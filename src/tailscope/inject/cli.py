@@ -74,57 +74,6 @@ def cmd_inject(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    from tailscope.inject.validate import ValidateRequest, render_scores, rescore, run_validate
-
-    if args.rescore:
-        if args.campaign is None:
-            raise InjectInputError("--rescore needs --campaign DIR (a campaign `validate` wrote)")
-        result = rescore(args.campaign)
-        if args.json:
-            json.dump(result, sys.stdout, indent=1, default=str)
-            sys.stdout.write("\n")
-        else:
-            print("\n".join(render_scores(result)))
-        return EXIT_OK
-    if args.trials < 4:
-        raise InjectInputError(f"--trials {args.trials}: expected at least 4")
-    if args.block < 1:
-        raise InjectInputError(f"--block {args.block}: expected at least 1")
-    if not 0 < args.inject_fraction < 1:
-        raise InjectInputError(f"--inject-fraction {args.inject_fraction}: expected a fraction in (0, 1)")
-    request = ValidateRequest(
-        injectors=tuple(args.injectors.split(",")) if args.injectors else None,
-        trials=args.trials,
-        campaign_dir=args.campaign,
-        seed=args.seed,
-        probe=args.probe,
-        probe_params=_key_values(args.param or []),
-        block=args.block,
-        inject_fraction=args.inject_fraction,
-        reserve=args.reserve,
-        show_progress=not args.no_progress and not args.json,
-    )
-    result = run_validate(request)
-    if args.json:
-        json.dump(result, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-    else:
-        print("\n".join(render_scores(result)))
-    return EXIT_INTERRUPTED if result.get("interrupted") else EXIT_OK
-
-
-def _key_values(given: list[str]) -> dict[str, str]:
-    """`--param K=V` options as a dict; one without '=' or without a key is refused with the option."""
-    out = {}
-    for text in given:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            raise InjectInputError(f"--param {text!r}: expected K=V, a probe option and its value (page=thp)")
-        out[key.strip()] = value
-    return out
-
-
 def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     kinds = "; ".join(f"{k.name}: {k.intensity}" for k in KINDS.values())
     p = sub.add_parser(
@@ -168,5 +117,4 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         action="store_true",
         help="score the validate campaign --campaign DIR again (no trials run)",
     )
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=cmd_validate)
+    p.add_argument("--no-progress", action="store_true")  # its verb: tailscope.verbs.validate (cli.py)

@@ -15,19 +15,16 @@ import datetime as dt
 import json
 import os
 import random
-import secrets
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from tailscope.campaign.runner import Trial, default_campaign_dir, preflight
-from tailscope.inject.control import Injection, freq_cap_available, online_cpus
+from tailscope.campaign.runner import Trial
+from tailscope.inject.control import Injection, freq_cap_available
 from tailscope.inject.kinds import KINDS, InjectInputError, InjectorKind, kind_named
-from tailscope.inject.score import score, validation_rows
-from tailscope.store.campaign import MANIFEST, Campaign, new_task_id
+from tailscope.inject.score import validation_rows
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
@@ -289,123 +286,7 @@ def outside_shares(campaign_dir: Path) -> dict[str, float]:
     return out
 
 
-def analysis_for_scoring(campaign_dir: Path, probe: str | None = None) -> dict[str, Any]:
-    """THE integration point: the `analyze --json` object scoring reads (runs with `slow`, `perf_ratio` and,
-    once the cause catalogue is wired into analyze, `causes`; nodes with `verdict`)."""
-    from tailscope.analysis.model import Settings
-    from tailscope.workflow import analyze_campaign
-
-    return analyze_campaign(campaign_dir, Settings(), probe=probe).to_json()
-
-
-def _param(value: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
-
-
-def run_validate(request: ValidateRequest) -> dict[str, Any]:
-    from tailscope.node.facts import node_name
-    from tailscope.probes.catalogue import ProbeVariant
-    from tailscope.workflow import RunRequest, run_campaign
-
-    kinds, skipped = choose_kinds(request.injectors)
-    if not kinds:
-        raise InjectInputError("validate: no injector can act on this node")
-    node = node_name()
-    params = {k.replace("-", "_"): _param(str(v)) for k, v in request.probe_params.items()}
-    variant = ProbeVariant(request.probe, params)
-    config = preflight(variant)
-    cpus = [int(c) for c in config.get("cpus") or [0]]
-    plan, kinds, more_skipped = plan_cpus(kinds, cpus, online_cpus(), pinned="cpus" in params)
-    if request.injectors and more_skipped:  # asked for by name: say it cannot act, once, with exit 2
-        name, why = next(iter(more_skipped.items()))
-        raise InjectInputError(f"--injectors {name}: cannot act here: {why}")
-    skipped.update(more_skipped)
-    if not kinds:
-        raise InjectInputError("validate: no injector can act on this node")
-    if plan.probe != cpus:
-        variant = ProbeVariant(request.probe, {**params, "cpus": ",".join(map(str, plan.probe))})
-        preflight(variant)
-    seed = request.seed if request.seed is not None else secrets.randbits(31)
-    blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
-    campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
-    scheduler = Scheduler(blocks, plan, request.reserve)
-    task = f"validate-{new_task_id()}"
-    try:
-        outcome = run_campaign(
-            RunRequest(
-                variants=((variant, request.trials),),
-                campaign_dir=campaign_dir,
-                node=node,
-                show_progress=request.show_progress,
-                label="validate",
-                before_trial=scheduler.before_trial,
-            )
-        )
-    finally:
-        # a second Ctrl-C or SIGTERM must not cut the cleanup (cgroup, sysctl) or the schedule's record short
-        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            scheduler.stop()
-            if (campaign_dir / MANIFEST).is_file():  # nothing is stored when no trial finished
-                _store_injections(campaign_dir, scheduler.records, node=node, task=task, seed=seed)
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-    result: dict[str, Any] = {
-        "campaign": str(campaign_dir),
-        "seed": seed,
-        "injectors": [k.name for k in kinds],
-        "skipped": skipped,
-        "cpus": {"probe": plan.probe, "neighbours": plan.neighbours, "note": plan.note},
-        "trials": outcome.stored,
-        "failed": outcome.failed,
-        "interrupted": outcome.interrupted,
-        "schedule": [{k: v for k, v in r.items() if k != "details"} for r in scheduler.records],
-    }
-    if outcome.interrupted or not (campaign_dir / MANIFEST).is_file():
-        return result
-    analysis = analysis_for_scoring(campaign_dir, probe=request.probe)
-    injections = [{**r, "node": node} for r in scheduler.records]
-    scores = score(analysis, injections, threshold=request.threshold, outside=outside_shares(campaign_dir))
-    _store_scores(campaign_dir, scores, node=node, task=task)
-    result["scores"] = scores
-    return result
-
-
-def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
-    """Score a stored validate campaign again (after tailscope's analysis changed), storing the new scores."""
-    from tailscope.store.read import connect
-
-    campaign = Campaign.open(campaign_dir)
-    con = connect(campaign)
-    try:
-        frame = con.injections()
-        probes = con.probe_names()
-    finally:
-        con.close()
-    if frame.empty:
-        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
-    injections = frame.to_dict("records")
-    analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
-    scores = score(analysis, injections, threshold=threshold, outside=outside_shares(campaign.root))
-    node = str(injections[0]["node"])
-    _store_scores(campaign.root, scores, node=node, task=f"validate-{new_task_id()}")
-    return {
-        "campaign": str(campaign.root),
-        "seed": int(injections[0]["seed"]),
-        "trials": len(analysis.get("runs") or []),
-        "rescored": True,
-        "schedule": [{k: v for k, v in r.items() if k != "seed"} for r in injections],
-        "scores": scores,
-    }
-
-
-def _store_injections(root: Path, records: list[dict[str, Any]], *, node: str, task: str, seed: int) -> None:
+def store_injections(root: Path, records: list[dict[str, Any]], *, node: str, task: str, seed: int) -> None:
     if not records:
         return
     with load_into(root, "validate") as tx:
@@ -423,7 +304,7 @@ def _store_injections(root: Path, records: list[dict[str, Any]], *, node: str, t
         tx.write("injections", pa.Table.from_pylist(rows, schema=TABLES["injections"].schema), node=node)
 
 
-def _store_scores(root: Path, scores: dict[str, Any], *, node: str, task: str) -> None:
+def store_scores(root: Path, scores: dict[str, Any], *, node: str, task: str) -> None:
     now = _utcnow()
     with load_into(root, "validate") as tx:
         rows = [

@@ -3,7 +3,7 @@
 Per degraded probe: why it was degraded, the micro-architecture probes that isolate its component with what
 each found against what a healthy component shows (deep.py's expectations), the counters (or the statement
 that no PMU recorded any), and the DIMM facts for a slow stream. Nothing is computed here except formatting:
-the chain comes from DIR/deep.json (tailscope.deep.load_deep), the counters from the analysis' attribution
+the chain comes from DIR/deep.json (verbs/deep.py: load_deep), the counters from the analysis' attribution
 (analysis/attribution.py: the degraded probe's counters ranked by how well they separate its slow runs).
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tailscope.deep import AS_EXPECTED, DIFFERS, NOT_JUDGED, DeepResult
 from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
+from tailscope.report.models import AS_EXPECTED, DIFFERS, NOT_JUDGED, DeepResult
 
 _INTRO = (
     "check --deep follows each degraded probe of the suite top-down, as the SJTU study did: the probe that "

@@ -36,7 +36,6 @@ from tailscope.analysis.model import (
     VariantSummary,
 )
 from tailscope.analysis.wording import p_value, pct, period
-from tailscope.deep import DeepResult
 from tailscope.probes.catalogue import variant_name
 from tailscope.report import explain
 from tailscope.report import plotly_figures as plots
@@ -48,6 +47,7 @@ from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
+from tailscope.report.models import DeepResult
 from tailscope.report.numbers import (
     bytes_text,
     decimals_for,
@@ -138,7 +138,7 @@ def render_html(
     tables; `injections` (node, start, end) shades injected windows; `validation` (the table of that name,
     a `tailscope validate` campaign's scores) gets its own section; `hardware_counters` says whether any
     perf counter was recorded (None: unknown), for the caveat beside the verdict; `deep` is the chain of
-    `check --deep` (tailscope.deep.load_deep), drawn right after the verdict.
+    `check --deep` (verbs/deep.py: load_deep), drawn right after the verdict.
     """
     from tailscope.compare import compare
 

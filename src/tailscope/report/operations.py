@@ -1,5 +1,5 @@
 """Node verdicts for operations — NHC lines, drain commands, Prometheus metrics (the outputs of
-`tailscope verdict`, whose verb is in report/verdict_cli.py).
+`tailscope verdict`, whose verb is in verbs/verdict.py).
 
 The verdicts are the analysis' node verdicts (analysis/health.py), the same ones `check` and `analyze`
 print: *healthy*, *degraded* (a limit failed, or the fleet screen drains the node: Bonferroni across the

@@ -1,12 +1,12 @@
 """The `tailscope verdict CAMPAIGN` verb: analyse, then write the node verdicts for operations
-(report/operations.py: NHC, drain, Prometheus). Data flows one way: store -> analysis -> these outputs."""
+(report/operations.py: NHC, drain, Prometheus). Data flows one way: store -> analysis -> these outputs.
+The limits are the campaign's judging settings (verbs/settings.py: its spec's [thresholds], then the
+command line's options), the same as analyze and report use."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tailscope.printable import printable
 from tailscope.report.operations import (
@@ -21,42 +21,25 @@ from tailscope.report.operations import (
     this_node,
 )
 
-if TYPE_CHECKING:
-    from tailscope.analysis.model import Settings
 
-
-def _settings_for(campaign_dir: Path, given: Settings | None = None) -> Settings:
-    """Options given on the command line, else the campaign spec's [thresholds], else the defaults."""
-    from tailscope.analysis.model import Settings
-
-    if given is not None:
-        return given
-    spec_path = campaign_dir / "slurm" / "spec.toml"
-    if spec_path.is_file():
-        from tailscope.campaign.spec import SpecError, load_spec
-
-        try:
-            return load_spec(spec_path).settings
-        except SpecError as exc:
-            raise VerdictInputError(str(exc)) from exc
-    return Settings()
-
-
-def cmd_verdict(args: argparse.Namespace) -> int:
+def verdict(args: argparse.Namespace) -> int:
+    """The `verdict` verb: the campaign judged with its settings, written as NHC, drain or Prometheus."""
     import shutil
     import subprocess
 
     from tailscope.analysis.health import EXIT_CODES
     from tailscope.store.campaign import Campaign, write_atomic_bytes
-    from tailscope.workflow import analyze_campaign
+    from tailscope.verbs.settings import checked_overrides, given_options, judging_settings
+    from tailscope.verbs.workflow import analyze_campaign
 
+    overrides = given_options(args)
+    checked_overrides(overrides)  # a bad option before anything else, as the parser's own errors
     if not (args.nhc or args.drain or args.prometheus):
         args.nhc = True
     if args.apply and not args.drain:
         raise VerdictInputError("--apply runs the drain commands: use it with --drain")
     campaign = Campaign.open(args.campaign)
-    given = getattr(args, "settings", None)
-    analysis = analyze_campaign(args.campaign, _settings_for(args.campaign, given))
+    analysis = analyze_campaign(args.campaign, judging_settings(args.campaign, overrides))
     verdicts = node_verdicts(analysis)
     code = EXIT_OK
     if args.prometheus:
@@ -106,19 +89,3 @@ def cmd_verdict(args: argparse.Namespace) -> int:
                 )
             code = max(code, EXIT_CODES[verdict.verdict])
     return code
-
-
-def add_verdict_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
-    p = sub.add_parser("verdict", help="per-node verdicts of a cluster campaign: NHC, drain, Prometheus")
-    p.add_argument("campaign", type=Path, metavar="CAMPAIGN")
-    p.add_argument(
-        "--nhc",
-        action="store_true",
-        help="NHC check for this node: exit 1 when degraded, 3 when inconclusive (default)",
-    )
-    p.add_argument("--node", help="the node to check (default $SLURMD_NODENAME, else the short host name)")
-    p.add_argument("--drain", action="store_true", help="print scontrol drain commands for the failing nodes")
-    p.add_argument("--apply", action="store_true", help="with --drain: run them")
-    p.add_argument("--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)")
-    p.set_defaults(func=cmd_verdict)
-    return p

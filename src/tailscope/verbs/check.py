@@ -9,6 +9,7 @@ causes (exit 1) or inconclusive, too busy or too noisy to judge (exit 3), with t
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,12 @@ from pathlib import Path
 from tailscope.analysis.causes.page_placement import variants_it_explains
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.campaign.runner import RunOutcome, default_campaign_dir
+from tailscope.errors import STATE_EXIT, UsageError
 from tailscope.node.facts import collect, node_name
 from tailscope.node.hugepages import advice_lines
 from tailscope.probes.catalogue import ParamValue, ProbeVariant
-from tailscope.workflow import RunRequest, analyze_campaign, run_campaign, write_report
+from tailscope.report.models import DeepResult
+from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign, write_report
 
 # (probe, trials in a full check, trials with --quick). A median CI needs n >= 6 (notes/statistics.md).
 SUITE: tuple[tuple[str, int, int], ...] = (
@@ -36,7 +39,7 @@ class CheckResult:
     analysis: CampaignAnalysis | None
     report: Path | None
     pages_advice: tuple[str, ...] = ()  # THP/hugetlb status of this node and the 1 GiB sweep (node.hugepages)
-    deep: object | None = None  # tailscope.deep.DeepResult with --deep
+    deep: DeepResult | None = None  # with --deep
 
 
 def check_variants(
@@ -75,7 +78,7 @@ def run_check(
     analysis = analyze_campaign(outcome.campaign, settings or Settings())
     deep_result = None
     if deep:  # step 2 of the top-down workflow: follow-up probes into the same campaign, then re-analyse
-        from tailscope.deep import DeepInterrupted, run_deep
+        from tailscope.verbs.deep import DeepInterrupted, run_deep
 
         try:
             deep_result = run_deep(outcome.campaign, analysis, show_progress=show_progress)
@@ -94,3 +97,59 @@ def run_check(
             "(CAP_SYS_ADMIN), so `tailscope addr explain` cannot test page placement; rerun as root for that"
         )
     return CheckResult(outcome, analysis, report, tuple(advice), deep_result)
+
+
+# the VM statement of the pages advice in one line on the terminal; --verbose and the report have all of it
+_VM_LINE = (
+    "pages: virtual machine: guest-physical addresses say nothing about host cache sets; slow runs "
+    "may come from other guests (--verbose for more)"
+)
+
+
+def check(args: argparse.Namespace) -> int:
+    """`tailscope check`: the suite, its analysis and report; the answer fitted to one screen."""
+    from tailscope.report.terminal import (
+        SCREEN_LINES,
+        render_answer,
+        render_summary,
+        terminal_width,
+        wrap_lines,
+    )
+    from tailscope.verbs.run import outcome_code, print_outcome, probe_params
+    from tailscope.verbs.settings import given_options, judging_settings
+
+    if args.trials is not None and args.trials < 1:
+        raise UsageError(f"--trials {args.trials}: expected at least 1")
+    result = run_check(
+        quick=args.quick,
+        trials=args.trials,
+        campaign_dir=args.campaign,
+        report_path=args.output,
+        common=probe_params(args),
+        settings=judging_settings(None, given_options(args)),  # a new campaign of this node: no spec
+        show_progress=not args.no_progress,
+        evidence=not args.no_evidence,
+        deep=args.deep,
+    )
+    if result.analysis is None or result.report is None:
+        print_outcome(result.outcome)
+        return outcome_code(result.outcome)
+    width = terminal_width()
+    outcome = result.outcome
+    print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")
+    campaign = str(outcome.campaign.resolve())
+    advice = list(result.pages_advice)
+    if not args.verbose:
+        advice = [_VM_LINE if line.startswith("pages: virtual machine:") else line for line in advice]
+    after = wrap_lines(advice, width) + (wrap_lines(result.deep.lines(), width) if result.deep else [])
+    room = SCREEN_LINES - 2 - len(after)  # the campaign and report lines
+    answer = render_answer(
+        result.analysis, width=width, campaign_dir=campaign, verbose=args.verbose, max_lines=room
+    )
+    print("\n".join(answer))
+    if args.verbose:
+        print("\n".join(render_summary(result.analysis, verdict=False)))
+    if after:
+        print("\n".join(after))
+    print(f"report: {result.report.resolve()}")
+    return STATE_EXIT[result.analysis.verdict.state]

@@ -1,7 +1,8 @@
 """`tailscope check --deep`: the top-down workflow of seed 003 (SJTU) as one command.
 
-Step 1, the default suite (`check.py`), shows which probe is degraded (slow runs, a failed verdict check).
-Step 2 runs the micro-architecture probes that isolate that probe's component, into the same campaign:
+Step 1, the default suite (`verbs/check.py`), shows which probe is degraded (slow runs, a failed verdict
+check). Step 2 runs the micro-architecture probes that isolate that probe's component, into the same
+campaign:
 
     dgemm  (arithmetic, clock)      -> arith (FP CPI per precision) + the effective clock it measures
     stream (memory bandwidth)       -> latency (DRAM), stream --scaling (1..all cores), DIMM facts
@@ -11,7 +12,8 @@ Step 2 runs the micro-architecture probes that isolate that probe's component, i
 Step 3, counters, runs only where a PMU exists (`--events` on the default suite); in a VM it is skipped and
 said so. The chain (which probe, why it was followed, what each follow-up measured, what a healthy component
 would show and whether it did) is returned as lines, written to DIR/deep.json and drawn by the report's
-"Top-down follow-up" section (report/deep_section.py, read back with `load_deep`).
+"Top-down follow-up" section (report/deep_section.py, read back with `load_deep`; the chain's model,
+`DeepResult`, is in report/models.py).
 
 Expectations (`_evidence`): arith, the effective clock at least 0.97 x the nominal (TSC) rate and steady
 (before/after within 3%), FP64 FMA latency 4 cycles on x86-64 (Skylake.., Zen 2..; vendor optimisation
@@ -23,13 +25,14 @@ from __future__ import annotations
 
 import json
 import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.probes.catalogue import ProbeVariant
+from tailscope.report.models import AS_EXPECTED, DIFFERS, NOT_JUDGED, DeepResult, Step, load_deep
 
 if TYPE_CHECKING:
     from tailscope.campaign.runner import RunOutcome
@@ -48,42 +51,11 @@ FOLLOW_UPS: dict[str, tuple[tuple[str, dict[str, Any], int, str], ...]] = {
 }
 
 
-AS_EXPECTED, DIFFERS, NOT_JUDGED = "as expected", "differs", "not judged"
 CLOCK_FLOOR = 0.97  # effective clock below this fraction of the nominal (TSC) rate: the frequency dropped
 CLOCK_DRIFT = 0.03  # effective clock before vs after the kernels
 FMA_CYCLES_X86 = 4.0  # FP64 FMA latency, Intel Skylake.. and AMD Zen 2..5 (Intel SDM, AMD SOG, uops.info)
 LEVEL_SLACK = 0.95  # a cache level may read 5% faster than the one before it (noise) before it "differs"
 SCALING_SLACK = 0.95  # stream on k+1 cores may be 5% slower than on k before it "differs"
-
-
-@dataclass
-class Step:
-    probe: str  # the degraded probe
-    why: str  # what made it degraded
-    # {probe, isolates, finding, expected, status (as expected | differs | not judged)}
-    follow_ups: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class DeepResult:
-    steps: list[Step]
-    counters: str  # what step 3 did
-    dimms: dict[str, Any] | None = None
-
-    def lines(self) -> list[str]:
-        if not self.steps:
-            return ["deep: no probe was degraded; no micro-architecture follow-up needed"]
-        out = []
-        for s in self.steps:
-            out.append(f"deep: {s.probe} degraded: {s.why}")
-            for f in s.follow_ups:
-                out.append(f"  -> {f['probe']} ({f['isolates']}): {f['finding']}")
-                if f.get("expected"):
-                    out.append(f"     expected {f['expected']}: {f.get('status', NOT_JUDGED)}")
-        out.append(f"deep: counters: {self.counters}")
-        if self.dimms is not None:
-            out.append(f"deep: DIMMs: {self.dimms.get('dimms_unreadable') or self.dimms.get('summary')}")
-        return out
 
 
 def degraded(analysis: CampaignAnalysis) -> dict[str, str]:
@@ -219,7 +191,7 @@ def run_deep(
     from tailscope.node.dimms import collect as dimm_facts
     from tailscope.node.dimms import summary as dimm_summary
     from tailscope.store.read import connect
-    from tailscope.workflow import RunRequest, run_campaign
+    from tailscope.verbs.workflow import RunRequest, run_campaign
 
     reasons = degraded(analysis)
     for probe in force or []:
@@ -287,16 +259,4 @@ def _tsc_hz(con: Any, variant: ProbeVariant) -> float | None:
     return float(value) if value else None
 
 
-def load_deep(campaign: Path) -> DeepResult | None:
-    """The chain `run_deep` wrote to DIR/deep.json, or None when the campaign had no `check --deep`."""
-    path = Path(campaign) / "deep.json"
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        from tailscope.errors import InputError
-
-        raise InputError(f"{path}: not the deep.json `check --deep` writes ({exc})") from exc
-    steps = [Step(s["probe"], s["why"], list(s.get("follow_ups", []))) for s in doc.get("steps", [])]
-    return DeepResult(steps, str(doc.get("counters", "")), doc.get("dimms"))
+__all__ = ["AS_EXPECTED", "DIFFERS", "NOT_JUDGED", "DeepResult", "Step", "degraded", "load_deep", "run_deep"]

@@ -295,8 +295,8 @@ def write_report(
     """The HTML report at `output`, and beside it `<stem>-runs.csv` and `<stem>-nodes.csv` (every row of
     the tables the report shortens to the slowest 20); nodes, timelines and samples read on `con` when
     given."""
-    from tailscope.deep import load_deep
     from tailscope.report.html import render_html, select_timeline_runs
+    from tailscope.report.models import load_deep
 
     if not output.parent.is_dir():
         raise StoreError(f"-o {output}: directory {output.parent} does not exist (create it first)")

@@ -1,0 +1,202 @@
+"""`tailscope validate`: the application side of inject/validate.py -- run the validate campaign through the
+ordinary runner (workflow.run_campaign, its `before_trial` hook driving inject/validate.py's Scheduler), then
+score tailscope's answers (inject/score.py) against the recorded schedule. `analysis_for_scoring` is the one
+place the analysis is made for scoring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import secrets
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from tailscope.inject.kinds import InjectInputError
+from tailscope.inject.score import score
+from tailscope.inject.validate import (
+    Scheduler,
+    ValidateRequest,
+    choose_kinds,
+    make_schedule,
+    outside_shares,
+    plan_cpus,
+    render_scores,
+    store_injections,
+    store_scores,
+)
+from tailscope.store.campaign import MANIFEST, Campaign, new_task_id
+
+EXIT_OK, EXIT_INTERRUPTED = 0, 130
+
+
+def analysis_for_scoring(campaign_dir: Path, probe: str | None = None) -> dict[str, Any]:
+    """THE integration point: the `analyze --json` object scoring reads (runs with `slow`, `perf_ratio` and,
+    once the cause catalogue is wired into analyze, `causes`; nodes with `verdict`)."""
+    from tailscope.analysis.model import Settings
+    from tailscope.verbs.workflow import analyze_campaign
+
+    return analyze_campaign(campaign_dir, Settings(), probe=probe).to_json()
+
+
+def _key_values(given: list[str]) -> dict[str, str]:
+    """`--param K=V` options as a dict; one without '=' or without a key is refused with the option."""
+    out = {}
+    for text in given:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise InjectInputError(f"--param {text!r}: expected K=V, a probe option and its value (page=thp)")
+        out[key.strip()] = value
+    return out
+
+
+def _param(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def run_validate(request: ValidateRequest) -> dict[str, Any]:
+    from tailscope.campaign.runner import default_campaign_dir, preflight
+    from tailscope.inject.control import online_cpus
+    from tailscope.node.facts import node_name
+    from tailscope.probes.catalogue import ProbeVariant
+    from tailscope.verbs.workflow import RunRequest, run_campaign
+
+    kinds, skipped = choose_kinds(request.injectors)
+    if not kinds:
+        raise InjectInputError("validate: no injector can act on this node")
+    node = node_name()
+    params = {k.replace("-", "_"): _param(str(v)) for k, v in request.probe_params.items()}
+    variant = ProbeVariant(request.probe, params)
+    config = preflight(variant)
+    cpus = [int(c) for c in config.get("cpus") or [0]]
+    plan, kinds, more_skipped = plan_cpus(kinds, cpus, online_cpus(), pinned="cpus" in params)
+    if request.injectors and more_skipped:  # asked for by name: say it cannot act, once, with exit 2
+        name, why = next(iter(more_skipped.items()))
+        raise InjectInputError(f"--injectors {name}: cannot act here: {why}")
+    skipped.update(more_skipped)
+    if not kinds:
+        raise InjectInputError("validate: no injector can act on this node")
+    if plan.probe != cpus:
+        variant = ProbeVariant(request.probe, {**params, "cpus": ",".join(map(str, plan.probe))})
+        preflight(variant)
+    seed = request.seed if request.seed is not None else secrets.randbits(31)
+    blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
+    campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
+    scheduler = Scheduler(blocks, plan, request.reserve)
+    task = f"validate-{new_task_id()}"
+    try:
+        outcome = run_campaign(
+            RunRequest(
+                variants=((variant, request.trials),),
+                campaign_dir=campaign_dir,
+                node=node,
+                show_progress=request.show_progress,
+                label="validate",
+                before_trial=scheduler.before_trial,
+            )
+        )
+    finally:
+        # a second Ctrl-C or SIGTERM must not cut the cleanup (cgroup, sysctl) or the schedule's record short
+        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            scheduler.stop()
+            if (campaign_dir / MANIFEST).is_file():  # nothing is stored when no trial finished
+                store_injections(campaign_dir, scheduler.records, node=node, task=task, seed=seed)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+    result: dict[str, Any] = {
+        "campaign": str(campaign_dir),
+        "seed": seed,
+        "injectors": [k.name for k in kinds],
+        "skipped": skipped,
+        "cpus": {"probe": plan.probe, "neighbours": plan.neighbours, "note": plan.note},
+        "trials": outcome.stored,
+        "failed": outcome.failed,
+        "interrupted": outcome.interrupted,
+        "schedule": [{k: v for k, v in r.items() if k != "details"} for r in scheduler.records],
+    }
+    if outcome.interrupted or not (campaign_dir / MANIFEST).is_file():
+        return result
+    analysis = analysis_for_scoring(campaign_dir, probe=request.probe)
+    injections = [{**r, "node": node} for r in scheduler.records]
+    scores = score(analysis, injections, threshold=request.threshold, outside=outside_shares(campaign_dir))
+    store_scores(campaign_dir, scores, node=node, task=task)
+    result["scores"] = scores
+    return result
+
+
+def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
+    """Score a stored validate campaign again (after tailscope's analysis changed), storing the new scores."""
+    from tailscope.store.read import connect
+
+    campaign = Campaign.open(campaign_dir)
+    con = connect(campaign)
+    try:
+        frame = con.injections()
+        probes = con.probe_names()
+    finally:
+        con.close()
+    if frame.empty:
+        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
+    injections = frame.to_dict("records")
+    analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
+    scores = score(analysis, injections, threshold=threshold, outside=outside_shares(campaign.root))
+    node = str(injections[0]["node"])
+    store_scores(campaign.root, scores, node=node, task=f"validate-{new_task_id()}")
+    return {
+        "campaign": str(campaign.root),
+        "seed": int(injections[0]["seed"]),
+        "trials": len(analysis.get("runs") or []),
+        "rescored": True,
+        "schedule": [{k: v for k, v in r.items() if k != "seed"} for r in injections],
+        "scores": scores,
+    }
+
+
+
+def validate(args: argparse.Namespace) -> int:
+    """The `validate` verb: a new validate campaign and its scores, or `--rescore` of a stored one."""
+    if args.rescore:
+        if args.campaign is None:
+            raise InjectInputError("--rescore needs --campaign DIR (a campaign `validate` wrote)")
+        result = rescore(args.campaign)
+        if args.json:
+            json.dump(result, sys.stdout, indent=1, default=str)
+            sys.stdout.write("\n")
+        else:
+            print("\n".join(render_scores(result)))
+        return EXIT_OK
+    if args.trials < 4:
+        raise InjectInputError(f"--trials {args.trials}: expected at least 4")
+    if args.block < 1:
+        raise InjectInputError(f"--block {args.block}: expected at least 1")
+    if not 0 < args.inject_fraction < 1:
+        raise InjectInputError(f"--inject-fraction {args.inject_fraction}: expected a fraction in (0, 1)")
+    request = ValidateRequest(
+        injectors=tuple(args.injectors.split(",")) if args.injectors else None,
+        trials=args.trials,
+        campaign_dir=args.campaign,
+        seed=args.seed,
+        probe=args.probe,
+        probe_params=_key_values(args.param or []),
+        block=args.block,
+        inject_fraction=args.inject_fraction,
+        reserve=args.reserve,
+        show_progress=not args.no_progress and not args.json,
+    )
+    result = run_validate(request)
+    if args.json:
+        json.dump(result, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(render_scores(result)))
+    return EXIT_INTERRUPTED if result.get("interrupted") else EXIT_OK
