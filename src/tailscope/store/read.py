@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from tailscope.store.campaign import COMMITS, QUARANTINE, Campaign, CommitRecord, conform
 from tailscope.store.errors import StoreError
-from tailscope.store.footer import footer_damage
+from tailscope.store.footer import checked_source, footer_damage
 from tailscope.store.schema import TABLES
 
 # DuckDB, pandas and pyarrow.compute are imported where they are used:
@@ -129,10 +129,12 @@ def _scan_one(path: str, schema: pa.Schema, known: frozenset[str], footer: str |
     """One shard's `schema` columns, footer hash and page checksums verified, or None when it needs the
     careful path: a damaged footer, a read error, a column its table does not have (`known`), a type to
     convert, a required column missing or null."""
-    if footer_damage(path, footer) is not None:
+    source, damage = checked_source(path, footer)
+    if damage is not None:
         return None
     try:
-        with pq.ParquetFile(path, page_checksum_verification=True) as shard:
+        opened = pa.BufferReader(source) if isinstance(source, bytes) else source
+        with pq.ParquetFile(opened, page_checksum_verification=True) as shard:
             present = set(shard.schema_arrow.names)
             if not present <= known:
                 return None
