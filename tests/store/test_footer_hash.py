@@ -164,3 +164,26 @@ def test_shards_a_read_leaves_out_are_checked_too(campaign):
     with pytest.raises(StoreError, match=f"{other}: damaged shard: its Parquet footer"):
         connect(Campaign.open(campaign)).iterations([r[0] for r in mine])
     assert first == sorted(f.name for f in c.shard_files("iterations"))
+
+
+def test_runs_of_variant_counts_each_trial_once_as_the_view_does(campaign):
+    """The import's question, answered by Arrow (no DuckDB), is the runs view's count."""
+    c = Campaign.open(campaign)
+    con = connect(c)
+    for variant in ("imported:a", "imported:b", "imported:none"):
+        sql = con.execute("SELECT count(*) FROM runs WHERE variant = ?", [variant]).fetchone()[0]
+        assert connect(c).runs_of_variant(variant) == sql == (6 if variant != "imported:none" else 0)
+
+
+
+def test_runs_of_variant_counts_a_retried_trial_once(tmp_path):
+    from test_campaign_store import commit, run_row, table
+
+    c = Campaign.create(tmp_path / "c")
+    failed, ok = run_row(c, "n1", 0, status="failed"), run_row(c, "n1", 0, started_offset=10)
+    other = run_row(c, "n2", 0)
+    commit(c, {"runs": table("runs", [failed, other])}, "n1")
+    commit(c, {"runs": table("runs", [ok])}, "n1")
+    con = connect(c)
+    assert con.execute("SELECT count(*) FROM runs WHERE variant = 'l2sum-aaaa'").fetchone()[0] == 2
+    assert connect(c).runs_of_variant("l2sum-aaaa") == 2

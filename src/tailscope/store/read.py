@@ -733,9 +733,15 @@ class CampaignConnection:
         return self._arrow[f"{table}_all"].num_rows > 0
 
     def runs_of_variant(self, variant: str) -> int:
-        """How many trials of `variant` are stored (each counted once)."""
-        row = self.execute("SELECT count(*) FROM runs WHERE variant = ?", [variant]).fetchone()
-        return int(row[0]) if row else 0
+        """How many trials of `variant` are stored (each counted once: the rows of the runs view), by Arrow
+        alone: an import asks this before it writes, and opening DuckDB for it was most of a small
+        import's time (85 of 275 ms)."""
+        import pyarrow.compute as pc
+
+        keys = ["node", "variant", "trial"]
+        data = read_table(self.campaign, "runs", keys)
+        mine = data.filter(pc.equal(data.column("variant"), variant))
+        return mine.group_by(["node", "trial"]).aggregate([]).num_rows
 
     def samples_of(self, node: str, source: str) -> int:
         """How many background sample values of (node, source) are stored (module `samples_of`)."""
