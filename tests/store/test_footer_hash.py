@@ -187,3 +187,22 @@ def test_runs_of_variant_counts_a_retried_trial_once(tmp_path):
     con = connect(c)
     assert con.execute("SELECT count(*) FROM runs WHERE variant = 'l2sum-aaaa'").fetchone()[0] == 2
     assert connect(c).runs_of_variant("l2sum-aaaa") == 2
+
+
+def test_samples_by_node_checks_the_footer(tmp_path, capsys):
+    """The importers' question before they write (pyarrow alone) names a changed footer too."""
+    from tailscope.store.read import samples_by_node
+
+    path = tmp_path / "perf.csv"
+    path.write_text(
+        "# started on Tue Nov 24 10:00:00 2026\n\n"
+        + "".join(f"     {t}.000500000,CPU0,{250 + t},msec,task-clock,1,100.00,,\n" for t in (1, 2, 3))
+    )
+    assert main(["import", "perf-csv", str(path), "--campaign", str(tmp_path / "c"), "--node", "n1"]) == 0
+    c = Campaign.open(tmp_path / "c")
+    (shard,) = c.shard_files("samples")
+    assert sum(samples_by_node(c, "imported:perf-csv").values()) > 0
+    data = shard.read_bytes()
+    shard.write_bytes(_flip(data, len(data) - 30, random.Random(2)))
+    with pytest.raises(StoreError, match=f"{shard}: damaged shard: its Parquet footer"):
+        samples_by_node(Campaign.open(tmp_path / "c"), "imported:perf-csv")
