@@ -275,8 +275,8 @@ cli.entry()
 
 
 def test_one_shot_read_only_command_turns_the_collector_off_main_in_process_does_not(tmp_path: Path) -> None:
-    """cli._one_shot_gc: the `tailscope analyze` process turns the cyclic GC off and freezes its imported
-    modules out of any explicit collection; `main` called in this process leaves both alone."""
+    """one_shot_gc (verbs/oneshot.py): the `tailscope analyze` process turns the cyclic GC off and freezes
+    its imported modules out of any explicit collection; `main` called in this process leaves both alone."""
     import gc
 
     from tailscope.cli import main

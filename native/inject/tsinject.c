@@ -45,7 +45,7 @@
  * OPTIONS
  *   --cpus LIST        CPUs for the thread modes, kernel list syntax (0-3,8); default: CPU 0
  *   --intensity X      as above (default: 0.5 for fractions, 1000 for os-noise, 64 for memleak)
- *   --duration S       seconds to run; 0 (default) runs until SIGINT/SIGTERM
+ *   --duration S       seconds to run, at most 604800 (a week); 0 (default) runs until SIGINT/SIGTERM
  *   --period-us P      duty-cycle period of cpuoccupy, cachecopy, membw (default 10000)
  *   --size BYTES       buffer per thread of cachecopy and membw (suffix k, m, g)
  *   --work-us W        spin per os-noise wake-up (default 5)
@@ -616,8 +616,8 @@ int main(int argc, char **argv)
                 ts_die(TS_EXIT_USAGE, "--intensity %s: expected a number above 0", val);
             o.intensity = d;
         } else if (strcmp(opt, "--duration") == 0) {
-            if (ts_parse_double(val, &d) != 0 || !(d >= 0))
-                ts_die(TS_EXIT_USAGE, "--duration %s: expected seconds >= 0", val);
+            if (ts_parse_double(val, &d) != 0 || !(d >= 0) || d > 604800)
+                ts_die(TS_EXIT_USAGE, "--duration %s: expected seconds from 0 to 604800 (a week)", val);
             o.duration_s = d;
         } else if (strcmp(opt, "--period-us") == 0) {
             if (ts_parse_u64(val, &u) != 0 || u < 100 || u > 10000000)

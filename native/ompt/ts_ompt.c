@@ -20,12 +20,21 @@
  *   TAILSCOPE_OMPT_NUMA       off | first (default) | every: copy /proc/self/numa_maps after the end of each
  *                             parallel region (first: only the first instance of each code address), and once
  *                             when the program ends.
+ *   TAILSCOPE_OMPT_TOUCHED    off | first (default) | every: measure the bytes the process touched while a
+ *                             parallel region ran (first: the first two instances of each code address; the
+ *                             first may include the runtime creating its threads): before it,
+ *                             "1" to /proc/self/clear_refs clears the accessed bit of every page; after it, the
+ *                             Referenced: lines of /proc/self/smaps over the anonymous mappings are summed.
+ *                             One region at a time (one nested in or running beside a measured one is not).
+ *                             It costs a page-table walk per measured region and ages the pages' LRU state;
+ *                             nothing else of the program is changed.
  *   TAILSCOPE_OMPT_MAX_RECORDS  records kept per thread (default 16777216); later ones are counted as dropped.
  *   TAILSCOPE_OMPT_SYSFS      sysfs root for the uncore PMUs (tests: a fixture tree); default /sys.
  *   TAILSCOPE_OMPT_NOOP=1     register the callbacks but record nothing (bench: what OMPT dispatch costs alone).
  *
- * Output (DIR; a process started by the traced one with the same environment writes into DIR/child-PID/):
- *   meta.tsv       key<TAB>value: pid, runtime (omp runtime version string), tsc_hz, anchors (TSC, CLOCK_MONOTONIC
+ * Output (DIR; a process started by the traced one with the same environment writes into DIR/child-PID/, a
+ * process it fork()s without exec into DIR/fork-PID/, with its own record numbering and parent_pid in meta.tsv):
+ *   meta.tsv       key<TAB>value: pid, parent_pid (a fork()ed child), runtime (omp runtime version string), tsc_hz, anchors (TSC, CLOCK_MONOTONIC
  *                  ns, CLOCK_REALTIME ns at start and at end), events, uncore events, skipped events, dropped.
  *   threads.tsv    thread, tid, type (initial|worker|other), first_cpu.
  *   objects.tsv    object, path, base (hex): the loaded objects the code addresses fall in (dladdr).
@@ -38,6 +47,8 @@
  *                  (implicit_task: after a '/'), iteration count (work).
  *   uncore.tsv     parallel, endpoint, tsc, pmu, unit, socket, width, event, value, enabled, running.
  *   numa/NNNNNN.txt and numa.tsv (snapshot, parallel, tsc, file): numa_maps copies.
+ *   touched.tsv    parallel, referenced (bytes of anonymous pages referenced while it ran), faults (minor + major
+ *                  page faults of the process meanwhile: pages first touched), page_size.
  *
  * Cost: one callback appends a 40-byte record (plus 8 bytes per counter) to the calling thread's own buffer
  * (no lock, no system call unless counters are read; an mmap per 65536 records); the files are written when
@@ -62,6 +73,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -141,8 +153,18 @@ static struct {
     int nsnapshots;
     const void **seen;   /* code addresses already snapshotted (first mode) */
     size_t nseen, capseen;
+    /* bytes touched per parallel region (clear_refs + smaps Referenced) */
+    int touch_mode;      /* 0 off, 1 first (default), 2 every */
+    _Atomic uint64_t touch_active; /* the parallel region being measured (0: none): one at a time */
+    uint64_t touch_minflt;
+    FILE *touch_index;
+    const void **touch_seen, **touch_seen2; /* addresses measured once, twice */
+    size_t ntouch_seen, captouch_seen, ntouch_seen2, captouch_seen2;
     bool failed;
+    bool written;        /* the files are written (finalize, or exit of a fork()ed child) */
     pid_t pid;
+    pid_t parent_pid;    /* a fork()ed child: the process it was forked from (0: none) */
+    char root[4096];     /* TAILSCOPE_OMPT_OUT: fork()ed children write into root/fork-PID/ */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local tbuf *t_buf;
@@ -398,6 +420,124 @@ out:
     pthread_mutex_unlock(&g.lock);
 }
 
+/* ---- bytes touched per parallel region ----
+ * Before a measured region the tool writes "1" to /proc/self/clear_refs (the kernel clears the accessed bit of
+ * every page of the process); after it, the Referenced: lines of /proc/self/smaps over the anonymous mappings
+ * (heap, stack, anonymous mmap: the program's data, as for the placement) are the bytes the process touched,
+ * read or written, while the region ran, at page granularity. One region at a time is measured (a nested or
+ * concurrent one is not). The page-fault count (getrusage) is taken too: the pages first touched inside. */
+static bool seen_add(const void ***set, size_t *n, size_t *cap, const void *codeptr)
+{
+    for (size_t i = 0; i < *n; i++)
+        if ((*set)[i] == codeptr)
+            return true;
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        const void **s = realloc(*set, c * sizeof *s);
+        if (!s)
+            return true; /* out of memory: treat as seen (measure nothing more) */
+        *set = s;
+        *cap = c;
+    }
+    (*set)[(*n)++] = codeptr;
+    return false;
+}
+
+static uint64_t faults_now(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
+}
+
+/* Sum of Referenced: over the anonymous mappings of /proc/self/smaps, in bytes; -1 when it cannot be read. */
+static long long smaps_referenced_anon(void)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return -1;
+    char line[512];
+    bool at_start = true, anon = false;
+    long long kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        bool start = at_start;
+        at_start = strchr(line, '\n') != NULL; /* a long line (a path) comes in pieces */
+        if (!start)
+            continue;
+        unsigned long long lo, hi, inode;
+        char perms[8], dev[16];
+        int name_at = 0;
+        if (sscanf(line, "%llx-%llx %7s %*x %15s %llu %n", &lo, &hi, perms, dev, &inode, &name_at) == 5) {
+            const char *name = line + name_at;
+            anon = inode == 0 && (*name == '\n' || *name == '\0' ||
+                                  (name[0] == '[' && strncmp(name, "[v", 2) != 0)); /* not [vdso] [vvar] */
+            continue;
+        }
+        long long v;
+        if (anon && sscanf(line, "Referenced: %lld kB", &v) == 1)
+            kb += v;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    return bad ? -1 : kb * 1024;
+}
+
+static void touch_begin(uint64_t parallel, const void *codeptr)
+{
+    if (g_noop || !g.touch_mode || !g.touch_index)
+        return;
+    uint64_t idle = 0;
+    if (!atomic_compare_exchange_strong(&g.touch_active, &idle, UINT64_MAX))
+        return; /* a region is being measured: this one is nested in it or runs beside it */
+    pthread_mutex_lock(&g.lock);
+    /* first: the first two instances of each address (the first may include the runtime starting threads) */
+    bool go = g.touch_mode == 2 || !seen_add(&g.touch_seen, &g.ntouch_seen, &g.captouch_seen, codeptr) ||
+              !seen_add(&g.touch_seen2, &g.ntouch_seen2, &g.captouch_seen2, codeptr);
+    pthread_mutex_unlock(&g.lock);
+    if (go) {
+        int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0 && write(fd, "1", 1) == 1) {
+            close(fd);
+            g.touch_minflt = faults_now();
+            atomic_store(&g.touch_active, parallel);
+            return;
+        }
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        pthread_mutex_lock(&g.lock);
+        note("%s%s\n", "bytes touched: /proc/self/clear_refs: ", strerror(err));
+        pthread_mutex_unlock(&g.lock);
+        g.touch_mode = 0;
+    }
+    atomic_store(&g.touch_active, 0);
+}
+
+static void touch_end(uint64_t parallel)
+{
+    if (parallel == 0 || atomic_load(&g.touch_active) != parallel)
+        return;
+    long long bytes = smaps_referenced_anon();
+    uint64_t faults = faults_now() - g.touch_minflt;
+    pthread_mutex_lock(&g.lock);
+    if (bytes >= 0 && g.touch_index)
+        fprintf(g.touch_index, "%llu\t%lld\t%llu\t%ld\n", (unsigned long long)parallel, bytes,
+                (unsigned long long)faults, sysconf(_SC_PAGESIZE));
+    pthread_mutex_unlock(&g.lock);
+    atomic_store(&g.touch_active, 0);
+}
+
+static FILE *open_index(const char *name, const char *header)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", g.out, name);
+    FILE *f = fopen(path, "we");
+    if (f)
+        fputs(header, f);
+    return f;
+}
+
 /* ---- callbacks ---- */
 static void on_thread_begin(ompt_thread_t type, ompt_data_t *thread_data)
 {
@@ -413,6 +553,7 @@ static void on_parallel_begin(ompt_data_t *task, const ompt_frame_t *frame, ompt
     (void)task, (void)frame, (void)flags;
     uint64_t id = atomic_fetch_add(&g.next_parallel, 1) + 1;
     parallel->value = id;
+    touch_begin(id, codeptr);
     uncore_read(id, 1);
     record(K_PARALLEL, 0, ompt_scope_begin, id, codeptr, requested, 0);
 }
@@ -422,6 +563,7 @@ static void on_parallel_end(ompt_data_t *parallel, ompt_data_t *task, int flags,
     (void)task, (void)flags;
     record(K_PARALLEL, 0, ompt_scope_end, parallel->value, codeptr, 0, 0);
     uncore_read(parallel->value, 2);
+    touch_end(parallel->value);
     numa_snapshot(parallel->value, codeptr, false);
 }
 
@@ -493,6 +635,103 @@ static int set_cb(ompt_callbacks_t which, ompt_callback_t cb, const char *name)
     return 0;
 }
 
+/* The files written while the program runs (numa.tsv and its copies, touched.tsv), in g.out. */
+static void open_indexes(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/numa", g.out);
+    if (g.numa_mode && mkdir(path, 0755) != 0 && errno != EEXIST)
+        g.numa_mode = 0;
+    if (g.numa_mode && !(g.numa_index = open_index("numa.tsv", "snapshot\tparallel\ttsc\tfile\n")))
+        g.numa_mode = 0;
+    if (g.touch_mode && !(g.touch_index = open_index("touched.tsv", "parallel\treferenced\tfaults\tpage_size\n")))
+        g.touch_mode = 0;
+}
+
+/* ---- fork() without exec: the child keeps tracing, into ROOT/fork-PID/ ----
+ * Before the fork the tool's lock is taken (no thread holds it half-way through an update) and the buffered
+ * index files are flushed (the child must not write the parent's pending lines a second time). The child
+ * starts with no records: the thread that forked is its thread 0 (its counters reopened: the inherited ones
+ * count the parent's thread), the other threads' buffers are dropped (those threads do not exist in it),
+ * uncore counters are off (they belong to the parent). Its files are written at the runtime's finalize, as the
+ * parent's: libomp's fork handler re-initialises the runtime in the child, which finalizes it (and the tool)
+ * when it exits, after joining its worker threads. A child ended by _exit or a signal writes nothing. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&g.lock);
+    if (g.numa_index)
+        fflush(g.numa_index);
+    if (g.touch_index)
+        fflush(g.touch_index);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&g.lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_unlock(&g.lock);
+    g.parent_pid = g.pid;
+    g.pid = getpid();
+    g.written = false;
+    int n = snprintf(g.out, sizeof g.out, "%s/fork-%d", g.root, (int)g.pid);
+    if (n < 0 || (size_t)n >= sizeof g.out || (mkdir(g.out, 0755) != 0 && errno != EEXIST)) {
+        g_noop = true; /* nowhere to write: the child runs untraced */
+        g.written = true;
+        g.numa_mode = g.touch_mode = 0;
+        return;
+    }
+    tbuf *self = t_buf;
+    for (tbuf *b = g.threads, *next; b; b = next) {
+        next = b->next;
+        for (size_t i = 0; i < b->nchunks; i++) {
+            munmap(b->chunks[i].recs, CHUNK_RECS * sizeof(rec));
+            if (b->chunks[i].vals)
+                munmap(b->chunks[i].vals, CHUNK_RECS * g.nevents * sizeof(uint64_t));
+        }
+        free(b->chunks);
+        b->chunks = NULL;
+        b->nchunks = b->capchunks = b->n = 0;
+        b->dropped = 0;
+        if (b->counting)
+            ts_counters_close(&b->counters);
+        b->counting = false;
+        if (b != self)
+            free(b);
+    }
+    g.threads = self;
+    g.nthreads = self ? 1 : 0;
+    if (self) {
+        self->next = NULL;
+        self->thread = 0;
+        self->tid = (pid_t)syscall(SYS_gettid);
+        if (g.nevents) {
+            ts_counters_init(&self->counters, &g.ev);
+            if (ts_counters_open_self(&self->counters, -1) == (int)g.nevents &&
+                ts_counters_enable(&self->counters) == 0)
+                self->counting = true;
+            else
+                ts_counters_close(&self->counters);
+        }
+    }
+    if (g.uncore)
+        ts_counters_close(&g.ucounters);
+    g.uncore = false;
+    g.nurecs = g.nuvals = 0;
+    if (g.numa_index)
+        fclose(g.numa_index); /* flushed before the fork: closes the child's descriptor only */
+    if (g.touch_index)
+        fclose(g.touch_index);
+    g.numa_index = g.touch_index = NULL;
+    g.nsnapshots = 0;
+    g.nseen = g.ntouch_seen = g.ntouch_seen2 = 0;
+    atomic_store(&g.touch_active, 0);
+    g.skipped[0] = '\0';
+    open_indexes();
+}
+
 static int tool_initialize(ompt_function_lookup_t lookup, int initial_device, ompt_data_t *tool_data)
 {
     (void)initial_device, (void)tool_data;
@@ -520,18 +759,8 @@ static int tool_initialize(ompt_function_lookup_t lookup, int initial_device, om
                 ts_counters_close(&g.ucounters);
         }
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/numa", g.out);
-    if (g.numa_mode && mkdir(path, 0755) != 0 && errno != EEXIST)
-        g.numa_mode = 0;
-    if (g.numa_mode) {
-        snprintf(path, sizeof path, "%s/numa.tsv", g.out);
-        g.numa_index = fopen(path, "w");
-        if (!g.numa_index)
-            g.numa_mode = 0;
-        else
-            fputs("snapshot\tparallel\ttsc\tfile\n", g.numa_index);
-    }
+    open_indexes();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     set_cb(ompt_callback_thread_begin, (ompt_callback_t)on_thread_begin, "thread_begin");
     int bad = 0;
     bad |= set_cb(ompt_callback_parallel_begin, (ompt_callback_t)on_parallel_begin, "parallel_begin");
@@ -627,16 +856,27 @@ static const char *thread_type(int t)
     }
 }
 
+static void write_files(void);
+
 static void tool_finalize(ompt_data_t *tool_data)
 {
     (void)tool_data;
-    if (getpid() != g.pid)
-        return; /* a fork()ed child without exec: its parent writes the trace */
+    write_files();
+}
+
+static void write_files(void)
+{
+    if (g.written || getpid() != g.pid)
+        return; /* written already (a fork()ed child at exit, then the runtime's finalize) */
+    g.written = true;
     numa_snapshot(0, NULL, true);
     ts_anchor_take(&g.end, g.tsc_hz);
     if (g.numa_index && fclose(g.numa_index) != 0)
         fprintf(stderr, "tailscope ompt: error writing %s/numa.tsv\n", g.out);
     g.numa_index = NULL;
+    if (g.touch_index && fclose(g.touch_index) != 0)
+        fprintf(stderr, "tailscope ompt: error writing %s/touched.tsv\n", g.out);
+    g.touch_index = NULL;
 
     objmap m = {.cap = 8192};
     m.addr = calloc(m.cap, sizeof *m.addr);
@@ -725,6 +965,8 @@ static void tool_finalize(ompt_data_t *tool_data)
     f = open_out("meta.tsv");
     if (f) {
         fprintf(f, "pid\t%d\n", (int)getpid());
+        if (g.parent_pid)
+            fprintf(f, "parent_pid\t%d\n", (int)g.parent_pid);
         fprintf(f, "runtime\t%s\n", g.runtime ? g.runtime : "");
         fprintf(f, "tsc_hz\t%.1f\n", g.tsc_hz);
         fprintf(f, "start_tsc\t%llu\nstart_mono_ns\t%lld\nstart_real_ns\t%lld\n", (unsigned long long)g.start.tsc,
@@ -787,6 +1029,13 @@ ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *
         g.numa_mode = 0;
     else if (mode && strcmp(mode, "every") == 0)
         g.numa_mode = 2;
+    const char *touch = getenv("TAILSCOPE_OMPT_TOUCHED");
+    g.touch_mode = 1;
+    if (touch && strcmp(touch, "off") == 0)
+        g.touch_mode = 0;
+    else if (touch && strcmp(touch, "every") == 0)
+        g.touch_mode = 2;
+    strcpy(g.root, out);
     const char *noop = getenv("TAILSCOPE_OMPT_NOOP");
     g_noop = noop && strcmp(noop, "1") == 0;
     const char *max = getenv("TAILSCOPE_OMPT_MAX_RECORDS");

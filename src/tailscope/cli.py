@@ -382,6 +382,9 @@ def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--numa", choices=["first", "every", "off"], default="first",
                    help="copy numa_maps after the first instance of each parallel region (default), each, "
                    "or never")
+    p.add_argument("--touched", choices=["first", "every", "off"], default="first",
+                   help="measure the bytes a parallel region touched on its first two instances (default), "
+                   "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)")
     p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
                    "(default 100,200,1024,10240)")
     p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
@@ -411,7 +414,11 @@ def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
         action="store_true",
         help="NHC check for this node: exit 1 when degraded, 3 when inconclusive (default)",
     )
-    p.add_argument("--node", help="the node to check (default $SLURMD_NODENAME, else the short host name)")
+    p.add_argument(
+        "--node",
+        help="the node to check (default: the first of $SLURMD_NODENAME, NHC's $HOSTNAME, the host name and "
+        "their short forms that has runs in the campaign)",
+    )
     p.add_argument("--drain", action="store_true", help="print scontrol drain commands for the failing nodes")
     p.add_argument("--apply", action="store_true", help="with --drain: run them")
     p.add_argument("--prometheus", type=Path, metavar="FILE", help="write a node_exporter textfile (.prom)")

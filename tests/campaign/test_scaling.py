@@ -8,8 +8,8 @@ import os
 import pytest
 
 from tailscope.cli import main
-from tailscope.probes.scaling import scaling_table
 from tailscope.store.views import connect
+from tailscope.verbs.scaling import scaling_table
 
 
 def test_stream_one_to_all_cores(tmp_path, capsys):

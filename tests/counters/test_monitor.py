@@ -265,3 +265,20 @@ def test_monitor_verb_stores_samples(tmp_path, capsys):
     assert n >= 5 and series >= 4  # the default software events
     assert main(["monitor", "--interval", "0.5ms", "-o", str(tmp_path / "x")]) == 2
     assert "shortest interval is 1ms" in capsys.readouterr().err
+
+
+def test_the_monitor_verb_runs_through_main(tmp_path, capsys):
+    """`tailscope monitor ...` through the command line's main: its COMMAND positional and the verb's own
+    name were one `command` attribute, so every monitor command died with TypeError: unhashable type:
+    'list' before it started (issue 23)."""
+    from tailscope.cli import main
+
+    out = tmp_path / "m.jsonl"
+    code = main(["monitor", "--interval", "10ms", "-o", str(out), "--", "sh", "-c", "sleep 0.05; exit 3"])
+    assert code == 3  # the command's status, as tsmon passes it on
+    mf = monitor.read(out)
+    assert mf.end["reason"] == "command exited" and len(mf.sample) >= 2
+    assert f"monitor: {out}" in capsys.readouterr().err
+    assert main(["monitor", "--campaign", str(tmp_path / "c"), "--duration", "0.05"]) == 0
+    assert "stored" in capsys.readouterr().err
+    assert main(["monitor"]) == 2 and "give -o FILE or --campaign DIR" in capsys.readouterr().err

@@ -36,8 +36,8 @@ import pandas as pd
 
 from tailscope.counters.errors import MetricsInputError
 from tailscope.counters.gauges import is_gauge
-from tailscope.importers.perfcounts import ARRAYS
-from tailscope.importers.perfcounts import SOURCE as PERFCOUNTS_SOURCE
+from tailscope.counters.perfcounts_format import ARRAYS
+from tailscope.counters.perfcounts_format import SOURCE as PERFCOUNTS_SOURCE
 from tailscope.store.campaign import Campaign, StoreError
 from tailscope.store.read import connect
 

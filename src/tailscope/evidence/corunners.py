@@ -41,13 +41,27 @@ class ProcInfo:
     processor: int
 
 
+# Kernel threads: what they take is OS noise (or reclaim), not another job's CPU time.
+KERNEL_THREAD_PREFIXES = (
+    "kworker", "ksoftirqd", "migration", "rcu_", "rcuc", "rcuog", "rcuop", "irq/", "watchdog", "cpuhp",
+    "kthreadd", "kswapd", "kcompactd", "khugepaged", "ktimers", "idle_inject",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Corunner:
+    """A process that took CPU time on the probe's CPUs during a trial (the corunners table's row; the cause
+    catalogue reads them back as these, analysis/causes/context.py)."""
+
     pid: int
     comm: str
     cmdline: str | None
     cpu_s: float
-    share: float
+    share: float  # of (trial wall time x probe CPUs)
+
+    @property
+    def kernel_thread(self) -> bool:
+        return self.comm.startswith(KERNEL_THREAD_PREFIXES)
 
 
 def parse_stat(text: str, pid: int) -> ProcInfo:

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from tailscope.counters.perfcounts_format import ARRAYS, SOURCE
 from tailscope.importers import BOM, ImportInputError, digest_in_background, stored_samples_by_node
 from tailscope.importers.fast_csv import FastReaderFallback
 from tailscope.native import NativeMissingError, native_library
@@ -70,52 +71,12 @@ from tailscope.store.schema import TABLES
 if TYPE_CHECKING:
     from tailscope.store.load import Transaction
 
-SOURCE = "imported:perfcounts"
 FORMAT = "perfcounts"
 CHUNK_ROWS = 1 << 20  # rows per written shard
 MAX_LINE = 65536  # characters; the seed's longest lines are ~100
 TSC_REF_HZ = 100e6  # TSC_ratio x 100 MHz = TSC frequency (seed: TSC GHz = TSC_ratio x 0.1)
 
 
-@dataclass(frozen=True)
-class ArraySpec:
-    """One sample array of the format: its indices before the sample number and where its rows go."""
-
-    name: str
-    layout: tuple[str, ...]  # index kinds before the sample: "cpu", "socket", "box", "event", "pmu", "unit"
-    pmu: str  # "{socket}" is replaced by the socket index
-    width: int | None  # counter width in bits; None for gauges (no deltas)
-    hex: bool = False  # the sampler writes these in hexadecimal
-
-
-def _specs(*specs: ArraySpec) -> dict[str, ArraySpec]:
-    return {s.name: s for s in specs}
-
-
-ARRAYS: dict[str, ArraySpec] = _specs(
-    ArraySpec("tsc", (), "tsc", 63),  # the samples' tsc column is int64
-    ArraySpec("walltime", ("part",), "walltime", 34),  # seconds until 2514; t_ns is int64
-    ArraySpec("core_fixed_counts", ("cpu", "event"), "cpu_fixed", 48),
-    ArraySpec("core_counts", ("cpu", "event"), "cpu", 48),
-    ArraySpec("aperf", ("cpu",), "msr", 64),
-    ArraySpec("mperf", ("cpu",), "msr", 64),
-    ArraySpec("cha_counts", ("socket", "box", "event"), "uncore_cha:{socket}", 48),
-    ArraySpec("imc_counts", ("socket", "box", "event"), "uncore_imc:{socket}", 48),
-    ArraySpec("ha_counts", ("socket", "box", "event"), "uncore_ha:{socket}", 48),
-    ArraySpec("qpi_counts", ("socket", "box", "event"), "uncore_qpi:{socket}", 48),
-    ArraySpec("upi_counts", ("socket", "box", "event"), "uncore_upi:{socket}", 48),
-    ArraySpec("pcu_counts", ("socket", "event"), "uncore_pcu", 48),
-    ArraySpec("ubox_uclk", ("socket",), "uncore_ubox", 48),
-    ArraySpec("rapl_pkg_energy", ("socket",), "power", 32),
-    ArraySpec("rapl_dram_energy", ("socket",), "power", 32),
-    ArraySpec("rapl_pkg_throttled", ("socket",), "power", 32),
-    ArraySpec("smi_count", ("socket",), "package", 32),
-    ArraySpec("pkg_temperature", ("socket",), "package", None),
-    ArraySpec("pkg_therm_status", ("socket",), "package", None, hex=True),
-    ArraySpec("pkg_core_perf_limit_reasons", ("socket",), "package", None, hex=True),
-    ArraySpec("pkg_ring_perf_limit_reasons", ("socket",), "package", None, hex=True),
-    ArraySpec("other_counts", ("pmu", "unit", "event"), "{pmu}", None),
-)
 _LAYOUT_TEXT = {"cpu": "[cpu]", "socket": "[socket]", "box": "[box]", "event": '["EVENT"]', "part": "[0|1]"}
 _LAYOUT_TEXT.update({"pmu": '["pmu"]', "unit": "[unit]"})
 

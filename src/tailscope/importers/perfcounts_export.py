@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from tailscope.counters.perfcounts_format import ARRAYS, ArraySpec
 from tailscope.importers import ImportInputError
-from tailscope.importers.perfcounts import ARRAYS, ArraySpec
 from tailscope.store.campaign import Campaign, write_atomic_bytes
 from tailscope.store.read import connect
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tailscope.inject.kinds import KINDS, InjectInputError
-from tailscope.options import TRIALS, whole
+from tailscope.options import SECONDS, TRIALS, number, whole
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -36,12 +36,37 @@ def _signals_stop() -> Iterator[None]:
             signal.signal(s, h)
 
 
+def cmd_restore() -> int:
+    """`tailscope inject --restore`: put back what runs that are gone left in the node-state journal."""
+    from tailscope.node.journal import existing_dirs, live_runs, restore_dead, restored_lines
+
+    restored = restore_dead()
+    lines = restored_lines(restored)
+    for line in lines:
+        print(line)
+    if not lines:
+        where = ", ".join(map(str, existing_dirs())) or "no journal on this node"
+        print(f"nothing to restore ({where})")
+    for owner in live_runs():
+        print(f"pid {owner.pid} still runs: what it changed is its own to undo (left alone)")
+    return EXIT_FAILED if any(r.failed for r in restored) else EXIT_OK
+
+
 def cmd_inject(args: argparse.Namespace) -> int:
     from tailscope.inject.control import Injection, online_cpus, parse_cpus
+    from tailscope.node.journal import restore_before_changing
 
-    cpus = parse_cpus(args.cpus) if args.cpus else ([0] if args.kind != "cpu-quota" else online_cpus())
-    if args.duration is not None and not args.duration > 0:
-        raise InjectInputError(f"--duration {args.duration}: expected seconds above 0")
+    if args.restore:
+        if args.kind is not None:
+            raise InjectInputError(f"--restore takes no KIND (got {args.kind}): it restores every dead run's")
+        return cmd_restore()
+    if args.kind is None:
+        raise InjectInputError("inject: expected a KIND (or --restore); --help lists them")
+    if args.cpus is not None:
+        cpus = parse_cpus(args.cpus)
+    else:
+        cpus = [0] if args.kind != "cpu-quota" else online_cpus()
+    restore_before_changing()
     inj = Injection.of(
         args.kind, args.intensity, cpus=cpus, pids=args.pid or [], cgroup=args.cgroup, reserve=args.reserve
     )
@@ -81,13 +106,25 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="run one fault injector in the foreground (until --duration or Ctrl-C)",
         description=f"Intensity per kind -- {kinds}.",
     )
-    p.add_argument("kind", choices=list(KINDS), metavar="KIND", help=", ".join(KINDS))
-    p.add_argument("--intensity", type=float, metavar="X", help="see the kinds above (default per kind)")
+    p.add_argument("kind", nargs="?", choices=list(KINDS), metavar="KIND", help=", ".join(KINDS))
+    p.add_argument(
+        "--intensity", type=number(0, lo_open=True), metavar="X", help="see the kinds above"
+    )
     p.add_argument("--cpus", metavar="LIST", help="CPUs to act on (default 0; cpu-quota: all, for its size)")
-    p.add_argument("--duration", type=float, metavar="S", help="seconds (default: until SIGINT/SIGTERM)")
-    p.add_argument("--pid", type=int, action="append", help="cpu-quota: a process to put under the quota")
+    p.add_argument(
+        "--duration", type=SECONDS, metavar="S", help="seconds, at most a week (default: until Ctrl-C)"
+    )
+    p.add_argument(
+        "--pid", type=whole(1, 1 << 22), action="append", help="cpu-quota: a process to put under the quota"
+    )
     p.add_argument("--cgroup", type=Path, metavar="DIR", help="cpu-quota: a cgroup whose quota to set")
     p.add_argument("--reserve", metavar="BYTES", help="memory kinds: MemAvailable to leave (default 1g)")
+    p.add_argument(
+        "--restore",
+        action="store_true",
+        help="restore what runs that are gone (killed, even by SIGKILL) left changed on this node, from the "
+        "node-state journal (docs/inject.md); a live run's changes are never touched",
+    )
     p.set_defaults(func=cmd_inject)
 
     p = sub.add_parser(
@@ -97,7 +134,9 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--injectors", metavar="K1,K2", help="injectors to use (default: all that can act here)")
     p.add_argument("--trials", type=TRIALS, default=200, metavar="N", help="trials in all (default 200)")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
-    p.add_argument("--seed", type=int, metavar="S", help="schedule seed (default: random, recorded)")
+    p.add_argument(
+        "--seed", type=whole(0, (1 << 63) - 1), metavar="S", help="schedule seed (default: random, recorded)"
+    )
     p.add_argument("--probe", default="stream", help="probe every trial runs (default stream)")
     p.add_argument("--param", action="append", metavar="K=V", help="probe option, e.g. page=thp (repeatable)")
     p.add_argument(
@@ -105,7 +144,7 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     p.add_argument(
         "--inject-fraction",
-        type=float,
+        type=number(0, 1, lo_open=True, hi_open=True),
         default=0.25,
         metavar="F",
         help="share of blocks injected (0.25: the node median, the analysis' reference, stays a clean one)",

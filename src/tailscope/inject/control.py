@@ -3,8 +3,9 @@
 `Injection` is a context manager: `start()` returns once the injection is in force (tsinject printed its
 `ready` record, the cgroup quota or the frequency cap is written); `stop()` ends the tsinject process
 (SIGTERM, then SIGKILL after a grace period), moves processes back to their own cgroups and removes the one it
-made, and writes back every sysfs/procfs value it changed. tsinject also dies with its parent
-(PR_SET_PDEATHSIG), so even a SIGKILL of tailscope leaves no injector running.
+made, and writes back every sysfs/procfs value it changed. Every change is first written to the node-state
+journal (node/journal.py), whose restore helper undoes it if tailscope is SIGKILLed; tsinject also dies with
+its parent (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from tailscope.inject.kinds import InjectInputError, InjectorKind, kind_named
 from tailscope.native import native_path
+from tailscope.node.journal import Entry, JournalError, start_time, this_journal
 
 READY_TIMEOUT_S = 300.0  # thp-fragment takes a minute to take and fragment all memory here
 STOP_GRACE_S = 10.0
@@ -34,17 +36,24 @@ def online_cpus() -> list[int]:
 
 
 def parse_cpus(text: str) -> list[int]:
-    """`0-2,5` -> [0, 1, 2, 5]; a CPU this process cannot run on is an input error."""
+    """`0-2,5` -> [0, 1, 2, 5]; a CPU this process cannot run on is an input error. Every number is checked
+    against the CPUs here before a range is expanded, so memory never follows a number the user gave."""
+    online = online_cpus()
+    top = max(online)
     cpus: set[int] = set()
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.strip().partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise InjectInputError(f"--cpus {text}: expected a CPU list like 0-3,8") from None
-    missing = cpus - set(online_cpus())
-    if not cpus or missing:
-        raise InjectInputError(f"--cpus {text}: CPU {sorted(missing or {-1})[0]} is not available here")
+    for part in text.split(","):
+        lo_text, dash, hi_text = part.strip().partition("-")
+        if not lo_text.isdigit() or (dash and not hi_text.isdigit()):
+            raise InjectInputError(f"--cpus {text!r}: expected a CPU list like 0-3,8")
+        lo, hi = int(lo_text), int(hi_text) if dash else int(lo_text)
+        if hi < lo:
+            raise InjectInputError(f"--cpus {text!r}: range {part.strip()} runs backwards")
+        if hi > top:
+            raise InjectInputError(f"--cpus {text!r}: CPU {max(lo, top + 1)} is not available here")
+        cpus.update(range(lo, hi + 1))
+    missing = cpus - set(online)
+    if missing:
+        raise InjectInputError(f"--cpus {text!r}: CPU {sorted(missing)[0]} is not available here")
     return sorted(cpus)
 
 
@@ -67,9 +76,8 @@ class Injection:
     returncode: int | None = None  # tsinject's exit status once stopped
     error: str = ""  # tsinject's last stderr line, if any
     _proc: subprocess.Popen[str] | None = None
-    _restore: list[tuple[Path, str]] = field(default_factory=list)  # files to write back, in order
-    _moved: list[tuple[int, Path]] = field(default_factory=list)  # (pid, original cgroup dir)
-    _made: Path | None = None
+    _changes: list[Entry] = field(default_factory=list)  # journal entries of what start() changed, in order
+    _proc_entry: Entry | None = None  # the journal entry of the tsinject process
 
     @classmethod
     def of(cls, name: str, intensity: float | None = None, **kw: Any) -> Injection:
@@ -135,33 +143,16 @@ class Injection:
                 proc.stderr.close()
             if proc.stdout:
                 proc.stdout.close()
-        for pid, original in reversed(self._moved):
+        journal = this_journal()
+        if self._proc_entry is not None:
+            journal.forget(self._proc_entry)
+            self._proc_entry = None
+        changes, self._changes = self._changes, []
+        for entry in reversed(changes):  # the last change first: pids out, quota back, then the cgroup
             try:
-                (original / "cgroup.procs").write_text(f"{pid}\n")
-            except ProcessLookupError:
-                pass  # the process ended: nothing to move back
+                journal.restore(entry)
             except OSError as exc:
-                if exc.errno != 3:  # ESRCH
-                    errors.append(f"moving pid {pid} back to {original}: {exc.strerror}")
-        self._moved.clear()
-        for path, value in reversed(self._restore):
-            try:
-                path.write_text(value)
-            except OSError as exc:
-                errors.append(f"restoring {path} to {value.strip()}: {exc.strerror}")
-        self._restore.clear()
-        made, self._made = self._made, None
-        if made is not None:
-            for _ in range(50):  # a moved process may take a moment to leave
-                try:
-                    made.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
-            else:
-                errors.append(f"could not remove cgroup {made}")
+                errors.append(f"{entry.what}: {exc.strerror or exc}")
         if errors:
             raise InjectInputError(f"{self.kind.name}: cleanup incomplete: {'; '.join(errors)}")
 
@@ -189,6 +180,10 @@ class Injection:
             # set in the child before exec, so not one page is touched on the probe's CPUs
             preexec_fn=(lambda: os.sched_setaffinity(0, home)) if home else None,
         )
+        start = start_time(self._proc.pid)
+        self._proc_entry = this_journal().record(
+            "process", pid=self._proc.pid, pid_start=start, name="tsinject " + self.kind.name
+        )
         assert self._proc.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -209,10 +204,22 @@ class Injection:
         """Write `value` to a sysfs/procfs file, remembering the old value for stop()."""
         try:
             old = path.read_text()
-            path.write_text(value)
         except OSError as exc:
             raise InjectInputError(f"{self.kind.name}: {path}: {exc.strerror} (needs root)") from exc
-        self._restore.append((path, old))
+        entry = self._record("write", path=str(path), value=old)
+        try:
+            path.write_text(value)
+        except OSError as exc:
+            this_journal().forget(entry)
+            raise InjectInputError(f"{self.kind.name}: {path}: {exc.strerror} (needs root)") from exc
+        self._changes.append(entry)
+
+    def _record(self, action: str, **fields: Any) -> Entry:
+        """The journal entry of a change about to be made (before it is made)."""
+        try:
+            return this_journal().record(action, **fields)
+        except JournalError as exc:
+            raise InjectInputError(f"{self.kind.name}: {exc}") from exc
 
     # -- cpu-quota (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us) ----------------------------------------
     def _start_quota(self) -> None:
@@ -227,22 +234,28 @@ class Injection:
             group = self.cgroup
         else:
             group = hierarchy.root / f"tailscope-inject-{os.getpid()}-{time.monotonic_ns()}"
+            entry = self._record("mkdir", path=str(group))
             try:
                 group.mkdir()
             except OSError as exc:
+                this_journal().forget(entry)
                 raise InjectInputError(f"cpu-quota: cannot create {group}: {exc.strerror}") from exc
-            self._made = group
+            self._changes.append(entry)
         for path, value in hierarchy.quota_files(group, quota_us, period_us):
             self._set(path, value)
         for pid in self.pids:
             original = hierarchy.cgroup_of(pid)
+            entry = self._record(
+                "move", pid=pid, pid_start=start_time(pid), group=str(group), origin=str(original)
+            )
             try:
                 (group / "cgroup.procs").write_text(f"{pid}\n")
             except OSError as exc:
+                this_journal().forget(entry)
                 raise InjectInputError(
                     f"cpu-quota: cannot move pid {pid} into {group}: {exc.strerror}"
                 ) from exc
-            self._moved.append((pid, original))
+            self._changes.append(entry)
         self.ready = {
             "record": "ready",
             "cgroup": str(group),

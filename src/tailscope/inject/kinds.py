@@ -31,10 +31,11 @@ class InjectorKind:
     # pinned threads; the process is kept off the probe's CPUs so that its own CPU time is not counted as
     # contention when it is the memory, not the CPU, it takes).
     placement: str = "probe"
+    maximum: float = 1.0  # the largest intensity (1 for fractions)
 
     def check_intensity(self, value: float) -> float:
-        if not value > 0 or (self.fraction and value > 1):
-            expected = "a fraction in (0, 1]" if self.fraction else "a number above 0"
+        if not 0 < value <= self.maximum:
+            expected = "a fraction in (0, 1]" if self.fraction else f"a number in (0, {self.maximum:g}]"
             raise InjectInputError(f"--intensity {value:g}: {self.name} takes {expected} ({self.intensity})")
         return value
 
@@ -76,6 +77,7 @@ KINDS: dict[str, InjectorKind] = {
             (1000.0, 5000.0, 20000.0),
             "os-noise",
             fraction=False,
+            maximum=1e6,  # tsinject's own limit: a wake-up per microsecond
         ),
         InjectorKind(
             "memeater",
@@ -97,6 +99,7 @@ KINDS: dict[str, InjectorKind] = {
             fraction=False,
             needs_cpus=False,
             placement="beside",
+            maximum=1 << 20,  # 1 TiB/s: beyond any node's memory bandwidth
         ),
         InjectorKind(
             "memthrash",

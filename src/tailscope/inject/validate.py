@@ -5,8 +5,8 @@ the injections at block boundaries: the trials are cut into blocks of `block` tr
 blocks (`inject_fraction`) gets one injection each -- a (kind, intensity) cell drawn so that every cell of
 every kind's graded intensities comes round equally often -- and the others stay clean, with injected
 blocks placed between clean ones. The schedule (seed included) goes into the `injections` table, the
-scores (score.py) into `validation`. `analysis_for_scoring` is the one place the analysis is made for
-scoring.
+scores (score.py) into `validation`. verbs/validate.py runs the campaign and scores it
+(`analysis_for_scoring` there is the one place the analysis is made for scoring).
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
 
 THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+# The schedule so far, beside the campaign's store while validate runs (rewritten atomically at every block
+# boundary): a validate that was SIGKILLed has stored its trials (a commit per block) but not its schedule;
+# `--rescore` stores the schedule from here, then scores. Removed once the schedule is in the store.
+SCHEDULE_FILE = "validate-schedule.json"
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,12 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _iso(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {value!r}")
+
+
 @dataclass
 class Scheduler:
     """The runner's before_trial hook: the injection of each trial's block, started/stopped at boundaries."""
@@ -190,6 +200,8 @@ class Scheduler:
     blocks: list[Block]
     plan: CpuPlan
     reserve: str
+    schedule_file: Path | None = None  # SCHEDULE_FILE, with what store_injections needs besides records
+    schedule_meta: dict[str, Any] = field(default_factory=dict)
     variant: str = ""
     seen: int = 0
     current: Injection | None = None
@@ -235,11 +247,22 @@ class Scheduler:
                         "details": None,
                     }
                 )
+                self._save()  # before the injection starts: a SIGKILL from here on leaves its record
                 inj.start()
                 self.current = inj
                 self.records[-1]["started_at"] = _utcnow()
+                self._save()
         elif self.current is not None:
             self.records[-1]["trial_last"] = trial.index
+            self._save()
+
+    def _save(self) -> None:
+        if self.schedule_file is None or not self.schedule_file.parent.is_dir():
+            return
+        from tailscope.store.campaign import write_atomic_bytes
+
+        text = json.dumps({**self.schedule_meta, "records": self.records}, default=_iso)
+        write_atomic_bytes(self.schedule_file, text.encode())
 
     def stop(self) -> None:
         inj, self.current = self.current, None
@@ -284,6 +307,25 @@ def outside_shares(campaign_dir: Path) -> dict[str, float]:
         steal = 0.0 if steal is None or steal != steal else float(steal)
         out[str(run_id)] = max(0.0, float(others) - injector.get(str(run_id), 0.0)) + steal
     return out
+
+
+def recover_schedule(root: Path, saved: Path) -> None:
+    """Store the schedule a killed validate left beside its campaign (SCHEDULE_FILE), then drop the file."""
+    try:
+        data = json.loads(saved.read_text())
+        records = [
+            {
+                **r,
+                "started_at": dt.datetime.fromisoformat(r["started_at"]) if r.get("started_at") else None,
+                "ended_at": dt.datetime.fromisoformat(r["ended_at"]) if r.get("ended_at") else None,
+            }
+            for r in data["records"]
+        ]
+        node, task, seed = str(data["node"]), str(data["task"]), int(data["seed"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InjectInputError(f"{saved}: unreadable schedule of a stopped validate: {exc}") from exc
+    store_injections(root, records, node=node, task=task, seed=seed)
+    saved.unlink()
 
 
 def store_injections(root: Path, records: list[dict[str, Any]], *, node: str, task: str, seed: int) -> None:

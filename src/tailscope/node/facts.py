@@ -2,7 +2,8 @@
 
 Each reading is a small function; a file that is absent or unreadable gives None, never an exception, so the
 same code runs on a laptop, in a VM and on a cluster node. The knobs that matter for variability (governor,
-turbo, THP, huge pages, ...) are described in `knobs.py`, which also gives advice.
+turbo, THP, huge pages, ...) are described in `knobs.py`, which also gives advice. The file readers they
+share are in `read.py` (facts imports knobs and hugepages, never the other way round).
 """
 
 from __future__ import annotations
@@ -17,55 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-SYS_CPU = Path("/sys/devices/system/cpu")
-
-
-def read_text(path: str | Path) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def read_int(path: str | Path) -> int | None:
-    text = read_text(path)
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def bracketed(text: str | None) -> str | None:
-    """The selected value of a sysfs choice file such as `always [madvise] never`."""
-    if text is None:
-        return None
-    match = re.search(r"\[([^\]]+)\]", text)
-    return match.group(1) if match else text
-
-
-def parse_cpu_list(text: str | None) -> list[int]:
-    """Kernel cpulist format (`0-3,8,10-11`), as in /sys/devices/system/cpu/online; not the probes' syntax."""
-    cpus: list[int] = []
-    if not text:
-        return cpus
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
-def parse_size(text: str | None) -> int | None:
-    """Sizes as sysfs caches and meminfo write them: `2048K`, `300M`, `16384 kB`."""
-    if not text:
-        return None
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
-    if not match:
-        return None
-    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2).upper()]
-    return int(match.group(1)) * scale
+from tailscope.node.read import SYS_CPU, parse_cpu_list, parse_size, read_int, read_text
 
 
 def node_name() -> str:
@@ -249,7 +202,8 @@ def os_release() -> str | None:
 
 def collect() -> dict[str, Any]:
     """Every fact, as a flat-ish dict; the keys that are also `nodes` columns come first."""
-    from tailscope.node.knobs import KNOBS  # knobs read facts too; import here to keep modules acyclic
+    from tailscope.node import dimms, hugepages  # pools per NUMA node, glibc, hugectl; DIMMs
+    from tailscope.node.knobs import KNOBS
 
     facts: dict[str, Any] = {"node": node_name(), "hostname": socket.gethostname()}
     facts.update(cpuinfo())
@@ -266,12 +220,8 @@ def collect() -> dict[str, Any]:
     facts.update(firmware_and_cpufreq())
     for knob in KNOBS:
         facts[knob.name] = knob.read()
-    from tailscope.node import hugepages  # pools per NUMA node, glibc, hugectl: the mitigation advice's facts
-
-    facts.update(hugepages.collect())
-    from tailscope.node import dimms  # DIMMs: dmidecode type 17 (root) or EDAC sysfs; says why when neither
-
-    facts.update(dimms.collect())
+    facts.update(hugepages.collect())  # the mitigation advice's facts
+    facts.update(dimms.collect())  # dmidecode type 17 (root) or EDAC sysfs; says why when neither
     return facts
 
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tailscope.node.facts import read_int
+from tailscope.node.read import read_int
 
 SYS = Path("/sys")
 GIB = 1 << 30
@@ -251,8 +251,8 @@ def vm_advice(virtualization: str, node: str = "this node") -> Advice:
 
 def sweep_advice(facts: Mapping[str, Any] | None = None, sweep_dir: str = "sweep-1g") -> Advice:
     """The 1 GiB offset sweep; the snoop-filter reading only on CPU families where seed 000 established it
-    (analysis/causes/vendor.py), never on others (an AMD node got Xeon 8160 advice: issue 14)."""
-    from tailscope.analysis.causes.vendor import cpu_name, snoop_filter_family
+    (node/vendor.py), never on others (an AMD node got Xeon 8160 advice: issue 14)."""
+    from tailscope.node.vendor import cpu_name, snoop_filter_family
 
     offsets = ",".join(SWEEP_OFFSETS)
     family = snoop_filter_family(facts or {})

@@ -5,7 +5,7 @@ the groups that summarise core-to-core latency come from it. hwloc is read, neve
 --of xml` (hwloc 2.x, Debian `hwloc-nox`/`hwloc`) is parsed here. The XML nests objects
 (Machine > Package > [NUMANode] > Die > L3Cache > L2Cache > L1Cache > Core > PU); a PU's groups are its
 ancestors. NUMA distances, when the firmware gives them, are a `distances2` element (type NUMANode,
-indexing os, `u64values` row-major).
+indexing os, `u64values` row-major). The result is the one Topology model (node/topology.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import statistics
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from tailscope.node.topology import PU, Topology
 
 # What two CPUs share, innermost first: the label of a pair is the first level at which both agree.
 LEVELS = ("core", "l3", "die", "package", "machine")
@@ -31,36 +33,6 @@ LEVEL_WORDS = {
 
 class HwlocError(ValueError):
     """hwloc output that cannot be read, or no hwloc; the message names the source and what to do."""
-
-
-@dataclass(frozen=True)
-class PU:
-    os_index: int
-    core: int
-    l3: int | None  # gp_index of the L3Cache ancestor (None: no L3)
-    die: int | None  # os_index of the Die ancestor (None: hwloc found no dies)
-    package: int | None
-    numa: int | None  # os_index of the NUMA node holding its memory
-
-
-@dataclass
-class Topology:
-    pus: dict[int, PU] = field(default_factory=dict)
-    numa_distances: dict[tuple[int, int], int] = field(default_factory=dict)
-    source: str = ""
-
-    def shared(self, a: int, b: int) -> str:
-        """The innermost level CPUs a and b share (LEVELS)."""
-        x, y = self.pus[a], self.pus[b]
-        if x.core == y.core:
-            return "core"
-        if x.l3 is not None and x.l3 == y.l3:
-            return "l3"
-        if x.die is not None and x.die == y.die and x.package == y.package:
-            return "die"
-        if x.package is not None and x.package == y.package:
-            return "package"
-        return "machine"
 
 
 def _walk(elem: ET.Element, ancestors: dict[str, int], topo: Topology, numa_of: dict[int, int]) -> None:

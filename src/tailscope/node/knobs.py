@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tailscope.node.facts import SYS_CPU, bracketed, read_int, read_text
+from tailscope.node.read import SYS_CPU, bracketed, read_int, read_text
 
 HUGEPAGES = Path("/sys/kernel/mm/hugepages")
 THP = Path("/sys/kernel/mm/transparent_hugepage")

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from tailscope.analysis.model import CampaignAnalysis, CauseFinding, NodeHealth, RunVerdict
 from tailscope.analysis.wording import pct
-from tailscope.probes.catalogue import variant_name
+from tailscope.probes.catalogue import PROBES, variant_name
 
 State = Literal["healthy", "degraded", "inconclusive"]
 
@@ -157,11 +157,7 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
             parts.append(f"and {len(at_nodes) - 2} more nodes")
         if quoted is None:  # neither runs nor node findings: cannot happen, the loop is over their causes
             continue
-        top_probe = (
-            max(per_probe, key=lambda p: per_probe[p]).split(" ")[0]
-            if per_probe
-            else (analysis.variants[0].probe if analysis.variants else "PROBE")
-        )
+        top_probe = _runnable_probe(per_probe, analysis)
         out.append(
             CauseGroup(
                 cause=cause,
@@ -171,7 +167,7 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
                 probes=tuple(sorted(per_probe)),
                 evidence="; ".join(parts),
                 mitigation=quoted.mitigation,
-                next_command=NEXT_COMMAND.get(cause, "").format(probe=top_probe, campaign=campaign_dir),
+                next_command=next_command(cause, top_probe, campaign_dir),
                 confidence=quoted.confidence,
                 verdicts=len(named_by.get(cause, ())),
                 score=sum(r.slowdown * r.causes[0].score for r in runs) + sum(f.score for _, f in at_nodes),
@@ -179,6 +175,23 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
             )
         )
     return sorted(out, key=lambda c: (-c.verdicts, -c.score, -c.runs, c.cause))
+
+
+def _runnable_probe(per_probe: dict[str, int], analysis: CampaignAnalysis) -> str | None:
+    """The tailscope probe a next command can run: of the cause's runs' probes the one with most of them
+    (the campaign's first probe for a node-level finding without runs); None where that is imported
+    (`imported:hpl`: `tailscope run` cannot run it)."""
+    ranked = sorted(per_probe, key=lambda p: -per_probe[p])
+    candidates = [p.split(" ")[0] for p in ranked] or [v.probe for v in analysis.variants[:1]]
+    return next((p for p in candidates if p in PROBES), None)
+
+
+def next_command(cause: str, probe: str | None, campaign_dir: str) -> str:
+    """The command that tests `cause` (NEXT_COMMAND), or "" where it would run a probe and none can run."""
+    template = NEXT_COMMAND.get(cause, "")
+    if "{probe}" in template and probe is None:
+        return ""
+    return template.format(probe=probe, campaign=campaign_dir)
 
 
 def by_ratio(runs: Sequence[RunVerdict]) -> list[int]:

@@ -1,10 +1,11 @@
 """The report's "Top-down follow-up" section: the chain `check --deep` walked (seed 003, SJTU).
 
 Per degraded probe: why it was degraded, the micro-architecture probes that isolate its component with what
-each found against what a healthy component shows (deep.py's expectations), the counters (or the statement
-that no PMU recorded any), and the DIMM facts for a slow stream. Nothing is computed here except formatting:
-the chain comes from DIR/deep.json (verbs/deep.py: load_deep), the counters from the analysis' attribution
-(analysis/attribution.py: the degraded probe's counters ranked by how well they separate its slow runs).
+each found against what a healthy component shows (verbs/deep.py's expectations), the counters (or the
+statement that no PMU recorded any), and the DIMM facts for a slow stream. Nothing is computed here except
+formatting: the chain comes from DIR/deep.json (report/models.py: load_deep), the counters from the
+analysis' attribution (analysis/attribution.py: the degraded probe's counters ranked by how well they
+separate its slow runs).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ files written beside the report) and iteration timelines; then all findings, cou
 node facts, pages, settings and methods; a `tailscope validate` campaign's scores come before the findings
 (validation_section.py).
 
-The caller (workflow.write_report) passes the store's `nodes` table, the `iterations` rows of the runs that
-`select_timeline_runs` names, the monitor samples and, when the store has them, the `injections` and
+The caller (verbs/workflow.py: write_report) passes the store's `nodes` table, the `iterations` rows of the
+runs that `select_timeline_runs` names, the monitor samples and, when the store has them, the `injections` and
 `validation` tables.
 A Content-Security-Policy meta tag forbids any network access (scripts run inline only: the Plotly library,
 embedded once, and the figure drawer), so even a stray URL in a node fact cannot make the browser fetch.
@@ -138,7 +138,7 @@ def render_html(
     tables; `injections` (node, start, end) shades injected windows; `validation` (the table of that name,
     a `tailscope validate` campaign's scores) gets its own section; `hardware_counters` says whether any
     perf counter was recorded (None: unknown), for the caveat beside the verdict; `deep` is the chain of
-    `check --deep` (verbs/deep.py: load_deep), drawn right after the verdict.
+    `check --deep` (report/models.py: load_deep), drawn right after the verdict.
     """
     from tailscope.compare import compare
 

@@ -10,6 +10,8 @@ analysis, report) takes column names and types from here; nothing else declares 
 #     corunners (per-trial evidence), regions, placement, traffic (tailscope trace), injections,
 #     validation (tailscope validate).
 #     corunners added (optional table: a campaign without its shards reads it as empty).
+#     regions.process, touched_bytes, outlined, outlined_file, outlined_line added (nullable: older shards
+#     read them as null).
 Older versions keep loading once a version 2 exists; an unknown version is refused by name
 (see `check_schema_version`).
 """
@@ -289,6 +291,17 @@ REGIONS = Table(
         Column("iterations", pa.int64(), nullable=True, doc="work: the count OMPT reports"),
         Column("end_inferred", pa.bool_(), doc="no end from the runtime (gcc `single`): ends at its barrier"),
         Column("counters", pa.string(), nullable=True, doc="counter deltas, JSON {event: delta}"),
+        Column("process", pa.int32(), nullable=True, doc="pid: the traced program or a process it forked"),
+        Column("outlined", pa.string(), nullable=True, doc="parallel, implicit_task: the outlined function"),
+        Column("outlined_file", pa.string(), nullable=True),
+        Column("outlined_line", pa.int32(), nullable=True, doc="its first line, or its first construct's"),
+        Column(
+            "touched_bytes",
+            pa.int64(),
+            nullable=True,
+            unit="B",
+            doc="parallel: anonymous pages the process referenced while it ran (null: not measured)",
+        ),
     ),
     key=("run_id", "thread", "tsc_begin", "depth"),
     doc="one row per OpenMP construct instance per thread (tailscope trace)",

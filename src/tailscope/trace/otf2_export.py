@@ -6,7 +6,10 @@ socket A to socket B are an MPI message sent by A when the region begins and rec
 whose communicator is the bandwidth bin (so Vampir's communicator filter hides the noise, as in the seed) and
 whose length is the bytes; the receiving socket also carries a metric `bytes/s socket A -> B` (the region's
 rate while it runs, 0 after). The OpenMP threads are further locations (`thread T`) in the group of the socket
-they started on, with every region nested as recorded. Timestamps are CLOCK_MONOTONIC nanoseconds.
+they started on, with every region nested as recorded (`thread T (pid P)` for the threads of a process the
+program forked). Each region definition carries its source file and line (OTF2's sourceFile, beginLineNumber
+and endLineNumber; the line of the construct's call, so begin and end are the same) and its function as the
+canonical name. Timestamps are CLOCK_MONOTONIC nanoseconds.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from tailscope.trace.errors import TraceInputError
-from tailscope.trace.records import region_label
+from tailscope.trace.records import region_label, region_source
 from tailscope.trace.timeline import DEFAULT_BINS_MIBS, bin_names, edges, messages
 
 
@@ -50,6 +53,7 @@ def write_otf2(
             s: defs.location(f"socket {s}", type=LocationType.CPU_THREAD, group=groups[s]) for s in sockets
         }
         region_defs: dict[str, object] = {}
+        sources = region_source(regions)
 
         def region(label: str) -> object:
             if label not in region_defs:
@@ -63,7 +67,16 @@ def write_otf2(
                     if construct == "loop"
                     else RegionRole.CODE
                 )
-                region_defs[label] = defs.region(label, region_role=role, paradigm=Paradigm.OPENMP)
+                file, line, function = sources.get(label, (None, None, None))
+                region_defs[label] = defs.region(
+                    label,
+                    canonical_name=function or label,
+                    region_role=role,
+                    paradigm=Paradigm.OPENMP,
+                    source_file=file or "",
+                    begin_line_number=line or 0,
+                    end_line_number=line or 0,
+                )
             return region_defs[label]
 
         members = [socket_loc[s] for s in sockets]
@@ -115,13 +128,17 @@ def write_otf2(
                     rate = m.nbytes / max((m.end_ns - m.begin_ns) / 1e9, 1e-9) if what == "rate" else 0.0
                     writer.metric(t, metrics[(m.src, m.dst)], rate)
 
-        # thread locations
+        # thread locations; a process the program forked names its threads with its pid
+        process = regions.groupby("thread")["process"].first().to_dict() if "process" in regions else {}
+        main_pid = process.get(min(process), None) if process else None
         writers = {}
         for e in all_edges:
             if e.thread not in writers:
                 s = int(thread_socket.get(e.thread, sockets[0]))
+                pid = process.get(e.thread)
+                forked = pid is not None and pd.notna(pid) and pid != main_pid
                 loc = defs.location(
-                    f"thread {e.thread}",
+                    f"thread {e.thread}" + (f" (pid {int(pid)})" if forked else ""),
                     type=LocationType.CPU_THREAD,
                     group=groups.get(s, groups[sockets[0]]),
                 )

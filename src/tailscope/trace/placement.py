@@ -59,8 +59,6 @@ def parse_numa_maps(text: str, where: str) -> tuple[dict[int, int], int]:
             ) from exc
         if fields[1] == "local":  # the OMPT tool's own record buffers (mapped with MPOL_LOCAL)
             continue
-        if fields[1] == "local":  # the OMPT tool's own record buffers (mapped with MPOL_LOCAL)
-            continue
         attrs = fields[2:]
         is_data = any(a.startswith("anon=") for a in attrs) or "heap" in attrs or "stack" in attrs
         if not is_data or any(a.startswith("file=") for a in attrs):
@@ -162,6 +160,7 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
         return pd.DataFrame(columns=cols)
     team = team_per_socket(regions)
     par = regions[regions["kind"] == "parallel"].drop_duplicates("parallel")
+    touched = touched_per_instance(par)
     ends = dict(zip(par["parallel"].tolist(), par["tsc_end"].tolist(), strict=True))
     seconds = dict(zip(par["parallel"].tolist(), par["seconds"].tolist(), strict=True))
     members: dict[int, list[tuple[int, int]]] = {}
@@ -178,12 +177,16 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
         size = sum(n for _, n in composition)
         if snap is None or size == 0:
             continue
-        key = (snap.snapshot, tuple(sorted(composition)))
+        measured = touched.get(pid)
+        key = (snap.snapshot, tuple(sorted(composition)), measured)
         if key not in cache:
             data: dict[int, float] = {}
             for node, b in snap.bytes_per_node.items():
                 data[topo.socket_of_node(node)] = data.get(topo.socket_of_node(node), 0.0) + float(b)
-            total = sum(data.values())
+            footprint = sum(data.values())
+            total = footprint if measured is None else float(measured)
+            if footprint > 0 and total != footprint:  # the region's own bytes, placed like the program's data
+                data = {sock: b * total / footprint for sock, b in data.items()}
             share: dict[int, float] = {}
             for sock, n in composition:
                 share[sock] = share.get(sock, 0.0) + total * n / size
@@ -202,6 +205,41 @@ def model_traffic(regions: pd.DataFrame, snaps: list[Snapshot], topo: Topology) 
                 }
             )
     return pd.DataFrame(rows, columns=cols)
+
+
+def touched_per_instance(par: pd.DataFrame) -> dict[int, int]:
+    """parallel -> bytes the instance touched: its own measure (touched_bytes, measured by the OMPT tool on
+    the first two instances of each code address, or on every one), else the last measure before it of the
+    same code address in the same process (the first instance may include the runtime starting threads).
+    Instances of a region never measured are left out (their traffic is modelled over the program's whole
+    footprint, and labelled so)."""
+    if "touched_bytes" not in par.columns:
+        return {}
+    par = par.assign(process=par["process"] if "process" in par.columns else 0)
+    keys = ["process", "object_index" if "object_index" in par.columns else "object", "offset"]
+    keys += ["outlined"] if "outlined" in par.columns else []
+    if not par["touched_bytes"].notna().any():
+        return {}
+    out: dict[int, int] = {}
+    last: dict[tuple, int] = {}
+    ordered = par.sort_values("parallel")[["parallel", "touched_bytes", *keys]]
+    for row in ordered.itertuples(index=False):
+        own, key = row[1], tuple(row[2:])
+        if own is not None and pd.notna(own):
+            out[int(row[0])] = last[key] = int(own)
+        elif key in last:
+            out[int(row[0])] = last[key]
+    return out
+
+
+def process_traffic(regions: pd.DataFrame, snaps: dict[int, list[Snapshot]], topo: Topology) -> pd.DataFrame:
+    """model_traffic of each process (the traced program and the children it forked) over its own copies."""
+    if "process" not in regions.columns or len(snaps) <= 1:
+        return model_traffic(regions, next(iter(snaps.values()), []), topo)
+    frames = [
+        model_traffic(regions[regions["process"] == pid], own, topo) for pid, own in sorted(snaps.items())
+    ]
+    return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
 
 
 @dataclass(frozen=True)

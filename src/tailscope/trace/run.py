@@ -31,7 +31,7 @@ from tailscope.trace import placement, runtime, uncore
 from tailscope.trace.chrome import write_chrome
 from tailscope.trace.errors import TraceInputError
 from tailscope.trace.otf2_export import write_otf2
-from tailscope.trace.records import ToolOutput, pair_regions, read_tool_output
+from tailscope.trace.records import ToolOutput, lost_processes, pair_processes, read_processes
 from tailscope.trace.timeline import DEFAULT_BINS_MIBS
 from tailscope.trace.topology import read_topology
 
@@ -67,7 +67,8 @@ class TraceOutcome:
     skipped: list[str]
     otf2: Path
     chrome: Path
-    child_processes: int = 0  # other OpenMP processes the program started: traced into ompt/child-PID/
+    child_processes: int = 0  # processes the program forked or started: their regions are in `regions`
+    lost_processes: int = 0  # such processes that ended without writing their trace (killed, _exit)
 
 
 def _run_id(campaign: str, node: str, variant: str, trial: int) -> str:
@@ -94,18 +95,20 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
         tool = native_library("tailscope_ompt")
         started = dt.datetime.now(dt.UTC)
         rc, wall = _run(program, req, plan, tool, raw)
-        out = read_tool_output(raw)
+        outs = read_processes(raw)  # the program, then the processes it forked or started
+        out = outs[0]
         topo = read_topology(req.sysfs)
-        pairing = pair_regions(out, topo)
+        pairing = pair_processes(outs, topo)
         if pairing.regions.empty:
             raise TraceInputError(
                 f"{program}: the OMPT tool saw no OpenMP region (runtime {out.meta.get('runtime', '?')}); "
                 "does the program open a parallel region?"
             )
-        snaps = placement.read_snapshots(raw, out.numa)
+        per_process = {o.pid: placement.read_snapshots(o.directory, o.numa) for o in outs}
+        snaps = sorted((s for own in per_process.values() for s in own), key=lambda s: s.snapshot)
         traffic = pd.concat(
             [
-                placement.model_traffic(pairing.regions, snaps, topo),
+                placement.process_traffic(pairing.regions, per_process, topo),
                 uncore.link_traffic(out.uncore, topo.sockets, out.tsc_hz),
             ],
             ignore_index=True,
@@ -137,7 +140,8 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
                 int(pairing.regions["thread"].nunique()),
             )
             load.write("runs", pa.Table.from_pylist([row], schema=TABLES["runs"].schema), node=node)
-        children = len(list(raw.glob("child-*")))  # OpenMP programs it started, traced beside it
+        children = len(outs) - 1  # processes it forked or started, traced beside it (column `process`)
+        lost = lost_processes(raw)
         trace_dir = root / "traces" / f"{safe_name(program.name)}-{run_id[:12]}"
         trace_dir.mkdir(parents=True)
         shutil.move(str(raw), str(trace_dir / "ompt"))
@@ -162,6 +166,7 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
         otf2=otf2_path,
         chrome=chrome_path,
         child_processes=children,
+        lost_processes=lost,
     )
 
 

@@ -1,10 +1,11 @@
-"""CPU -> socket and NUMA node -> socket from sysfs (a fixture root in tests: a 2- or 4-socket node)."""
+"""CPU -> socket and NUMA node -> socket from sysfs (a fixture root in tests: a 2- or 4-socket node), as the
+one Topology model (node/topology.py; hwloc's XML fills the same model with cores, L3s and dies)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from tailscope.node.topology import PU, Topology
 from tailscope.trace.errors import TraceInputError
 
 
@@ -22,34 +23,11 @@ def parse_cpulist(text: str, where: str) -> list[int]:
     return cpus
 
 
-@dataclass
-class Topology:
-    """Where each CPU and each NUMA node sits; `nodes_of_socket` for the placement matrix's labels."""
-
-    cpu_socket: dict[int, int] = field(default_factory=dict)
-    cpu_node: dict[int, int] = field(default_factory=dict)
-    node_socket: dict[int, int] = field(default_factory=dict)  # -1: a node without CPUs (memory only)
-
-    @property
-    def sockets(self) -> list[int]:
-        return sorted(set(self.cpu_socket.values()))
-
-    @property
-    def nodes(self) -> list[int]:
-        return sorted(self.node_socket)
-
-    def socket_of_cpu(self, cpu: int) -> int:
-        return self.cpu_socket.get(cpu, -1)
-
-    def socket_of_node(self, node: int) -> int:
-        return self.node_socket.get(node, -1)
-
-
 def read_topology(root: Path | None = None) -> Topology:
     """Read /sys (or `root`, a tree with devices/system/{cpu,node}) into a Topology."""
     sys_root = Path(root) if root else Path("/sys")
     cpu_dir = sys_root / "devices/system/cpu"
-    topo = Topology()
+    topo = _SysfsTopology()
     for d in sorted(cpu_dir.glob("cpu[0-9]*")):
         pkg = d / "topology/physical_package_id"
         if pkg.is_file():
@@ -71,4 +49,17 @@ def read_topology(root: Path | None = None) -> Topology:
     if not topo.node_socket:  # a kernel without NUMA: one node holding everything
         topo.node_socket[0] = min(topo.cpu_socket.values())
         topo.cpu_node = dict.fromkeys(topo.cpu_socket, 0)
-    return topo
+    pus = {
+        cpu: PU(cpu, core=cpu, l3=None, die=None, package=socket, numa=topo.cpu_node.get(cpu))
+        for cpu, socket in sorted(topo.cpu_socket.items())
+    }
+    return Topology(pus, source=str(sys_root), numa_sockets=topo.node_socket)
+
+
+class _SysfsTopology:
+    """What sysfs says, collected file by file before the Topology is made."""
+
+    def __init__(self) -> None:
+        self.cpu_socket: dict[int, int] = {}
+        self.cpu_node: dict[int, int] = {}
+        self.node_socket: dict[int, int] = {}  # -1: a node without CPUs (memory only)

@@ -76,7 +76,7 @@ def degraded(analysis: CampaignAnalysis) -> dict[str, str]:
 
 def follow_up_variants(probes: list[str]) -> list[tuple[str, ProbeVariant, int, str]]:
     """(degraded probe, follow-up variant, trials, what it isolates); --scaling expands per core count."""
-    from tailscope.probes.scaling import scaling_variants
+    from tailscope.verbs.scaling import scaling_variants
 
     out = []
     for probe in probes:

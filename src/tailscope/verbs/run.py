@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--trials {args.trials}: expected at least 1")
         variants = tuple((v, args.trials or 0) for v in probe_variants(args.probe, args))
         if args.scaling:
-            from tailscope.probes.scaling import scaling_variants
+            from tailscope.verbs.scaling import scaling_variants
 
             if len(variants) > 1:
                 raise UsageError("--scaling: give each option one value (no comma lists) with --scaling")
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print_outcome(outcome)
     if args.scaling and not outcome.interrupted:
-        from tailscope.probes.scaling import render_scaling, scaling_table
+        from tailscope.verbs.scaling import render_scaling, scaling_table
 
         print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return outcome_code(outcome)

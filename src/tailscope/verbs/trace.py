@@ -25,6 +25,7 @@ def trace(args: argparse.Namespace) -> int:
         uncore_events=tuple(e for e in (args.uncore or "").split(";") if e),
         numa=args.numa,
         sysfs=args.sysfs,
+        extra_env={"TAILSCOPE_OMPT_TOUCHED": getattr(args, "touched", "first")},
         **({"bins_mibs": bins} if bins else {}),
     )
     outcome = run_trace(request)
@@ -33,9 +34,11 @@ def trace(args: argparse.Namespace) -> int:
         print(f"not counted: {line}")
     if outcome.child_processes:
         print(
-            f"note: the program started {outcome.child_processes} other OpenMP process(es); their raw traces "
-            f"are in {outcome.trace_dir / 'ompt'}/child-PID/ (not analysed)"
+            f"note: the program forked or started {outcome.child_processes} other OpenMP process(es), traced "
+            f"beside it (regions column `process`; raw files in {outcome.trace_dir / 'ompt'}/fork-PID)"
         )
+    if outcome.lost_processes:
+        print(f"warning: {outcome.lost_processes} child process(es) ended without writing their trace")
     if outcome.unmatched:
         print(f"warning: {outcome.unmatched} region begin/end events did not pair")
     print(render(outcome.regions, outcome.traffic, outcome.placement, outcome.finding.text))

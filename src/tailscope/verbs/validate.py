@@ -7,6 +7,7 @@ place the analysis is made for scoring.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import secrets
@@ -18,12 +19,14 @@ from typing import Any
 from tailscope.inject.kinds import InjectInputError
 from tailscope.inject.score import score
 from tailscope.inject.validate import (
+    SCHEDULE_FILE,
     Scheduler,
     ValidateRequest,
     choose_kinds,
     make_schedule,
     outside_shares,
     plan_cpus,
+    recover_schedule,
     render_scores,
     store_injections,
     store_scores,
@@ -90,8 +93,15 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     seed = request.seed if request.seed is not None else secrets.randbits(31)
     blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
     campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
-    scheduler = Scheduler(blocks, plan, request.reserve)
     task = f"validate-{new_task_id()}"
+    existed = campaign_dir.exists()
+    scheduler = Scheduler(
+        blocks,
+        plan,
+        request.reserve,
+        schedule_file=campaign_dir / SCHEDULE_FILE,
+        schedule_meta={"node": node, "task": task, "seed": seed},
+    )
     try:
         outcome = run_campaign(
             RunRequest(
@@ -101,6 +111,7 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
                 show_progress=request.show_progress,
                 label="validate",
                 before_trial=scheduler.before_trial,
+                flush_trials=request.block,  # each block stored before the next injection starts
             )
         )
     finally:
@@ -110,6 +121,10 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
             scheduler.stop()
             if (campaign_dir / MANIFEST).is_file():  # nothing is stored when no trial finished
                 store_injections(campaign_dir, scheduler.records, node=node, task=task, seed=seed)
+            (campaign_dir / SCHEDULE_FILE).unlink(missing_ok=True)
+            if not existed:  # no trial stored: leave nothing behind, as the runner does
+                with contextlib.suppress(OSError):
+                    campaign_dir.rmdir()
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
@@ -134,19 +149,38 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     return result
 
 
+def _injections(campaign: Campaign) -> Any:
+    from tailscope.store.read import connect
+
+    con = connect(campaign)
+    try:
+        return con.injections()
+    finally:
+        con.close()
+
+
 def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
     """Score a stored validate campaign again (after tailscope's analysis changed), storing the new scores."""
     from tailscope.store.read import connect
 
+    saved = campaign_dir / SCHEDULE_FILE
+    if not (campaign_dir / MANIFEST).is_file() and saved.is_file():
+        raise InjectInputError(
+            f"{campaign_dir}: validate was stopped before it stored a trial (it stores each block of trials "
+            "when the block ends): nothing to score; run validate again"
+        )
     campaign = Campaign.open(campaign_dir)
+    frame = _injections(campaign)
+    if frame.empty and saved.is_file():  # a validate that was killed: its schedule beside the store
+        recover_schedule(campaign.root, saved)
+        frame = _injections(campaign)
+    if frame.empty:
+        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
     con = connect(campaign)
     try:
-        frame = con.injections()
         probes = con.probe_names()
     finally:
         con.close()
-    if frame.empty:
-        raise InjectInputError(f"{campaign_dir}: no injections stored (not a `tailscope validate` campaign)")
     injections = frame.to_dict("records")
     analysis = analysis_for_scoring(campaign.root, probe=probes[0] if len(probes) == 1 else None)
     scores = score(analysis, injections, threshold=threshold, outside=outside_shares(campaign.root))
@@ -175,12 +209,18 @@ def validate(args: argparse.Namespace) -> int:
         else:
             print("\n".join(render_scores(result)))
         return EXIT_OK
+    from tailscope.node.journal import restore_before_changing
+
+    for p in args.param or []:
+        if "=" not in p or not p.split("=", 1)[0]:
+            raise InjectInputError(f"--param {p!r}: expected K=V (a probe option and its value)")
     if args.trials < 4:
         raise InjectInputError(f"--trials {args.trials}: expected at least 4")
     if args.block < 1:
         raise InjectInputError(f"--block {args.block}: expected at least 1")
     if not 0 < args.inject_fraction < 1:
         raise InjectInputError(f"--inject-fraction {args.inject_fraction}: expected a fraction in (0, 1)")
+    restore_before_changing()  # what a killed inject or validate left, before this one changes the node
     request = ValidateRequest(
         injectors=tuple(args.injectors.split(",")) if args.injectors else None,
         trials=args.trials,

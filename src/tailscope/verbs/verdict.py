@@ -22,6 +22,17 @@ from tailscope.report.operations import (
 )
 
 
+def this_node_names() -> list[str]:
+    """The names this node may have in a campaign, in the order they are looked up: $SLURMD_NODENAME,
+    $HOSTNAME (NHC sets and exports it, `nhc HOSTNAME=...` overrides it), the host name, then the short
+    forms of these (an FQDN c0005.cluster.local finds c0005)."""
+    import os
+
+    full = [os.environ.get("SLURMD_NODENAME", ""), os.environ.get("HOSTNAME", ""), this_node()]
+    names = [n for n in full if n] + [n.split(".", 1)[0] for n in full if n]
+    return list(dict.fromkeys(n for n in names if n))
+
+
 def verdict(args: argparse.Namespace) -> int:
     """The `verdict` verb: the campaign judged with its settings, written as NHC, drain or Prometheus."""
     import shutil
@@ -68,16 +79,17 @@ def verdict(args: argparse.Namespace) -> int:
         if retest:
             print(f"# inconclusive, re-test (not drained): {' '.join(printable(n) for n in retest)}")
     if args.nhc:
-        node = args.node or this_node()
+        names = [args.node] if args.node else this_node_names()
+        node = next((n for n in names if n in verdicts), names[0])
         verdict = verdicts.get(node)
         if verdict is None:
             known = ", ".join(printable(n) for n in sorted(verdicts)[:8]) + (
                 " ..." if len(verdicts) > 8 else ""
             )
             raise VerdictInputError(
-                f"{args.campaign}: node {printable(node)} has no runs here (nodes: {known or 'none'}); "
-                "nothing to judge "
-                "(name the node with --node when its name in the campaign differs)"
+                f"{args.campaign}: node {' / '.join(printable(n) for n in names)} has no runs here "
+                f"(nodes: {known or 'none'}); nothing to judge (name the node with --node when its name in "
+                "the campaign differs)"
             )
         else:
             for line in nhc_lines(verdict):

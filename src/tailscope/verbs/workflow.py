@@ -44,6 +44,7 @@ class RunRequest:
     monitor_events: str | None = None  # the monitor's event set (default: the probe's --events, or software)
     evidence: bool = True  # per-trial evidence (tailscope.evidence): /proc, /sys, co-runners, clock
     before_trial: Callable[[Trial], None] | None = None  # hook before each trial (validate's injections)
+    flush_trials: int = 50  # trials per commit (validate: one block, so a SIGKILL loses at most one block)
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -111,6 +112,7 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             plans=plans,
             evidence=request.evidence,
             before_trial=request.before_trial,
+            flush_trials=request.flush_trials,
         )
         if request.monitor:
             outcome = _run_with_monitor(request, runner, trials, variants)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from tailscope.analysis.model import KindEvidence
+from tailscope.evidence.corunners import Corunner
 
 OS_SOURCE = "os"
 CPU_TIME_EVENTS = ("user_s", "nice_s", "system_s", "idle_s", "iowait_s", "irq_s", "softirq_s", "steal_s")
@@ -36,11 +37,6 @@ TASK_SUMS = (
     "minflt",
     "majflt",
 )
-# Kernel threads: what they take is OS noise (or reclaim), not another job's CPU time.
-KERNEL_THREAD_PREFIXES = (
-    "kworker", "ksoftirqd", "migration", "rcu_", "rcuc", "rcuog", "rcuop", "irq/", "watchdog", "cpuhp",
-    "kthreadd", "kswapd", "kcompactd", "khugepaged", "ktimers", "idle_inject",
-)  # fmt: skip
 RECLAIM_THREADS = ("kswapd", "kcompactd")
 OTHERS_NOISE_S = 0.02  # /proc/stat counts 10 ms ticks: below this per CPU a time is noise
 # A preemption whose run-queue wait is this short is a detour (an interrupt-like wake-up of a timer, a
@@ -50,19 +46,6 @@ OTHERS_NOISE_S = 0.02  # /proc/stat counts 10 ms ticks: below this per CPU a tim
 SHORT_DETOUR_S = 100e-6
 KSWAPD_BATCH = 32  # pages kswapd scans per batch (SWAP_CLUSTER_MAX): fewer is no reclaim pass
 MIN_EXTRA_PREEMPT_PER_S = 200.0  # per probe thread: below this the detours are the usual tick-rate ones
-
-
-@dataclass(frozen=True)
-class Corunner:
-    pid: int
-    comm: str
-    cmdline: str | None
-    cpu_s: float
-    share: float  # of (trial wall time x probe CPUs)
-
-    @property
-    def kernel_thread(self) -> bool:
-        return self.comm.startswith(KERNEL_THREAD_PREFIXES)
 
 
 @dataclass(frozen=True)

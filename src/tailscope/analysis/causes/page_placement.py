@@ -24,9 +24,9 @@ from typing import Any
 
 from tailscope.analysis.causes.base import finding
 from tailscope.analysis.causes.context import RunContext
-from tailscope.analysis.causes.vendor import cpu_name, snoop_filter_family
 from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
+from tailscope.node.vendor import cpu_name, snoop_filter_family
 
 NAME = "page-placement"
 READS = ("kind", "kind_evidence", "other findings", "facts.cpu_vendor/family/model")
