@@ -219,3 +219,25 @@ def test_spec_fuzz_through_main(work: Path, capsys: pytest.CaptureFixture[str]) 
         if code == 0:
             restore(tmp_path, before)
     assert outcomes[2] >= MUTATIONS // 10, outcomes
+
+
+@pytest.mark.parametrize(
+    ("argv", "name", "data", "words"),
+    [(["import", "hpl", "--node", "n1", "--campaign"], "xhpl.out", None, "73: malformed HPL residual line"),
+     (["campaign", "submit", "--dry-run"], "spec.toml", SPEC.encode().replace(b'"fleet"', b'"fl\xed"'),
+      "3: not UTF-8")],
+    ids=["hpl residual 4.123--5678e-03", "spec not UTF-8"],
+)  # fmt: skip
+def test_what_the_fuzzer_found(
+    argv: list[str], name: str, data: bytes | None, words: str, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = work / name
+    if data is None:
+        text = (FIXTURES / "xhpl-2.3-three-runs.out").read_text()
+        path.write_text(text.replace("4.12345678e-03", "4.123--5678e-03"))
+    else:
+        path.write_bytes(data)
+    argv = [*argv, str(work / "c"), str(path)] if argv[0] == "import" else [*argv, str(path)]
+    code, err = run_main(argv, capsys)
+    assert code == 2 and err.startswith(f"tailscope: error: {path}:{words}") and err.count("\n") == 1, err
+    assert not (work / "c").exists() and not (work / "campaigns").exists()

@@ -95,7 +95,13 @@ def parse_hpl(text: str, *, source: str = "HPL output") -> list[HplResult]:
             continue
         match = _RESIDUAL.match(line.strip())
         if match and pending is not None:
-            close(float(match["resid"]), match["verdict"] == "PASSED")
+            try:
+                residual = float(match["resid"])
+            except ValueError:  # the pattern takes digits and signs; '4.1--5e-03' is no number
+                raise ImportInputError(
+                    f"{source}:{lineno}: malformed HPL residual line: {line.strip()}"
+                ) from None
+            close(residual, match["verdict"] == "PASSED")
             pending = None
     if pending is not None:
         close(None, None)
