@@ -99,19 +99,24 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def write_atomic_files(files: list[tuple[Path, bytes]]) -> None:
-    """Write several files all or none (a report and its CSV tables): each to a temp file beside it, fsynced;
-    only when every one is written are they renamed into place. On any failure (disk full, interrupt) the
+@contextlib.contextmanager
+def atomic_files() -> Iterator[Callable[[Path, bytes], None]]:
+    """Write several files all or none (a report and its CSV tables): `write(path, data)` writes each to a
+    temp file beside it (fsynced, its bytes freed at once); only when the block ends without an error are
+    they all renamed into place. On any failure (disk full, interrupt, an error between the writes) the
     temp files are removed and no target was touched."""
     temps: list[tuple[Path, Path]] = []
+
+    def write(path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
+        temps.append((tmp, path))
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
     try:
-        for path, data in files:
-            tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
-            temps.append((tmp, path))
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+        yield write
         for tmp, path in temps:
             os.replace(tmp, path)
     except BaseException:
@@ -119,7 +124,7 @@ def write_atomic_files(files: list[tuple[Path, bytes]]) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
-    for directory in {path.parent for path, _ in files}:
+    for directory in {path.parent for _, path in temps}:
         fsync_dir(directory)
 
 

@@ -21,7 +21,7 @@ from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_files
+from tailscope.store.campaign import MANIFEST, Campaign, StoreError, atomic_files, new_task_id
 from tailscope.store.read import CampaignConnection, connect
 
 # The runner (probes, counters) and the HTML report are imported by the verbs that use them: `analyze`
@@ -321,28 +321,25 @@ def write_report(
         "runs": output.with_name(f"{output.stem}-runs.csv"),
         "nodes": output.with_name(f"{output.stem}-nodes.csv"),
     }
-    html = render_html(
-        analysis,
-        manifest=campaign.manifest,
-        nodes=nodes,
-        iterations=iterations,
-        generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        samples=samples,
-        injections=injections,
-        validation=validation,
-        csv_files={k: p.name for k, p in csv_files.items()},
-        campaign_dir=str(Path(campaign_dir).resolve()),
-        hardware_counters=hardware > 0,
-        deep=load_deep(campaign_dir),
-    )
     # all three or none: a full disk or Ctrl-C leaves no CSV without its report (store/campaign.py)
-    write_atomic_files(
-        [
-            (csv_files["runs"], runs_csv(analysis)),
-            (csv_files["nodes"], nodes_csv(analysis).encode()),
-            (output, html.encode()),
-        ]
-    )
+    with atomic_files() as write:
+        write(csv_files["runs"], runs_csv(analysis))
+        write(csv_files["nodes"], nodes_csv(analysis).encode())
+        html = render_html(
+            analysis,
+            manifest=campaign.manifest,
+            nodes=nodes,
+            iterations=iterations,
+            generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            samples=samples,
+            injections=injections,
+            validation=validation,
+            csv_files={k: p.name for k, p in csv_files.items()},
+            campaign_dir=str(Path(campaign_dir).resolve()),
+            hardware_counters=hardware > 0,
+            deep=load_deep(campaign_dir),
+        )
+        write(output, html.encode())
     return output
 
 
