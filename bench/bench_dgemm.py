@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Our dgemm probe's GFLOPS against a plain C program calling the same cblas_dgemm, alternated.
 
-    PYTHONPATH=src .venv/bin/python bench/bench_dgemm.py [--pairs 5] [--n 2000] [--calls 10]
+    PYTHONPATH=src .venv/bin/python bench/bench_dgemm.py [--pairs 5] [--n 2000] [--calls 10] [--blas wheel]
 
 The peer, bench/peers/dgemm_peer.c, is compiled at run time with `cc` against OpenBLAS (pkg-config) into a
-temporary directory. Both run the same N, calls (the first excluded), the same CPUs (the peer under
+temporary directory. `--blas wheel` compares a probe built against OpenBLAS from PyPI (scipy-openblas32, the
+no-root install's BLAS; point TAILSCOPE_NATIVE_DIR at such a build, e.g. one configured with
+-DTAILSCOPE_SYSTEM_BLAS=OFF) with the peer built against the same wheel's library.
+Both run the same N, calls (the first excluded), the same CPUs (the peer under
 `taskset`), the same number of BLAS threads and the same OPENBLAS_CORETYPE (the one our probe ends up
 using, read from its config record). The peer allocates with malloc (4 KiB pages: THP is madvise-only on
 most systems), so the probe is measured with --page 4k (like for like) and with its default --page thp.
@@ -30,12 +33,24 @@ from tailscope.native import native_path
 PEER_SOURCE = Path(__file__).resolve().parent / "peers" / "dgemm_peer.c"
 
 
-def build_peer(workdir: Path) -> Path:
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "openblas"], capture_output=True, text=True)
-    if flags.returncode != 0:
-        raise SystemExit("bench_dgemm: pkg-config finds no openblas (Debian: libopenblas-dev)")
+def build_peer(workdir: Path, blas: str = "system") -> Path:
     exe = workdir / "dgemm_peer"
-    subprocess.run(["cc", "-O2", str(PEER_SOURCE), *flags.stdout.split(), "-o", str(exe)], check=True)
+    if blas == "wheel":
+        try:
+            import scipy_openblas32 as wheel
+        except ImportError:
+            raise SystemExit("bench_dgemm: --blas wheel needs scipy-openblas32 (pip install it)") from None
+        lib = wheel.get_lib_dir()
+        flags = [f"-I{wheel.get_include_dir()}", "-Dcblas_dgemm=scipy_cblas_dgemm",
+                 "-Dopenblas_get_corename=scipy_openblas_get_corename", f"-L{lib}", f"-Wl,-rpath,{lib}",
+                 f"-l{wheel.get_library()}"]
+    else:
+        pkg = ["pkg-config", "--cflags", "--libs", "openblas"]
+        found = subprocess.run(pkg, capture_output=True, text=True)
+        if found.returncode != 0:
+            raise SystemExit("bench_dgemm: pkg-config finds no openblas (Debian: libopenblas-dev)")
+        flags = found.stdout.split()
+    subprocess.run(["cc", "-O2", str(PEER_SOURCE), *flags, "-o", str(exe)], check=True)
     return exe
 
 
@@ -70,16 +85,22 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--cpus", default="cores", help="our --cpus syntax (default: cores)")
+    parser.add_argument("--blas", choices=("system", "wheel"), default="system",
+                        help="the peer's OpenBLAS: the system's (pkg-config) or scipy-openblas32's")
     args = parser.parse_args()
     if not shutil.which("cc") or not shutil.which("taskset"):
         print("bench_dgemm: needs cc and taskset", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-dgemm-") as tmp:
-        exe = build_peer(Path(tmp))
+        exe = build_peer(Path(tmp), args.blas)
         _, config = ours(args.n, 2, args.cpus, "4k")  # what the probe resolves: CPUs, core type
         cpus = config["cpus"]
         coretype = config["params"]["blas_corename"]
+        built = config["params"].get("blas_build")
+        if args.blas == "wheel" and "scipy-openblas32" not in str(built):
+            raise SystemExit(f"bench_dgemm: --blas wheel, but the probe links {built} (TAILSCOPE_NATIVE_DIR)")
         print(f"DGEMM N={args.n}, {args.calls} calls (first excluded), CPUs {cpus}, OpenBLAS core {coretype}")
+        print(f"probe BLAS: {built} ({config['params'].get('blas_library')}); peer BLAS: {args.blas}")
         header = f"{'variant':22} {'ours GFLOPS':>12} {'peer GFLOPS':>12} {'ratio':>7} {'paired':>7}"
         print(f"{header}  (medians of {args.pairs}; paired: median of per-round ratios)")
         runs: dict[str, list[float]] = {"4k": [], "peer": [], "thp": []}

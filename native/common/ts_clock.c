@@ -11,7 +11,10 @@
  * adds into one multiply-add nor vectorise them: every add is an instruction that waits for the last.
  * The addend is a register whose value the compiler cannot see (`one`), never an immediate: Golden Cove and
  * later Intel cores (Sapphire/Emerald/Granite Rapids) fold register-immediate adds in the renamer, so a
- * chain of `add rax, 1` ran at 22.6 GHz on a 2.6 GHz Xeon here, while `add rax, rdx` runs at 3.9 GHz. */
+ * chain of `add rax, 1` ran at 22.6 GHz on a 2.6 GHz Xeon here, while `add rax, rdx` runs at 3.9 GHz.
+ * On aarch64 the same source is `add x0, x2, x0` 64 times per loop step (one register chain, a register
+ * addend; tests/native/test_arith_aarch64.py reads the cross-built code): a 1-cycle ALU add on every Arm core
+ * this targets (Neoverse N1/V1/V2, TSV110), so the chain counts core cycles there too. */
 #define ADD1 x += one; __asm__ volatile("" : "+r"(x))
 #define ADD8 ADD1; ADD1; ADD1; ADD1; ADD1; ADD1; ADD1; ADD1
 #define ADD64 ADD8; ADD8; ADD8; ADD8; ADD8; ADD8; ADD8; ADD8

@@ -98,6 +98,19 @@ int ts_clock_init(ts_clock *c)
         errno = EIO;
         return -1;
     }
+#elif TS_HAVE_CNTVCT
+    /* CNTFRQ_EL0 is what the firmware wrote; trust it only where the counter agrees with the kernel's clock */
+    double declared = (double)ts_cntfrq(), measured = ts_tsc_hz_calibrate(20);
+    c->tsc_hz = declared;
+    c->tsc_hz_source = "cntfrq";
+    if (declared <= 0.0 || (measured > 0.0 && fabs(measured - declared) > 0.01 * declared)) {
+        c->tsc_hz = measured;
+        c->tsc_hz_source = "calibrated";
+    }
+    if (c->tsc_hz == 0.0) {
+        errno = EIO;
+        return -1;
+    }
 #else
     c->tsc_hz = 1e9;
     c->tsc_hz_source = "clock";

@@ -9,8 +9,14 @@
  * crystal frequency, otherwise from a ~20 ms calibration against CLOCK_MONOTONIC_RAW; never from
  * the brand string (which gives the nominal core frequency, not the TSC's).
  *
- * On a CPU that is not x86-64 the "TSC" is CLOCK_MONOTONIC_RAW in nanoseconds (tsc_hz = 1e9,
- * source "clock"), so the probes still build and run.
+ * On aarch64 the "TSC" is the generic timer's virtual count, CNTVCT_EL0 (readable from user space on Linux),
+ * read after an `isb` so no earlier instruction is still in flight, followed by another `isb` so no later
+ * one starts before it (the Arm ARM's ordering for counter reads); its frequency is CNTFRQ_EL0 as the
+ * firmware set it (source "cntfrq"), checked against CLOCK_MONOTONIC_RAW and recalibrated where the two
+ * disagree by more than 1% (source "calibrated"). The generic timer runs at a fixed rate (often 25-100 MHz,
+ * 1 GHz on Armv8.6+), so one tick spans tens of core cycles: cycle figures come from the effective-clock
+ * chain (ts_clock.h), not from tick counts.
+ * Elsewhere the "TSC" is CLOCK_MONOTONIC_RAW in nanoseconds (tsc_hz = 1e9, source "clock").
  */
 #ifndef TS_TSC_H
 #define TS_TSC_H
@@ -29,6 +35,22 @@ static inline uint64_t ts_tsc(void)
     return t;
 }
 #define TS_HAVE_TSC 1
+#define TS_HAVE_CNTVCT 0
+#elif defined(__aarch64__)
+static inline uint64_t ts_tsc(void)
+{
+    uint64_t t;
+    __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0\n\tisb" : "=r"(t) : : "memory");
+    return t;
+}
+static inline uint64_t ts_cntfrq(void)
+{
+    uint64_t f;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
+    return f;
+}
+#define TS_HAVE_TSC 0
+#define TS_HAVE_CNTVCT 1
 #else
 static inline uint64_t ts_tsc(void)
 {
@@ -37,11 +59,12 @@ static inline uint64_t ts_tsc(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 #define TS_HAVE_TSC 0
+#define TS_HAVE_CNTVCT 0
 #endif
 
 typedef struct ts_clock {
     double tsc_hz;              /* TSC ticks per second */
-    const char *tsc_hz_source;  /* "cpuid15" | "calibrated" | "clock" */
+    const char *tsc_hz_source;  /* "cpuid15" | "calibrated" | "cntfrq" | "clock" */
     bool invariant;             /* CPUID 0x80000007 EDX[8]: the TSC ticks at a constant rate in all states */
     uint64_t overhead_cycles;   /* min over 10 back-to-back pairs of ts_tsc() */
     double overhead_ns;         /* the same in ns */

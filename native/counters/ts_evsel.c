@@ -9,7 +9,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <linux/perf_event.h>
+#ifdef TS_HAVE_LIBPFM
 #include <perfmon/pfmlib_perf_event.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +443,7 @@ static int resolve_perfevtsel(ts_evlist *l, const char *pmu, uint64_t reg, ts_ev
     return 0;
 }
 
+#ifdef TS_HAVE_LIBPFM
 static pthread_once_t pfm_once = PTHREAD_ONCE_INIT;
 static int pfm_status = -1;
 static void pfm_start(void)
@@ -498,6 +501,20 @@ static int resolve_libpfm(ts_evlist *l, const char *spec, ts_event *e, char *err
     snprintf(e->resolved_by, sizeof e->resolved_by, "libpfm4");
     return 0;
 }
+#else
+/* Built without libpfm4 (pip install on a machine without libpfm4-dev): only the kernel's own names resolve. */
+static int resolve_libpfm(ts_evlist *l, const char *spec, ts_event *e, char *err, size_t errlen)
+{
+    (void)l;
+    (void)spec;
+    (void)e;
+    snprintf(err, errlen,
+             "not a generic event, raw encoding or perf PMU/term/ form, and this tailscope was built without "
+             "libpfm4 (name the event as perf's PMU/EVENT/ alias or a raw rNNNN encoding, or rebuild with "
+             "libpfm4-dev installed)");
+    return -1;
+}
+#endif
 
 int ts_event_resolve(ts_evlist *l, const char *spec, ts_event *e, char *err, size_t errlen)
 {

@@ -159,10 +159,36 @@ const ts_pmu_field *ts_pmu_field_find(const ts_pmu *pmu, const char *name)
     return NULL;
 }
 
+/* HiSilicon uncore units (Kunpeng 920: drivers/perf/hisilicon) are named hisi_sccl<S>_<kind><N>, one per
+ * DDR channel, L3 tag or HHA of each CPU die (SCCL): family hisi_<kind>, box S x 1000 + N, so that
+ * `hisi_ddrc/flux_rd/` counts on every channel of every die, as `uncore_imc/...` does on Intel. */
+static bool split_hisi(ts_pmu *u)
+{
+    if (strncmp(u->name, "hisi_sccl", 9) != 0)
+        return false;
+    const char *p = u->name + 9;
+    char *end;
+    long sccl = strtol(p, &end, 10);
+    if (end == p || *end != '_' || sccl < 0 || sccl > 999)
+        return false;
+    const char *kind = end + 1; /* "ddrc0", "l3c10": the unit is the trailing digits */
+    size_t letters = strlen(kind);
+    while (letters > 0 && isdigit((unsigned char)kind[letters - 1]))
+        letters--;
+    if (letters == 0 || kind[letters] == '\0' || strlen(kind + letters) > 3)
+        return false;
+    long unit = strtol(kind + letters, NULL, 10);
+    snprintf(u->family, sizeof u->family, "hisi_%.*s", (int)letters, kind);
+    u->box = (int)(sccl * 1000 + unit);
+    return true;
+}
+
 static void split_family(ts_pmu *u)
 {
     snprintf(u->family, sizeof u->family, "%s", u->name);
     u->box = -1;
+    if (split_hisi(u))
+        return;
     size_t len = strlen(u->family);
     size_t i = len;
     while (i > 0 && isdigit((unsigned char)u->family[i - 1]))

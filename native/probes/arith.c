@@ -1,25 +1,31 @@
 /*
- * arith -- latency and throughput of floating-point add, mul, div, fma and sqrt, in core cycles
+ * arith -- latency and throughput of floating-point add, sub, mul, div, fma and sqrt, in core cycles
  *
  * WHAT IT MEASURES
- *   For FP32 and FP64, scalar and the widest SIMD registers the CPU has, and each of add, mul, div, fma
- *   and sqrt: the latency (a chain where every operation needs the previous result: cycles per operation)
+ *   For FP16 (where the CPU has it), FP32 and FP64, scalar and the widest SIMD registers the CPU has (aarch64:
+ *   NEON and, where present, SVE), and each of add, sub, mul, div, fma and sqrt: the latency (a chain where every operation needs the previous result: cycles per operation)
  *   and the reciprocal throughput (12 independent chains interleaved: cycles per operation when the
  *   pipelines are full; the seed's "Absolute" and "Pipelined" CPI columns, SJTU: KP920 FP64 FMA 6 and 1,
- *   FP16 DIV 46). Cycles come from the effective core clock measured on the same CPU without a PMU
- *   (common/ts_clock.h: dependent integer adds, median of ~135 us chunks), measured before and after;
- *   so a core whose clock drops shows the same cycles (and a lower effective clock in the summary), and a
- *   unit that lost pipelining (SJTU: FP64 FMA throughput halved) shows more cycles.
+ *   FP16 DIV 46). Cycles come from the PMU's core cycles where this thread may count them, else from the
+ *   effective core clock measured IN THE LOOP on the same CPU: every timed iteration sits between two
+ *   calibration chunks (common/ts_clock.h's chain of dependent integer adds, 32768 adds, ~9 us), and its
+ *   cycles are its TSC ticks times the cycles per tick of those two neighbours (arith_cycles.h), so a core
+ *   whose clock drops or rises during the probe shows the same
+ *   cycles (and its clock in the summary), and a unit that lost pipelining (SJTU: FP64 FMA throughput
+ *   halved) shows more cycles. A pair whose throughput reads above its latency, or whose latency reads
+ *   below the architecture's floor, is measured again (up to 3 times) and else refused (see CHECK).
  *   FP16 is measured only where the ISA has FP16 arithmetic: x86 AVX512-FP16 (CPUID.(7,0):EDX[23], with
- *   512-bit registers in use: scalar vaddsh.. and 512-bit vaddph..), aarch64 FEAT_FP16 when built with a
- *   -march that has it (scalar _Float16); elsewhere it is listed under summary.skipped with the reason.
+ *   512-bit registers in use: scalar vaddsh.. and 512-bit vaddph..), aarch64 FEAT_FP16 (HWCAP_FPHP and
+ *   HWCAP_ASIMDHP: scalar h registers, NEON 8 x FP16, SVE); elsewhere it is listed under summary.skipped
+ *   with the reason.
  *   FP16 operands are the FP32 ones rounded to FP16 (mul and fma then multiply by 1 and add 0, since
  *   1 + 2^-20 and 2^-30 round to 1 and 0: the timing of IEEE operations on normal numbers does not depend
  *   on the values); the replay rounds each operation from FP32 (FP64 for fma) once, which is exact FP16.
  *
  * WHAT COUNTS
  *   One operation = one instruction on one register (a SIMD operation on all its lanes counts once).
- *       cycles per operation = iteration TSC seconds x effective clock [Hz] / operations in the iteration
+ *       cycles per operation = iteration TSC ticks x cycles per tick of the chunks on both sides / operations
+ *                            (or PMU core cycles / operations; summary.cycles_source says which)
  *   where operations = --ops (latency: one chain) or 12 x --ops (throughput: every chain). The headline
  *   metric "fp64_fma_cpi" is the median reciprocal throughput of FP64 FMA at the widest width (lower is
  *   better; FP64 mul where the CPU has no FMA).
@@ -31,12 +37,25 @@
  *   here touches memory inside the timed loop.
  *
  * HOW IT RUNS
- *   One thread, pinned to each CPU of --cpus in turn (default: the first core only). On each CPU the
- *   effective clock is measured (--clock-chunks chunks), then every kernel runs one warm-up iteration
- *   (warmup:true) and --iterations timed ones (TSC, rdtscp + lfence), then the clock again; cycles use
- *   that CPU's mean of the two medians. The summary's table pools every CPU's timed iterations. Operand values are chosen so nothing degenerates: add x + 1 from 0 (exact integers),
- *   mul x * (1 + 2^-20), div 1.3 / x from 1.1 (oscillates), fma x * (1 + 2^-20) + 2^-30, sqrt from 1.9
- *   (converges to 1 after ~50 steps, as every sqrt chain does).
+ *   One thread, pinned to each CPU of --cpus in turn (default: the first core only). On each CPU every
+ *   kernel measures the clock (--clock-chunks chunks), runs one warm-up iteration (warmup:true) and
+ *   --iterations timed ones (TSC, rdtscp + lfence), each followed by a calibration chunk (one before the
+ *   first), then measures the clock again (summary.kernels: hz_before, hz_after, hz their mean).
+ *
+ * CHECK
+ *   Latency and throughput of one (precision, width, op) run as a pair. Twelve chains cannot take more
+ *   cycles per operation than one, and no core beats its architecture's latency floor (arith_cycles.h: add
+ *   2, mul 3, fma 4, div 5, sqrt 5 cycles on x86-64 and aarch64). A pair that breaks either, or whose clock
+ *   moved more than 3% inside a kernel, is measured again, at most 3 times; one still implausible is
+ *   refused: table figures null with "refused", a warning "arith_refused" naming both figures,
+ *   summary.checks per CPU and pair (outcome, attempts). A throughput up to 3% above latency (noise on an
+ *   unpipelined divider) is reported equal to the latency with rthroughput_capped_to_latency. A refused
+ *   headline fails validation (exit 4). The summary's table pools every CPU's timed iterations.
+ *   Operand values are chosen so nothing degenerates: add x + 1 and sub x - 1 from 0 (exact integers;
+ *   FP16 stops at +-2048, where x +- 1 rounds back to x), mul x * (1 + 2^-20), div 1.3 / x from 1.1
+ *   (oscillates), fma x * (1 + 2^-20) + 2^-30 (aarch64: x * 2^-30 + x, so NEON's FMLA, which overwrites
+ *   its addend, needs no copy of it), sqrt from 1.9 (converges to 1 after ~50 steps, as every sqrt chain
+ *   does).
  *   Validation: the same chain is replayed in plain C on one scalar of the element type (IEEE operations
  *   are correctly rounded, so the values agree bit for bit) and every lane of every chain must equal it:
  *   "Solution Validates: all N chains equal their scalar replay". Otherwise exit 4.
@@ -44,7 +63,7 @@
  * OPTIONS
  *   --ops N                  operations per chain per iteration (default 16384; a multiple of 8)
  *   --iterations N           timed iterations per kernel (default 31)
- *   --clock-chunks N         chunks of the effective-clock measurement before and after (default 200)
+ *   --clock-chunks N         chunks of each kernel's clock measurement before and after it (default 10)
  *   --cpus LIST              CPUs measured one after another (default: the first core)
  *   --page, --offset, --no-pages   accepted for uniformity; nothing is allocated that they would affect
  *   --seed N                 accepted for uniformity; the operands are fixed (see above)
@@ -55,14 +74,24 @@
  *   JSON lines on stdout (docs/probes.md): config (params.kernels lists what runs), warnings, iteration
  *   (kernel = PRECISION_WIDTH_OP_lat|thr, e.g. fp64_avx512f_fma_thr; value cycles per operation), validation,
  *   result (metric "fp64_fma_cpi", cycles; summary: table [{precision, width, bits, op, latency_cycles,
- *   rthroughput_cycles}], skipped [{precision, width, op, reason}], clock).
+ *   rthroughput_cycles}], skipped [{precision, width, op, reason}], clock per CPU, kernels [{kernel, cpu,
+ *   hz_before, hz_after, hz}], checks [{cpu, precision, width, op, outcome, refused, attempts}],
+ *   cycles_source pmu|clock, repeats).
+ *   TAILSCOPE_ARITH_NO_PMU=1 measures with the clock even where the PMU counts cycles.
  *   Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 resource not available, 4 validation failed.
  *
  * KERNELS
  *   arith_PRECISION_WIDTH_OP_{lat,thr} (arith_kernels.h): x86 intrinsics, compiled per function for their
  *   instruction set (scalar: SSE2 and, with FMA3, AVX2+FMA; SIMD: the widest of AVX-512F, AVX2+FMA, SSE2;
- *   TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width; FP16: AVX512-FP16, GCC >= 12). Elsewhere:
- *   portable scalar C only (plus _Float16 on aarch64 with FEAT_FP16).
+ *   TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width; FP16: AVX512-FP16, GCC >= 12). aarch64
+ *   (ACLE arm_neon.h, arm_sve.h; no -march needed, each kernel carries its target): scalar (fp64_scalar:
+ *   fadd d, fp32_scalar: fadd s, fp16_scalar: fadd h), NEON (fp64_neon float64x2_t, fp32_neon float32x4_t,
+ *   fp16_neon float16x8_t) and SVE (fp64_sve ... at the CPU's vector length, svcntd() x 64 bits: the
+ *   table's bits), chosen at run time from getauxval(AT_HWCAP): FP16 needs HWCAP_FPHP and HWCAP_ASIMDHP,
+ *   SVE HWCAP_SVE (TAILSCOPE_ARITH_NO_SVE=1 measures NEON only). The headline is the widest FP64 flavour's
+ *   FMA (SVE where present). Under an emulator (qemu-user: /proc/cpuinfo names no CPU implementer) the
+ *   cycles are the emulator's: config params.emulated, a warning arith_emulated, and the plausibility check
+ *   is not applied (checks outcome not_judged_emulated). Elsewhere: portable scalar C only.
  */
 #define _GNU_SOURCE
 #include "ts_clock.h"
@@ -86,11 +115,16 @@
 #define TS_X86 0
 #endif
 
+#include "arith_cycles.h"
 #include "arith_manual.h"
 
 #define CHAINS 12
-#define NOPS 5
+#define NOPS 6 /* add mul div fma sqrt sub: indices as arith_cycles.h's floors; op_order prints them */
+#if defined(__aarch64__)
+#define MAX_LANES 128 /* FP16 in SVE's longest vector, 2048 bits */
+#else
 #define MAX_LANES 32 /* FP16 in 512 bits */
+#endif
 
 typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 
@@ -105,6 +139,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define ET double
 #define SET1(v) _mm_set1_pd(v)
 #define ADD(a, b) _mm_add_sd(a, b)
+#define SUB(a, b) _mm_sub_sd(a, b)
 #define MUL(a, b) _mm_mul_sd(a, b)
 #define DIV(a, b) _mm_div_sd(a, b)
 #define SQRT(a) _mm_sqrt_sd(a, a)
@@ -123,6 +158,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef TGT
 /* FP64 packed 128-bit, SSE2 */
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -130,6 +166,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define FL fp64_sse2
 #define TGT
 #define ADD(a, b) _mm_add_pd(a, b)
+#define SUB(a, b) _mm_sub_pd(a, b)
 #define MUL(a, b) _mm_mul_pd(a, b)
 #define DIV(a, b) _mm_div_pd(a, b)
 #define SQRT(a) _mm_sqrt_pd(a)
@@ -141,6 +178,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -151,6 +189,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m256d
 #define SET1(v) _mm256_set1_pd(v)
 #define ADD(a, b) _mm256_add_pd(a, b)
+#define SUB(a, b) _mm256_sub_pd(a, b)
 #define MUL(a, b) _mm256_mul_pd(a, b)
 #define DIV(a, b) _mm256_div_pd(a, b)
 #define SQRT(a) _mm256_sqrt_pd(a)
@@ -162,6 +201,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -173,6 +213,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m512d
 #define SET1(v) _mm512_set1_pd(v)
 #define ADD(a, b) _mm512_add_pd(a, b)
+#define SUB(a, b) _mm512_sub_pd(a, b)
 #define MUL(a, b) _mm512_mul_pd(a, b)
 #define DIV(a, b) _mm512_div_pd(a, b)
 #define SQRT(a) _mm512_sqrt_pd(a)
@@ -185,6 +226,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef ET
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -198,6 +240,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define ET float
 #define SET1(v) _mm_set1_ps(v)
 #define ADD(a, b) _mm_add_ss(a, b)
+#define SUB(a, b) _mm_sub_ss(a, b)
 #define MUL(a, b) _mm_mul_ss(a, b)
 #define DIV(a, b) _mm_div_ss(a, b)
 #define SQRT(a) _mm_sqrt_ss(a)
@@ -214,6 +257,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef FL
 #undef TGT
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -221,6 +265,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define FL fp32_sse2
 #define TGT
 #define ADD(a, b) _mm_add_ps(a, b)
+#define SUB(a, b) _mm_sub_ps(a, b)
 #define MUL(a, b) _mm_mul_ps(a, b)
 #define DIV(a, b) _mm_div_ps(a, b)
 #define SQRT(a) _mm_sqrt_ps(a)
@@ -232,6 +277,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -241,6 +287,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m256
 #define SET1(v) _mm256_set1_ps(v)
 #define ADD(a, b) _mm256_add_ps(a, b)
+#define SUB(a, b) _mm256_sub_ps(a, b)
 #define MUL(a, b) _mm256_mul_ps(a, b)
 #define DIV(a, b) _mm256_div_ps(a, b)
 #define SQRT(a) _mm256_sqrt_ps(a)
@@ -252,6 +299,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -262,6 +310,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m512
 #define SET1(v) _mm512_set1_ps(v)
 #define ADD(a, b) _mm512_add_ps(a, b)
+#define SUB(a, b) _mm512_sub_ps(a, b)
 #define MUL(a, b) _mm512_mul_ps(a, b)
 #define DIV(a, b) _mm512_div_ps(a, b)
 #define SQRT(a) _mm512_sqrt_ps(a)
@@ -274,6 +323,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef ET
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -290,6 +340,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define ET _Float16
 #define SET1(v) _mm_set1_ph(v)
 #define ADD(a, b) _mm_add_sh(a, b)
+#define SUB(a, b) _mm_sub_sh(a, b)
 #define MUL(a, b) _mm_mul_sh(a, b)
 #define DIV(a, b) _mm_div_sh(a, b)
 #define SQRT(a) _mm_sqrt_sh(a, a)
@@ -300,6 +351,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef VT
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -309,6 +361,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define VT __m512h
 #define SET1(v) _mm512_set1_ph(v)
 #define ADD(a, b) _mm512_add_ph(a, b)
+#define SUB(a, b) _mm512_sub_ph(a, b)
 #define MUL(a, b) _mm512_mul_ph(a, b)
 #define DIV(a, b) _mm512_div_ph(a, b)
 #define SQRT(a) _mm512_sqrt_ph(a)
@@ -321,6 +374,7 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef ET
 #undef SET1
 #undef ADD
+#undef SUB
 #undef MUL
 #undef DIV
 #undef SQRT
@@ -328,15 +382,265 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #undef STOREU
 #endif /* TS_HAVE_AVX512FP16 */
 
-#else /* portable scalar C: every operation a C operator or builtin on one scalar */
-#if defined(__aarch64__)
-#define HIDE(v) __asm__ volatile("" : "+w"(v))
-#else
-#define HIDE(v) __asm__ volatile("" : "+m"(v))
+#elif defined(__aarch64__)
+/* aarch64: scalar (d/s/h registers), NEON (128-bit v registers) and SVE (z registers, the CPU's vector length),
+ * each for FP64, FP32 and FP16. Every kernel is compiled for its own extension by a function attribute (no
+ * -march needed); which run is decided at run time from the kernel's HWCAP bits (getauxval(AT_HWCAP)):
+ * FP16 needs FEAT_FP16 (HWCAP_FPHP scalar, HWCAP_ASIMDHP vector), SVE needs HWCAP_SVE. */
+#include <arm_neon.h>
+#if defined(__has_include)
+#if __has_include(<arm_sve.h>)
+#include <arm_sve.h>
+#define ARITH_HAVE_SVE 1 /* the SVE ACLE (GCC >= 10, Clang >= 12); older compilers: NEON only */
 #endif
+#endif
+#include <sys/auxv.h>
+#define ARITH_HAVE_FP16 1
+#define HIDE(v) __asm__ volatile("" : "+w"(v))
+#define TGT_FP16 __attribute__((target("arch=armv8.2-a+fp16")))
+#define TGT_SVE __attribute__((target("arch=armv8.2-a+sve")))
+#define ARITH_FMA_SELF /* fma: x = x * z + x (arith_kernels.h): FMLA without a register copy per operation */
+
+/* scalar: C operators on one element (fadd d0, d0, d1 ...), each result opaque (no SLP into NEON) */
+#define ARITH_OPAQUE_STEPS
 #define TGT
 #define SET1(v) (v)
 #define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define MUL(a, b) ((a) * (b))
+#define DIV(a, b) ((a) / (b))
+#define STOREU(p, v) (*(p) = (v))
+/* fsqrt itself: __builtin_sqrt keeps errno's call to sqrt() for negative inputs inside the loop */
+static inline double arith_fsqrt_d(double a)
+{
+    double r;
+    __asm__("fsqrt %d0, %d1" : "=w"(r) : "w"(a));
+    return r;
+}
+static inline float arith_fsqrt_s(float a)
+{
+    float r;
+    __asm__("fsqrt %s0, %s1" : "=w"(r) : "w"(a));
+    return r;
+}
+#define FL fp64_scalar
+#define VT double
+#define ET double
+#define SQRT(a) arith_fsqrt_d(a)
+#define FMA(a, b, c) __builtin_fma(a, b, c)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef SQRT
+#undef FMA
+#define FL fp32_scalar
+#define VT float
+#define ET float
+#define SQRT(a) arith_fsqrt_s(a)
+#define FMA(a, b, c) __builtin_fmaf(a, b, c)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef SQRT
+#undef FMA
+#undef TGT
+#define FL fp16_scalar
+#define TGT TGT_FP16
+#define VT _Float16
+#define ET _Float16
+#define SQRT(a) ((_Float16)vsqrth_f16(a))
+#define FMA(a, b, c) ((_Float16)vfmah_f16(c, a, b))
+#include "arith_kernels.h"
+#undef ARITH_OPAQUE_STEPS
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+
+/* NEON: 128-bit registers, 2 x FP64, 4 x FP32, 8 x FP16 (fadd v0.2d ...; vfmaq(c, a, b) = c + a x b) */
+#define FL fp64_neon
+#define TGT
+#define VT float64x2_t
+#define ET double
+#define SET1(v) vdupq_n_f64(v)
+#define ADD(a, b) vaddq_f64(a, b)
+#define SUB(a, b) vsubq_f64(a, b)
+#define MUL(a, b) vmulq_f64(a, b)
+#define DIV(a, b) vdivq_f64(a, b)
+#define SQRT(a) vsqrtq_f64(a)
+#define FMA(a, b, c) vfmaq_f64(c, a, b)
+#define STOREU(p, v) vst1q_f64(p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp32_neon
+#define VT float32x4_t
+#define ET float
+#define SET1(v) vdupq_n_f32(v)
+#define ADD(a, b) vaddq_f32(a, b)
+#define SUB(a, b) vsubq_f32(a, b)
+#define MUL(a, b) vmulq_f32(a, b)
+#define DIV(a, b) vdivq_f32(a, b)
+#define SQRT(a) vsqrtq_f32(a)
+#define FMA(a, b, c) vfmaq_f32(c, a, b)
+#define STOREU(p, v) vst1q_f32(p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp16_neon
+#define TGT TGT_FP16
+#define VT float16x8_t
+#define ET _Float16
+#define SET1(v) vdupq_n_f16(v)
+#define ADD(a, b) vaddq_f16(a, b)
+#define SUB(a, b) vsubq_f16(a, b)
+#define MUL(a, b) vmulq_f16(a, b)
+#define DIV(a, b) vdivq_f16(a, b)
+#define SQRT(a) vsqrtq_f16(a)
+#define FMA(a, b, c) vfmaq_f16(c, a, b)
+#define STOREU(p, v) vst1q_f16((float16_t *)(p), v)
+#include "arith_kernels.h"
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+
+#ifdef ARITH_HAVE_SVE
+/* SVE: the CPU's vector length (128-2048 bits), every lane active (svptrue; _x: inactive lanes don't care) */
+#define TGT TGT_SVE
+#define FL fp64_sve
+#define VT svfloat64_t
+#define ET double
+#define PG svptrue_b64()
+#define VLANES svcntd()
+#define SET1(v) svdup_f64(v)
+#define ADD(a, b) svadd_f64_x(PG, a, b)
+#define SUB(a, b) svsub_f64_x(PG, a, b)
+#define MUL(a, b) svmul_f64_x(PG, a, b)
+#define DIV(a, b) svdiv_f64_x(PG, a, b)
+#define SQRT(a) svsqrt_f64_x(PG, a)
+#define FMA(a, b, c) svmad_f64_x(PG, a, b, c)
+#define STOREU(p, v) svst1_f64(PG, p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef PG
+#undef VLANES
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp32_sve
+#define VT svfloat32_t
+#define ET float
+#define PG svptrue_b32()
+#define VLANES svcntw()
+#define SET1(v) svdup_f32(v)
+#define ADD(a, b) svadd_f32_x(PG, a, b)
+#define SUB(a, b) svsub_f32_x(PG, a, b)
+#define MUL(a, b) svmul_f32_x(PG, a, b)
+#define DIV(a, b) svdiv_f32_x(PG, a, b)
+#define SQRT(a) svsqrt_f32_x(PG, a)
+#define FMA(a, b, c) svmad_f32_x(PG, a, b, c)
+#define STOREU(p, v) svst1_f32(PG, p, v)
+#include "arith_kernels.h"
+#undef FL
+#undef VT
+#undef ET
+#undef PG
+#undef VLANES
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+#define FL fp16_sve
+#define VT svfloat16_t
+#define ET _Float16
+#define PG svptrue_b16()
+#define VLANES svcnth()
+#define SET1(v) svdup_f16(v)
+#define ADD(a, b) svadd_f16_x(PG, a, b)
+#define SUB(a, b) svsub_f16_x(PG, a, b)
+#define MUL(a, b) svmul_f16_x(PG, a, b)
+#define DIV(a, b) svdiv_f16_x(PG, a, b)
+#define SQRT(a) svsqrt_f16_x(PG, a)
+#define FMA(a, b, c) svmad_f16_x(PG, a, b, c)
+#define STOREU(p, v) svst1_f16(PG, (float16_t *)(p), v)
+#include "arith_kernels.h"
+#undef FL
+#undef TGT
+#undef VT
+#undef ET
+#undef PG
+#undef VLANES
+#undef SET1
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef SQRT
+#undef FMA
+#undef STOREU
+
+/* The SVE vector length in bits (call only where HWCAP_SVE is set). */
+TGT_SVE static int sve_bits(void)
+{
+    return (int)svcntb() * 8;
+}
+#endif /* ARITH_HAVE_SVE */
+
+#else /* portable scalar C: every operation a C operator or builtin on one scalar */
+#define HIDE(v) __asm__ volatile("" : "+m"(v))
+#define TGT
+#define SET1(v) (v)
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
 #define MUL(a, b) ((a) * (b))
 #define DIV(a, b) ((a) / (b))
 #define STOREU(p, v) (*(p) = (v))
@@ -357,27 +661,12 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #define SQRT(a) __builtin_sqrtf(a)
 #define FMA(a, b, c) __builtin_fmaf(a, b, c)
 #include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef SQRT
-#undef FMA
-#if defined(__aarch64__) && defined(__ARM_FEATURE_FP16_SCALAR_ARITHMETIC)
-/* FP16 on aarch64 with FEAT_FP16 (Armv8.2-A; built with -march that has it, e.g. TAILSCOPE_MARCH=native on
- * Kunpeng 920 / Neoverse): _Float16 operators compile to fadd/fmul/fdiv/fsqrt/fmadd on h registers.
- * Not compiled or run here (no aarch64 compiler or machine). */
-#define ARITH_HAVE_FP16 1
-#define FL fp16_scalar_c
-#define VT _Float16
-#define ET _Float16
-#define SQRT(a) ((_Float16)__builtin_sqrtf((float)(a)))
-#define FMA(a, b, c) ((_Float16)__builtin_fmaf((float)(a), (float)(b), (float)(c)))
-#include "arith_kernels.h"
-#endif
 #endif
 
 /* ---- the table of what runs ---------------------------------------------------------------------------- */
-static const char *const op_names[NOPS] = {"add", "mul", "div", "fma", "sqrt"};
+static const char *const op_names[NOPS] = {"add", "mul", "div", "fma", "sqrt", "sub"};
+/* the order kernels run and the table lists them: the seed's rows (ADD, SUB, MUL, DIV, FMA, SQRT) */
+static const int op_order[NOPS] = {0, 5, 1, 2, 3, 4};
 
 typedef struct flavour {
     const char *precision;  /* fp32 | fp64 */
@@ -391,12 +680,16 @@ typedef struct flavour {
 } flavour;
 
 #define KERNELS(fl)                                                                                            \
-    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, FMA_OR_NULL(fl, lat), arith_##fl##_sqrt_lat}, \
-    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, FMA_OR_NULL(fl, thr), arith_##fl##_sqrt_thr}
+    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, FMA_OR_NULL(fl, lat), arith_##fl##_sqrt_lat,  \
+     arith_##fl##_sub_lat},                                                                                    \
+    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, FMA_OR_NULL(fl, thr), arith_##fl##_sqrt_thr,  \
+     arith_##fl##_sub_thr}
 #define FMA_OR_NULL(fl, k) arith_##fl##_fma_##k
 #define NO_FMA_KERNELS(fl)                                                                                     \
-    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, NULL, arith_##fl##_sqrt_lat},          \
-    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, NULL, arith_##fl##_sqrt_thr}
+    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, NULL, arith_##fl##_sqrt_lat,            \
+     arith_##fl##_sub_lat},                                                                                    \
+    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, NULL, arith_##fl##_sqrt_thr,            \
+     arith_##fl##_sub_thr}
 
 typedef struct kernel {
     const flavour *f;
@@ -406,9 +699,57 @@ typedef struct kernel {
 } kernel;
 
 typedef struct stamp {
-    uint64_t t0, t1;
-    int cpu;
+    uint64_t t0, t1; /* TSC around the iteration */
+    int cpu;         /* the CPU it ran on */
+    uint64_t pmu;    /* core cycles the PMU counted for it (0: no PMU) */
+    double cycles;   /* cycles per operation (arith_cycles.h) */
 } stamp;
+
+/* ---- core cycles from the PMU, where the kernel lets this thread count them ---------------------------- */
+typedef struct arith_pmu {
+    int fd; /* -1: no PMU (a VM without one, perf_event_paranoid, a kernel without perf events) */
+} arith_pmu;
+
+#if defined(__linux__)
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* Open the calling thread's user-mode core-cycles counter; fd -1 where it cannot be opened (errno says why;
+ * the clock then measures the cycles). */
+static void arith_pmu_open(arith_pmu *m)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_HARDWARE;
+    a.config = PERF_COUNT_HW_CPU_CYCLES;
+    a.exclude_kernel = 1; /* the kernels run in user mode; preemption is not counted */
+    a.exclude_hv = 1;
+    m->fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (getenv("TAILSCOPE_ARITH_NO_PMU") && m->fd >= 0) { /* for a comparison of the two paths */
+        if (close(m->fd) != 0)
+            ts_die(TS_EXIT_RUNTIME, "close(perf event): %s", strerror(errno));
+        m->fd = -1;
+    }
+}
+static uint64_t arith_pmu_read(const arith_pmu *m)
+{
+    uint64_t c = 0;
+    if (m->fd >= 0 && read(m->fd, &c, sizeof c) != (ssize_t)sizeof c)
+        ts_die(TS_EXIT_RUNTIME, "read(perf event cycles): %s", strerror(errno));
+    return c;
+}
+static void arith_pmu_close(arith_pmu *m)
+{
+    if (m->fd >= 0 && close(m->fd) != 0)
+        ts_die(TS_EXIT_RUNTIME, "close(perf event): %s", strerror(errno));
+    m->fd = -1;
+}
+#else
+static void arith_pmu_open(arith_pmu *m) { m->fd = -1; }
+static uint64_t arith_pmu_read(const arith_pmu *m) { (void)m; return 0; }
+static void arith_pmu_close(arith_pmu *m) { (void)m; }
+#endif
 
 typedef struct skip {
     const char *precision, *width, *op;
@@ -423,16 +764,37 @@ static bool cpus_given(int argc, char **argv)
     return false;
 }
 
-/* Does the CPU do FP16 arithmetic (x86: AVX512-FP16, CPUID.(7,0):EDX[23])? */
+#if TS_X86
+/* Does the CPU do FP16 arithmetic (x86: AVX512-FP16, CPUID.(7,0):EDX[23])? (aarch64: decided at build time) */
 static bool have_fp16(void)
 {
-#if TS_X86
     unsigned a, b, c, d;
     if (__get_cpuid_max(0, NULL) < 7)
         return false;
     __cpuid_count(7, 0, a, b, c, d);
     (void)a, (void)b, (void)c;
     return (d >> 23) & 1;
+}
+#endif
+
+/* Does this process run under an emulator? An aarch64 binary on an aarch64 kernel always finds "CPU implementer"
+ * in /proc/cpuinfo; under qemu-user /proc is the host's (an x86 CPU's fields). Elsewhere: never. */
+static bool arith_emulated(void)
+{
+#if defined(__aarch64__)
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return false; /* cannot tell: judged as a real core */
+    char line[512];
+    bool implementer = false, any = false;
+    while (fgets(line, sizeof line, f)) {
+        any = true;
+        if (strncmp(line, "CPU implementer", 15) == 0)
+            implementer = true;
+    }
+    if (fclose(f) != 0)
+        ts_die(TS_EXIT_RUNTIME, "close(/proc/cpuinfo): %s", strerror(errno));
+    return any && !implementer;
 #else
     return false;
 #endif
@@ -441,11 +803,17 @@ static bool have_fp16(void)
 /* Operands {x0, y, z} per op (see the manual). */
 static void operands(int op, double v[3])
 {
-    static const double x0[NOPS] = {0.0, 1.1, 1.1, 1.1, 1.9};
+    static const double x0[NOPS] = {0.0, 1.1, 1.1, 1.1, 1.9, 0.0};
     v[0] = x0[op];
-    v[1] = op == 0 ? 1.0 : op == 2 ? 1.3 : 1.0 + 0x1p-20;
+    v[1] = op == 0 || op == 5 ? 1.0 : op == 2 ? 1.3 : 1.0 + 0x1p-20;
     v[2] = 0x1p-30;
 }
+
+#ifdef ARITH_FMA_SELF
+#define ARITH_FMA_SELF_REPLAY 1 /* the kernels' fma is x = x * z + x */
+#else
+#define ARITH_FMA_SELF_REPLAY 0
+#endif
 
 /* The chain replayed on one scalar of the element type. */
 static double replay64(int op, uint64_t n)
@@ -458,7 +826,8 @@ static double replay64(int op, uint64_t n)
         case 0: x = x + v[1]; break;
         case 1: x = x * v[1]; break;
         case 2: x = v[1] / x; break;
-        case 3: x = fma(x, v[1], v[2]); break;
+        case 3: x = ARITH_FMA_SELF_REPLAY ? fma(x, v[2], x) : fma(x, v[1], v[2]); break;
+        case 5: x = x - v[1]; break;
         default: x = sqrt(x); break;
         }
     return x;
@@ -474,7 +843,8 @@ static float replay32(int op, uint64_t n)
         case 0: x = x + y; break;
         case 1: x = x * y; break;
         case 2: x = y / x; break;
-        case 3: x = fmaf(x, y, z); break;
+        case 3: x = ARITH_FMA_SELF_REPLAY ? fmaf(x, z, x) : fmaf(x, y, z); break;
+        case 5: x = x - y; break;
         default: x = sqrtf(x); break;
         }
     return x;
@@ -494,7 +864,11 @@ static _Float16 replay16(int op, uint64_t n)
         case 0: x = (_Float16)((float)x + (float)y); break;
         case 1: x = (_Float16)((float)x * (float)y); break;
         case 2: x = (_Float16)((float)y / (float)x); break;
-        case 3: x = (_Float16)((double)x * (double)y + (double)z); break;
+        case 3:
+            x = ARITH_FMA_SELF_REPLAY ? (_Float16)((double)x * (double)z + (double)x)
+                                      : (_Float16)((double)x * (double)y + (double)z);
+            break;
+        case 5: x = (_Float16)((float)x - (float)y); break;
         default: x = (_Float16)sqrtf((float)x); break;
         }
     return x;
@@ -503,7 +877,7 @@ static _Float16 replay16(int op, uint64_t n)
 
 int main(int argc, char **argv)
 {
-    int64_t ops = 16384, iterations = 31, clock_chunks = 200;
+    int64_t ops = 16384, iterations = 31, clock_chunks = 10;
     ts_opt opts[] = {
         {"--ops", TS_OPT_I64, &ops, 8, 1e10, NULL},
         {"--iterations", TS_OPT_I64, &iterations, 1, 1e6, NULL},
@@ -552,24 +926,67 @@ int main(int argc, char **argv)
     flavours[nflav++] = fma3 ? &f64s_fma : &f64s_sse2;
     flavours[nflav++] = isa == TS_ISA_AVX512F ? &f64_avx512 : isa == TS_ISA_AVX2 ? &f64_avx2 : &f64_sse2;
     const char *isa_name = ts_isa_name(isa);
+#elif defined(__aarch64__)
+    static const flavour f16s = {"fp16", "scalar", "fp16_scalar", 16, 1, 1, 2, KERNELS(fp16_scalar)};
+    static const flavour f32s = {"fp32", "scalar", "fp32_scalar", 32, 1, 1, 4, KERNELS(fp32_scalar)};
+    static const flavour f64s = {"fp64", "scalar", "fp64_scalar", 64, 1, 1, 8, KERNELS(fp64_scalar)};
+    static const flavour f16n = {"fp16", "neon", "fp16_neon", 128, 8, 8, 2, KERNELS(fp16_neon)};
+    static const flavour f32n = {"fp32", "neon", "fp32_neon", 128, 4, 4, 4, KERNELS(fp32_neon)};
+    static const flavour f64n = {"fp64", "neon", "fp64_neon", 128, 2, 2, 8, KERNELS(fp64_neon)};
+    const unsigned long hwcap = getauxval(AT_HWCAP);
+    /* FEAT_FP16: scalar (HWCAP_FPHP) and vector (HWCAP_ASIMDHP) half-precision arithmetic */
+    const bool fp16 = (hwcap & HWCAP_FPHP) && (hwcap & HWCAP_ASIMDHP);
+    const flavour *f16v = NULL, *f32v = NULL, *f64v = NULL;
+#ifdef ARITH_HAVE_SVE
+    const bool sve_built = true;
+    const bool sve = (hwcap & HWCAP_SVE) != 0 && getenv("TAILSCOPE_ARITH_NO_SVE") == NULL;
+    static flavour v16 = {"fp16", "sve", "fp16_sve", 0, 0, 0, 2, KERNELS(fp16_sve)};
+    static flavour v32 = {"fp32", "sve", "fp32_sve", 0, 0, 0, 4, KERNELS(fp32_sve)};
+    static flavour v64 = {"fp64", "sve", "fp64_sve", 0, 0, 0, 8, KERNELS(fp64_sve)};
+    const int vbits = sve ? sve_bits() : 0;
+    if (vbits > MAX_LANES * 16)
+        ts_die(TS_EXIT_RUNTIME, "SVE vector length %d bits: longer than the architecture's 2048", vbits);
+    v16.bits = v32.bits = v64.bits = vbits;
+    v16.lanes = v16.stride = vbits / 16;
+    v32.lanes = v32.stride = vbits / 32;
+    v64.lanes = v64.stride = vbits / 64;
+    f16v = &v16;
+    f32v = &v32;
+    f64v = &v64;
+#else
+    const bool sve_built = false, sve = false;
+#endif
+    /* the order the table lists them; the widest FP64 flavour last (the headline) */
+    const flavour *flavours[9];
+    int nflav = 0;
+    if (fp16) {
+        flavours[nflav++] = &f16s;
+        flavours[nflav++] = &f16n;
+        if (sve)
+            flavours[nflav++] = f16v;
+    }
+    flavours[nflav++] = &f32s;
+    flavours[nflav++] = &f32n;
+    if (sve)
+        flavours[nflav++] = f32v;
+    flavours[nflav++] = &f64s;
+    flavours[nflav++] = &f64n;
+    if (sve)
+        flavours[nflav++] = f64v;
+    const bool isa_forced = sve_built && getenv("TAILSCOPE_ARITH_NO_SVE") != NULL && (hwcap & HWCAP_SVE);
+    const char *isa_name = sve ? "sve" : "neon";
 #else
     static const flavour f32s = {"fp32", "scalar", "fp32_scalar_c", 32, 1, 1, 4, KERNELS(fp32_scalar_c)};
     static const flavour f64s = {"fp64", "scalar", "fp64_scalar_c", 64, 1, 1, 8, KERNELS(fp64_scalar_c)};
-#ifdef ARITH_HAVE_FP16
-    static const flavour f16s = {"fp16", "scalar", "fp16_scalar_c", 16, 1, 1, 2, KERNELS(fp16_scalar_c)};
-    const flavour *flavours[3] = {&f16s, &f32s, &f64s};
-    const int nflav = 3;
-#else
     const flavour *flavours[2] = {&f32s, &f64s};
     const int nflav = 2;
-#endif
     const bool isa_forced = false;
     const char *isa_name = "portable-c";
 #endif
 
-    kernel ks[6 * NOPS * 2];
+    kernel ks[9 * NOPS * 2];
     int nk = 0;
-    skip skips[6 * NOPS + 2];
+    skip skips[9 * NOPS + 2];
     int nskip = 0;
     char fp16_why[200] = "";
 #if TS_X86 && !defined(ARITH_HAVE_FP16)
@@ -584,10 +1001,22 @@ int main(int argc, char **argv)
         snprintf(fp16_why, sizeof fp16_why,
                  "the CPU has AVX512-FP16 but the kernels run at %s (TAILSCOPE_KERNEL_ISA, or the OS does not "
                  "save 512-bit registers)", isa_name);
-#elif !defined(ARITH_HAVE_FP16)
-    snprintf(fp16_why, sizeof fp16_why,
-             "this build has no FP16 kernels (aarch64: build with a -march that has FEAT_FP16, e.g. "
-             "TAILSCOPE_MARCH=native on the node)");
+#elif defined(__aarch64__)
+    if (!fp16)
+        snprintf(fp16_why, sizeof fp16_why,
+                 "the CPU has no FP16 arithmetic (aarch64: FEAT_FP16, HWCAP_FPHP and HWCAP_ASIMDHP are clear)");
+    if (!sve) {
+        skip *sv = &skips[nskip++];
+        sv->precision = "all";
+        sv->width = "sve";
+        sv->op = "all";
+        snprintf(sv->reason, sizeof sv->reason, "%s",
+                 !(hwcap & HWCAP_SVE) ? "the CPU has no SVE (HWCAP_SVE is clear)"
+                 : sve_built          ? "TAILSCOPE_ARITH_NO_SVE is set: SVE not measured"
+                                      : "this build's compiler has no SVE ACLE (arm_sve.h: GCC >= 10, Clang >= 12)");
+    }
+#else
+    snprintf(fp16_why, sizeof fp16_why, "this build has no FP16 kernels (only x86-64 and aarch64 have them)");
 #endif
     if (fp16_why[0]) {
         skip *s16 = &skips[nskip++];
@@ -597,7 +1026,8 @@ int main(int argc, char **argv)
         snprintf(s16->reason, sizeof s16->reason, "%s", fp16_why);
     }
     for (int f = 0; f < nflav; f++)
-        for (int op = 0; op < NOPS; op++) {
+        for (int oi = 0; oi < NOPS; oi++) {
+            const int op = op_order[oi];
             if (!flavours[f]->lat[op]) {
                 skip *s = &skips[nskip++];
                 s->precision = flavours[f]->precision;
@@ -616,6 +1046,7 @@ int main(int argc, char **argv)
             }
         }
 
+    const bool emulated = arith_emulated();
     ts_probe_config_begin(&p, p.nthreads);
     ts_json *j = &p.rec;
     ts_json_i64(j, "ops", ops);
@@ -630,11 +1061,17 @@ int main(int argc, char **argv)
     for (int k = 0; k < nk; k++)
         ts_json_str(j, NULL, ks[k].name);
     ts_json_close(j);
+    ts_json_bool(j, "emulated", emulated);
     ts_probe_config_end(&p);
+    if (emulated)
+        ts_probe_warn(&p, "arith_emulated",
+                      "this aarch64 binary runs under an emulator (qemu-user: /proc/cpuinfo names no CPU "
+                      "implementer): its cycles are the emulator's, the plausibility check is not applied");
     if (p.check_args)
         return TS_EXIT_OK;
 
     const int n = p.nthreads;
+    const int npairs = nk / 2; /* lat and thr of one (flavour, op) are neighbours: ks[2 * pair + thr] */
     const size_t per_k = (size_t)iterations + 1;
     /* stamps[(t * nk + k) * per_k + it]: CPU t, kernel k, iteration it */
     stamp *st = ts_xcalloc((size_t)n * (size_t)nk * per_k, sizeof *st);
@@ -647,8 +1084,17 @@ int main(int argc, char **argv)
     } out; /* the kernels' stores */
     int64_t wrong = 0, checked = 0;
     char first_wrong[256] = "";
-    ts_effclock *clk = ts_xcalloc(2 * (size_t)n, sizeof *clk);
-    double *eff = ts_xcalloc((size_t)n, sizeof *eff);
+    /* kclk[2 * (t * nk + k) + 0/1]: kernel k's own clock on CPU t, before and after its timed loop */
+    ts_effclock *kclk = ts_xcalloc(2 * (size_t)n * (size_t)nk, sizeof *kclk);
+    /* verdict and attempts per CPU and pair: verdict[t * npairs + pair] */
+    enum arith_verdict *verdict = ts_xcalloc((size_t)n * (size_t)npairs, sizeof *verdict);
+    int *attempts = ts_xcalloc((size_t)n * (size_t)npairs, sizeof *attempts);
+    double *lat_first = ts_xcalloc((size_t)n * (size_t)npairs * 2, sizeof *lat_first); /* first attempt */
+    double *vv = ts_xmalloc((size_t)iterations * sizeof *vv);
+    uint64_t *chunk = ts_xmalloc(((size_t)iterations + 2) * sizeof *chunk); /* calibration chunk ticks */
+    const double hz = p.clock.tsc_hz;
+    bool pmu_used = false;
+    int repeats = 0;
 
     ts_probe_anchor(&p);
     for (int t = 0; t < n; t++) {
@@ -656,71 +1102,137 @@ int main(int argc, char **argv)
         if (rc != 0)
             ts_die(rc == EINVAL ? TS_EXIT_RESOURCE : TS_EXIT_RUNTIME,
                    "--cpus: pinning to CPU %d failed: %s (is it outside this job's cpuset?)", p.cpus[t], strerror(rc));
-        ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[2 * t]);
-        for (int k = 0; k < nk; k++) {
-            const flavour *f = ks[k].f;
-            const int op = ks[k].op;
-            kernel_fn fn = ks[k].thr ? f->thr[op] : f->lat[op];
-            double in64[3];
-            operands(op, in64);
-            float in32[3] = {(float)in64[0], (float)in64[1], (float)in64[2]};
-            const void *in = f->esize == 8 ? (const void *)in64 : (const void *)in32;
+        arith_pmu pmu;
+        arith_pmu_open(&pmu);
+        pmu_used |= pmu.fd >= 0;
+        for (int pair = 0; pair < npairs; pair++) {
+            const int op = ks[2 * pair].op;
+            enum arith_verdict v = ARITH_OK;
+            for (int attempt = 1; attempt <= ARITH_ATTEMPTS; attempt++) {
+                double med[2], move = 0.0;
+                for (int m = 0; m < 2; m++) {
+                    const int k = 2 * pair + m;
+                    const flavour *f = ks[k].f;
+                    kernel_fn fn = ks[k].thr ? f->thr[op] : f->lat[op];
+                    double in64[3];
+                    operands(op, in64);
+                    float in32[3] = {(float)in64[0], (float)in64[1], (float)in64[2]};
+                    const void *in = f->esize == 8 ? (const void *)in64 : (const void *)in32;
 #ifdef ARITH_HAVE_FP16
-            _Float16 in16[3] = {(_Float16)in64[0], (_Float16)in64[1], (_Float16)in64[2]};
-            const _Float16 want16 = f->esize == 2 ? replay16(op, (uint64_t)ops) : (_Float16)0;
-            if (f->esize == 2)
-                in = in16;
+                    _Float16 in16[3] = {(_Float16)in64[0], (_Float16)in64[1], (_Float16)in64[2]};
+                    const _Float16 want16 = f->esize == 2 ? replay16(op, (uint64_t)ops) : (_Float16)0;
+                    if (f->esize == 2)
+                        in = in16;
 #endif
-            const double want64 = replay64(op, (uint64_t)ops);
-            const float want32 = replay32(op, (uint64_t)ops);
-            const int nchains = ks[k].thr ? CHAINS : 1;
-            for (int64_t it = 0; it <= iterations; it++) {
-                uint64_t t0 = ts_tsc();
-                fn(steps, in, &out);
-                uint64_t t1 = ts_tsc();
-                st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it] = (stamp){t0, t1, sched_getcpu()};
-                if (ts_probe_corrupt_for_test() && t == 0 && k == 0 && it == iterations) {
-                    if (f->esize == 8)
-                        out.d[0] += 1.0;
-                    else if (f->esize == 4)
-                        out.f[0] += 1.0f;
+                    const double want64 = replay64(op, (uint64_t)ops);
+                    const float want32 = replay32(op, (uint64_t)ops);
+                    const int nchains = ks[k].thr ? CHAINS : 1;
+                    const double nops = (double)ops * nchains;
+                    ts_effclock *before = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)k)], *after = before + 1;
+                    ts_effective_hz((int)clock_chunks, 0, hz, before); /* this kernel's clock, right before */
+                    uint64_t cx = 1, k0 = ts_tsc();
+                    cx = ts_clock_chain(cx, ARITH_CHUNK_ADDS / TS_CLOCK_ADDS_PER_STEP); /* chunk before it 0 */
+                    chunk[0] = ts_tsc() - k0;
+                    for (int64_t it = 0; it <= iterations; it++) {
+                        uint64_t c0 = arith_pmu_read(&pmu);
+                        uint64_t t0 = ts_tsc();
+                        fn(steps, in, &out);
+                        uint64_t t1 = ts_tsc();
+                        uint64_t c1 = arith_pmu_read(&pmu);
+                        k0 = ts_tsc(); /* the chunk after this iteration, before the next */
+                        cx = ts_clock_chain(cx, ARITH_CHUNK_ADDS / TS_CLOCK_ADDS_PER_STEP);
+                        chunk[it + 1] = ts_tsc() - k0;
+                        stamp *x = &st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it];
+                        *x = (stamp){t0, t1, sched_getcpu(), pmu.fd >= 0 && c1 > c0 ? c1 - c0 : 0, 0.0};
+                        if (ts_probe_corrupt_for_test() && t == 0 && k == 0 && it == iterations) {
+                            if (f->esize == 8)
+                                out.d[0] += 1.0;
+                            else if (f->esize == 4)
+                                out.f[0] += 1.0f;
 #ifdef ARITH_HAVE_FP16
-                    else
-                        out.h[0] = (_Float16)((float)out.h[0] + 1.0f);
+                            else
+                                out.h[0] = (_Float16)((float)out.h[0] + 1.0f);
 #endif
-                }
-                checked++;
-                for (int c = 0; c < nchains * f->lanes; c++) {
-                    int v = c / f->lanes * f->stride + c % f->lanes; /* lane c % lanes of chain c / lanes */
-                    double got = f->esize == 8 ? out.d[v] : f->esize == 4 ? (double)out.f[v] : 0.0;
-                    double want = f->esize == 8 ? want64 : (double)want32;
+                        }
+                        checked++;
+                        for (int c = 0; c < nchains * f->lanes; c++) {
+                            int vi = c / f->lanes * f->stride + c % f->lanes; /* lane c % lanes of chain c / lanes */
+                            double got = f->esize == 8 ? out.d[vi] : f->esize == 4 ? (double)out.f[vi] : 0.0;
+                            double want = f->esize == 8 ? want64 : (double)want32;
 #ifdef ARITH_HAVE_FP16
-                    if (f->esize == 2) {
-                        got = (double)out.h[v];
-                        want = (double)want16;
+                            if (f->esize == 2) {
+                                got = (double)out.h[vi];
+                                want = (double)want16;
+                            }
+#endif
+                            bool ok = f->esize == 8   ? out.d[vi] == want64
+                                      : f->esize == 4 ? out.f[vi] == want32
+                                                      : got == want;
+                            if (!ok) {
+                                if (!wrong)
+                                    snprintf(first_wrong, sizeof first_wrong,
+                                             "CPU %d %s iteration %" PRId64 " value %d: %.17g, replay %.17g",
+                                             p.cpus[t], ks[k].name, it, vi, got, want);
+                                wrong++;
+                                break;
+                            }
+                        }
                     }
-#endif
-                    bool ok = f->esize == 8 ? out.d[v] == want64 : f->esize == 4 ? out.f[v] == want32 : got == want;
-                    if (!ok) {
-                        if (!wrong)
-                            snprintf(first_wrong, sizeof first_wrong,
-                                     "CPU %d %s iteration %" PRId64 " value %d: %.17g, replay %.17g", p.cpus[t],
-                                     ks[k].name, it, v, got, want);
-                        wrong++;
-                        break;
+                    __asm__ volatile("" : : "r"(cx)); /* the chain's result is used */
+                    ts_effective_hz((int)clock_chunks, 0, hz, after); /* and right after */
+                    /* the ticks of one chunk at the kernel's loop clock: a chunk far from it was disturbed */
+                    const double loop_hz = arith_kernel_hz(before->hz, after->hz);
+                    const double expected = loop_hz > 0 ? ARITH_CHUNK_ADDS / loop_hz * hz +
+                                                              (double)p.clock.overhead_cycles
+                                                        : 0.0;
+                    for (int64_t it = 0; it <= iterations; it++) {
+                        stamp *x = &st[((size_t)t * (size_t)nk + (size_t)k) * per_k + (size_t)it];
+                        const uint64_t cb = arith_chunk_or_loop(chunk[it], expected);
+                        const uint64_t ca = arith_chunk_or_loop(chunk[it + 1], expected);
+                        x->cycles = x->pmu ? arith_cycles_from_pmu(x->pmu, nops)
+                                           : arith_cycles_interleaved(x->t1 - x->t0, cb, ca, p.clock.overhead_cycles,
+                                                                      ARITH_CHUNK_ADDS, nops);
+                        if (it > 0)
+                            vv[it - 1] = x->cycles;
+                    }
+                    med[m] = ts_median_inplace(vv, (size_t)iterations);
+                    if (!pmu_used) {
+                        double mv = arith_clock_move(before->hz, after->hz);
+                        move = mv > move ? mv : move;
                     }
                 }
+                if (attempt == 1) {
+                    lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair)] = med[0];
+                    lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair) + 1] = med[1];
+                }
+                /* a clock that moved inside a kernel asks for a repeat, never for a refusal */
+                v = emulated ? ARITH_EMULATED : arith_judge(op, med[0], med[1], attempt < ARITH_ATTEMPTS ? move : 0.0);
+                attempts[t * npairs + pair] = attempt;
+                if (v == ARITH_OK || v == ARITH_THR_CAPPED || v == ARITH_EMULATED)
+                    break;
+                if (attempt < ARITH_ATTEMPTS)
+                    repeats++;
             }
+            verdict[t * npairs + pair] = v;
+            if (v == ARITH_THR_ABOVE_LAT || v == ARITH_BELOW_FLOOR)
+                ts_probe_warn(&p, "arith_refused",
+                              "CPU %d %s %s %s: %s (latency %.2f, reciprocal throughput %.2f cycles, floor %.0f) "
+                              "after %d attempts: not reported (the core was shared or its clock moved)",
+                              p.cpus[t], ks[2 * pair].f->precision, ks[2 * pair].f->width, op_names[op],
+                              arith_verdict_name(v), lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair)],
+                              lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair) + 1],
+                              arith_latency_floor(op), ARITH_ATTEMPTS);
         }
-        ts_effective_hz((int)clock_chunks, 0, p.clock.tsc_hz, &clk[2 * t + 1]);
-        eff[t] = 0.5 * (clk[2 * t].hz + clk[2 * t + 1].hz);
+        arith_pmu_close(&pmu);
     }
+    free(vv);
+    free(chunk);
 
-    /* records: cycles per operation, with the effective clock of the CPU that ran the iteration */
-    const double hz = p.clock.tsc_hz;
+    /* records: cycles per operation, each kernel against its own clock (or the PMU's cycles) */
 #define STAMP(t, k, it) (&st[((size_t)(t) * (size_t)nk + (size_t)(k)) * per_k + (size_t)(it)])
-#define CYCLES(t, k, it) (ts_seconds(STAMP(t, k, it)->t0, STAMP(t, k, it)->t1, hz) * eff[t] / \
-                          ((double)ops * (ks[k].thr ? CHAINS : 1)))
+#define CYCLES(t, k, it) (STAMP(t, k, it)->cycles)
+#define REFUSED(t, pair) (verdict[(t) * npairs + (pair)] == ARITH_THR_ABOVE_LAT || \
+                          verdict[(t) * npairs + (pair)] == ARITH_BELOW_FLOOR)
     uint64_t shortest = UINT64_MAX;
     for (int t = 0; t < n; t++)
         for (int k = 0; k < nk; k++)
@@ -736,7 +1248,7 @@ int main(int argc, char **argv)
                          "replay (first: %s)", wrong, checked, first_wrong);
     ts_probe_validated(&p, "Solution Validates: all %" PRId64 " chains equal their scalar replay", checked);
 
-    /* medians per kernel over every CPU's timed iterations, the headline, the table */
+    /* medians per kernel over the timed iterations of every CPU whose pair was not refused */
     const size_t nv = (size_t)n * (size_t)iterations;
     double *v = ts_xmalloc(nv * sizeof *v);
     int head = -1, fallback = -1;
@@ -750,45 +1262,118 @@ int main(int argc, char **argv)
         }
     if (head < 0)
         head = fallback;
-    {
-        size_t m = 0;
-        for (int t = 0; t < n; t++)
-            for (int64_t it = 1; it <= iterations; it++)
-                v[m++] = CYCLES(t, head, it);
-    }
-    double headline = ts_median_inplace(v, nv);
+    /* pooled medians of the pair's latency [0] and throughput [1]; false when every CPU refused it */
+    double pooled[2];
+#define POOL(pair, m)                                                                                          \
+    do {                                                                                                       \
+        size_t c_ = 0;                                                                                         \
+        for (int t_ = 0; t_ < n; t_++)                                                                         \
+            if (!REFUSED(t_, pair))                                                                            \
+                for (int64_t it_ = 1; it_ <= iterations; it_++)                                                \
+                    v[c_++] = CYCLES(t_, 2 * (pair) + (m), it_);                                               \
+        nused = c_;                                                                                            \
+    } while (0)
+    size_t nused;
+    const int head_pair = head / 2;
+    POOL(head_pair, 0);
+    pooled[0] = nused ? ts_median_inplace(v, nused) : 0.0;
+    POOL(head_pair, 1);
+    pooled[1] = nused ? ts_median_inplace(v, nused) : 0.0;
+    if (!nused)
+        ts_probe_invalid(&p, "Failed Validation: the headline %s was refused on every CPU (%s): see the "
+                         "arith_refused warnings", ks[head].name, arith_verdict_name(verdict[head_pair]));
+    /* never a throughput above the latency: within the slack it is reported equal to it (checks) */
+    double headline = pooled[1] > pooled[0] ? pooled[0] : pooled[1];
     uint64_t first = STAMP(0, 0, 1)->t0, last = STAMP(n - 1, nk - 1, iterations)->t1;
     ts_probe_result_begin(&p, "fp64_fma_cpi", "cycles", headline, false, first, last);
     ts_json_obj(j, "summary");
     ts_json_str(j, "headline_kernel", ks[head].name);
+    ts_json_str(j, "cycles_source", pmu_used ? "pmu" : "clock");
+    ts_json_i64(j, "repeats", repeats);
     ts_json_arr(j, "clock");
     for (int t = 0; t < n; t++) {
+        /* the CPU's clock over the run: the median, lowest and highest of its kernels' own clocks */
+        double *kh = ts_xmalloc((size_t)nk * sizeof *kh), lo = 0, hi = 0;
+        for (int k = 0; k < nk; k++) {
+            const ts_effclock *b = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)k)];
+            kh[k] = arith_kernel_hz(b[0].hz, b[1].hz);
+            lo = k == 0 || kh[k] < lo ? kh[k] : lo;
+            hi = k == 0 || kh[k] > hi ? kh[k] : hi;
+        }
+        const ts_effclock *first_c = &kclk[2 * (size_t)t * (size_t)nk];
+        const ts_effclock *last_c = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)nk - 1) + 1];
         ts_json_obj(j, NULL);
         ts_json_i64(j, "thread", t);
         ts_json_i64(j, "cpu", p.cpus[t]);
-        ts_json_double(j, "effective_hz", eff[t]);
-        ts_json_double(j, "effective_hz_before", clk[2 * t].hz);
-        ts_json_double(j, "effective_hz_after", clk[2 * t + 1].hz);
-        ts_json_double(j, "p10_hz_before", clk[2 * t].p10_hz);
-        ts_json_double(j, "p10_hz_after", clk[2 * t + 1].p10_hz);
+        ts_json_double(j, "effective_hz", ts_median_inplace(kh, (size_t)nk));
+        ts_json_double(j, "effective_hz_before", first_c->hz); /* before the first kernel */
+        ts_json_double(j, "effective_hz_after", last_c->hz);   /* after the last kernel */
+        ts_json_double(j, "effective_hz_min", lo);
+        ts_json_double(j, "effective_hz_max", hi);
+        ts_json_double(j, "p10_hz_before", first_c->p10_hz);
+        ts_json_double(j, "p10_hz_after", last_c->p10_hz);
         ts_json_close(j);
+        free(kh);
     }
     ts_json_close(j);
+    ts_json_arr(j, "kernels"); /* each kernel's own clock per CPU: what its cycles were computed with */
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < nk; k++) {
+            const ts_effclock *b = &kclk[2 * ((size_t)t * (size_t)nk + (size_t)k)];
+            ts_json_obj(j, NULL);
+            ts_json_str(j, "kernel", ks[k].name);
+            ts_json_i64(j, "cpu", p.cpus[t]);
+            ts_json_double(j, "hz_before", b[0].hz);
+            ts_json_double(j, "hz_after", b[1].hz);
+            ts_json_double(j, "hz", arith_kernel_hz(b[0].hz, b[1].hz));
+            ts_json_close(j);
+        }
+    ts_json_close(j);
+    ts_json_arr(j, "checks"); /* per CPU and pair: what the plausibility check decided */
+    for (int t = 0; t < n; t++)
+        for (int pair = 0; pair < npairs; pair++) {
+            ts_json_obj(j, NULL);
+            ts_json_i64(j, "cpu", p.cpus[t]);
+            ts_json_str(j, "precision", ks[2 * pair].f->precision);
+            ts_json_str(j, "width", ks[2 * pair].f->width);
+            ts_json_str(j, "op", op_names[ks[2 * pair].op]);
+            ts_json_str(j, "outcome", arith_verdict_name(verdict[t * npairs + pair]));
+            ts_json_bool(j, "refused", REFUSED(t, pair));
+            ts_json_i64(j, "attempts", attempts[t * npairs + pair]);
+            ts_json_double(j, "latency_floor_cycles", arith_latency_floor(ks[2 * pair].op));
+            ts_json_close(j);
+        }
+    ts_json_close(j);
     ts_json_arr(j, "table");
-    for (int k = 0; k + 1 < nk; k += 2) { /* lat and thr of one (flavour, op) are neighbours */
+    for (int pair = 0; pair < npairs; pair++) {
+        const int k = 2 * pair;
         ts_json_obj(j, NULL);
         ts_json_str(j, "precision", ks[k].f->precision);
         ts_json_str(j, "width", ks[k].f->width);
         ts_json_i64(j, "bits", ks[k].f->bits);
         ts_json_i64(j, "lanes", ks[k].f->lanes);
         ts_json_str(j, "op", op_names[ks[k].op]);
-        for (int m = 0; m < 2; m++) {
-            size_t c = 0;
-            for (int t = 0; t < n; t++)
-                for (int64_t it = 1; it <= iterations; it++)
-                    v[c++] = CYCLES(t, k + m, it);
-            ts_json_stats(j, m ? "rthroughput_cycles" : "latency_cycles", v, nv);
+        POOL(pair, 0);
+        const size_t nlat = nused;
+        pooled[0] = nlat ? ts_median_inplace(v, nlat) : 0.0;
+        POOL(pair, 1);
+        pooled[1] = nused ? ts_median_inplace(v, nused) : 0.0;
+        if (!nlat) { /* refused on every CPU: no figures */
+            ts_json_null(j, "latency_cycles");
+            ts_json_null(j, "rthroughput_cycles");
+            ts_json_str(j, "refused", arith_verdict_name(verdict[pair]));
+            ts_json_close(j);
+            continue;
         }
+        POOL(pair, 0);
+        ts_json_stats(j, "latency_cycles", v, nlat);
+        POOL(pair, 1);
+        if (pooled[1] > pooled[0]) { /* within the slack (else refused): reported equal to the latency */
+            for (size_t c = 0; c < nused; c++)
+                v[c] = v[c] > pooled[0] ? pooled[0] : v[c];
+            ts_json_bool(j, "rthroughput_capped_to_latency", true);
+        }
+        ts_json_stats(j, "rthroughput_cycles", v, nused);
         ts_json_close(j);
     }
     ts_json_close(j); /* table */
@@ -806,7 +1391,9 @@ int main(int argc, char **argv)
     ts_probe_result_end(&p);
     free(v);
     free(st);
-    free(clk);
-    free(eff);
+    free(kclk);
+    free(verdict);
+    free(attempts);
+    free(lat_first);
     return TS_EXIT_OK;
 }

@@ -14,7 +14,17 @@
 #include <strings.h>
 #include <unistd.h>
 
-static void *sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
+/* A symbol by its plain name, else behind the prefix of OpenBLAS from PyPI (scipy_: blas_names.h). */
+static void *sym(const char *name)
+{
+    void *found = dlsym(RTLD_DEFAULT, name);
+    if (!found) {
+        char prefixed[128];
+        snprintf(prefixed, sizeof prefixed, "scipy_%s", name);
+        found = dlsym(RTLD_DEFAULT, prefixed);
+    }
+    return found;
+}
 
 const char *ts_blas_library_of(void *symbol, char *buf, size_t size)
 {

@@ -61,6 +61,7 @@
  */
 #define _GNU_SOURCE
 #include "blas.h"
+#include "blas_names.h"
 #include "team.h"
 #include "ts_probe.h"
 

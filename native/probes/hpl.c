@@ -70,6 +70,7 @@
  */
 #define _GNU_SOURCE
 #include "blas.h"
+#include "blas_names.h"
 #include "team.h"
 #include "ts_probe.h"
 

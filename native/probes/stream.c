@@ -15,7 +15,9 @@
  *   triad    a[j] = b[j] + s * c[j]   24 (3 arrays)       2
  *   with s = 3.0. With --stores cached the caches also read each destination line before writing it
  *   (write-allocate), traffic STREAM does not count; --stores nt (default) writes with non-temporal stores,
- *   which bypass the caches, as STREAM compiled by Intel compilers and likwid-bench's *_mem kernels do.
+ *   which bypass the caches, as STREAM compiled by Intel compilers and likwid-bench's *_mem kernels do
+ *   (x86-64: movntpd and sfence; aarch64: STNP of two NEON registers and dmb ishst; elsewhere only
+ *   --stores cached exists).
  *   The metric is triad's:
  *       bandwidth [GB/s] = 24 x elements x (reps - 1) / sum of triad team seconds / 1e9
  *   over the repetitions after the warm-up.
@@ -88,6 +90,12 @@
 #else
 #define TS_X86 0
 #endif
+#if defined(__aarch64__) && defined(__GNUC__)
+#include <arm_neon.h>
+#define TS_ARM64 1
+#else
+#define TS_ARM64 0
+#endif
 
 #include "stream_manual.h"
 
@@ -154,8 +162,9 @@ static inline __attribute__((always_inline)) void triad_body(double *restrict a,
     }
 
 /* Non-temporal stores: a scalar head until the destination is vector-aligned, whole vectors with streaming
- * stores, a scalar tail, then sfence so the stores are globally visible before the barrier. */
-#define NT_KERNELS(SUF, ATTR, VEC, W, LOADU, STREAM, SET1, MUL, ADD, MULADD)                                \
+ * stores, a scalar tail, then a store fence (x86 sfence, aarch64 dmb ishst) so the stores are globally visible
+ * before the barrier. */
+#define NT_KERNELS(SUF, ATTR, VEC, W, LOADU, STREAM, SET1, MUL, ADD, MULADD, FENCE)                         \
     ATTR void stream_copy_nt_##SUF(double *restrict c, const double *restrict a, size_t n)                  \
     {                                                                                                        \
         size_t j = 0;                                                                                        \
@@ -165,7 +174,7 @@ static inline __attribute__((always_inline)) void triad_body(double *restrict a,
             STREAM(c + j, LOADU(a + j));                                                                     \
         for (; j < n; j++)                                                                                   \
             c[j] = a[j];                                                                                     \
-        _mm_sfence();                                                                                        \
+        FENCE();                                                                                             \
     }                                                                                                        \
     ATTR void stream_scale_nt_##SUF(double *restrict b, const double *restrict c, double s, size_t n)       \
     {                                                                                                        \
@@ -177,7 +186,7 @@ static inline __attribute__((always_inline)) void triad_body(double *restrict a,
             STREAM(b + j, MUL(vs, LOADU(c + j)));                                                            \
         for (; j < n; j++)                                                                                   \
             b[j] = s * c[j];                                                                                 \
-        _mm_sfence();                                                                                        \
+        FENCE();                                                                                             \
     }                                                                                                        \
     ATTR void stream_add_nt_##SUF(double *restrict c, const double *restrict a, const double *restrict b,   \
                                   size_t n)                                                                  \
@@ -189,7 +198,7 @@ static inline __attribute__((always_inline)) void triad_body(double *restrict a,
             STREAM(c + j, ADD(LOADU(a + j), LOADU(b + j)));                                                  \
         for (; j < n; j++)                                                                                   \
             c[j] = a[j] + b[j];                                                                              \
-        _mm_sfence();                                                                                        \
+        FENCE();                                                                                             \
     }                                                                                                        \
     ATTR void stream_triad_nt_##SUF(double *restrict a, const double *restrict b, const double *restrict c, \
                                     double s, size_t n)                                                      \
@@ -202,7 +211,7 @@ static inline __attribute__((always_inline)) void triad_body(double *restrict a,
             STREAM(a + j, MULADD(vs, LOADU(c + j), LOADU(b + j)));                                           \
         for (; j < n; j++)                                                                                   \
             a[j] = b[j] + s * c[j];                                                                          \
-        _mm_sfence();                                                                                        \
+        FENCE();                                                                                             \
     }
 
 #define SSE2_MULADD(s, x, y) _mm_add_pd(_mm_mul_pd((s), (x)), (y))
@@ -211,11 +220,31 @@ static inline __attribute__((always_inline)) void triad_body(double *restrict a,
 CACHED_KERNELS(avx512f, __attribute__((noinline, target("avx512f"))))
 CACHED_KERNELS(avx2, __attribute__((noinline, target("avx2,fma"))))
 NT_KERNELS(avx512f, __attribute__((noinline, target("avx512f"))), __m512d, 8, _mm512_loadu_pd, _mm512_stream_pd,
-           _mm512_set1_pd, _mm512_mul_pd, _mm512_add_pd, _mm512_fmadd_pd)
+           _mm512_set1_pd, _mm512_mul_pd, _mm512_add_pd, _mm512_fmadd_pd, _mm_sfence)
 NT_KERNELS(avx2, __attribute__((noinline, target("avx2,fma"))), __m256d, 4, _mm256_loadu_pd, _mm256_stream_pd,
-           _mm256_set1_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_fmadd_pd)
+           _mm256_set1_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_fmadd_pd, _mm_sfence)
 NT_KERNELS(sse2, __attribute__((noinline)), __m128d, 2, _mm_loadu_pd, _mm_stream_pd, _mm_set1_pd, _mm_mul_pd,
-           _mm_add_pd, SSE2_MULADD)
+           _mm_add_pd, SSE2_MULADD, _mm_sfence)
+#endif
+#if TS_ARM64
+/* aarch64: STNP stores a pair of registers with a non-temporal hint (Arm ARM C6.2: "a hint that the data is
+ * unlikely to be reused soon"); two NEON q registers = 4 doubles, 32 bytes per store. */
+typedef struct { float64x2_t lo, hi; } f64x4;
+static inline f64x4 neon_load4(const double *p) { return (f64x4){vld1q_f64(p), vld1q_f64(p + 2)}; }
+static inline f64x4 neon_set4(double s) { return (f64x4){vdupq_n_f64(s), vdupq_n_f64(s)}; }
+static inline f64x4 neon_mul4(f64x4 a, f64x4 b) { return (f64x4){vmulq_f64(a.lo, b.lo), vmulq_f64(a.hi, b.hi)}; }
+static inline f64x4 neon_add4(f64x4 a, f64x4 b) { return (f64x4){vaddq_f64(a.lo, b.lo), vaddq_f64(a.hi, b.hi)}; }
+static inline f64x4 neon_muladd4(f64x4 s, f64x4 x, f64x4 y) /* s * x + y, fused */
+{
+    return (f64x4){vfmaq_f64(y.lo, s.lo, x.lo), vfmaq_f64(y.hi, s.hi, x.hi)};
+}
+static inline void neon_stream4(double *p, f64x4 v)
+{
+    __asm__ __volatile__("stnp %q1, %q2, [%0]" : : "r"(p), "w"(v.lo), "w"(v.hi) : "memory");
+}
+static inline void neon_store_fence(void) { __asm__ __volatile__("dmb ishst" : : : "memory"); }
+NT_KERNELS(neon, __attribute__((noinline)), f64x4, 4, neon_load4, neon_stream4, neon_set4, neon_mul4, neon_add4,
+           neon_muladd4, neon_store_fence)
 #endif
 CACHED_KERNELS(sse2, __attribute__((noinline)))
 
@@ -243,10 +272,15 @@ static kernels select_kernels(ts_isa isa, bool nt)
     if (isa == TS_ISA_AVX2)
         return (kernels){stream_copy_cached_avx2, stream_scale_cached_avx2, stream_add_cached_avx2,
                          stream_triad_cached_avx2};
+#elif TS_ARM64
+    (void)isa;
+    if (nt)
+        return (kernels){stream_copy_nt_neon, stream_scale_nt_neon, stream_add_nt_neon, stream_triad_nt_neon};
 #else
     (void)isa;
     if (nt)
-        ts_die(TS_EXIT_USAGE, "--stores nt: non-temporal stores are implemented for x86-64 only; use --stores cached");
+        ts_die(TS_EXIT_USAGE, "--stores nt: non-temporal stores are implemented for x86-64 and aarch64 only; "
+                              "use --stores cached");
 #endif
     return (kernels){stream_copy_cached_sse2, stream_scale_cached_sse2, stream_add_cached_sse2,
                      stream_triad_cached_sse2};

@@ -254,16 +254,10 @@ def _build_run(sub: _Sub, probe_for_run: str | None) -> None:
 def _build_import(sub: _Sub, probe_for_run: str | None) -> None:
     from pathlib import Path
 
-    from tailscope.importers.cli import COUNTER_FORMATS
+    from tailscope.importers.cli import FORMATS, format_help
 
     p = sub.add_parser("import", help=VERBS["import"])
-    p.add_argument(
-        "format",
-        choices=["iterations", "hpl", *COUNTER_FORMATS],
-        help="iterations: CSV node,run,iteration,value[,unit,...]; hpl: xhpl output or hpcc's hpccoutf.txt; "
-        "perfcounts: the seed sampler's text; perf-csv: perf stat -I -x, output; "
-        "likwid-csv: likwid-perfctr -O output",
-    )
+    p.add_argument("format", choices=list(FORMATS), help=format_help())
     p.add_argument(
         "--node",
         help="node the data belongs to (perf-csv, likwid-csv, hpl: these formats record none, so the "

@@ -36,8 +36,8 @@ METHOD = (
     "bootstrap interval (1000 resamples, seed 0)"
 )
 BOOTSTRAP = 1000
-# `--by` accepts the stored column name too (runs.page_policy).
-BY_ALIASES = {"page_policy": "page", "page": "page", "offset": "offset"}
+# `--by` accepts the option's word too (`--page`); the parameter is page_policy.
+BY_ALIASES = {"page_policy": "page_policy", "page": "page_policy", "offset": "offset"}
 PAGE_WORDS = {"4k": "4 KiB pages", "thp": "transparent huge pages", "2m": "2 MiB pages", "1g": "1 GiB pages"}
 
 
@@ -94,7 +94,7 @@ class Comparison:
 
 
 def option_label(option: str, value: Any) -> str:
-    if option == "page":
+    if option == "page_policy":
         return PAGE_WORDS.get(str(value), f"{value} pages")
     if option == "offset":
         return f"offset +{_bytes_text(value)}"
@@ -270,7 +270,7 @@ def _contrast(
     odds, p = fisher_exact(table, alternative="two-sided")
     odds_ratio = None if not math.isfinite(float(odds)) else float(odds)
     est, low, high = median_shift(cand_values, ref_values, higher_is_better, 0.95)
-    what = "page policy" if option == "page" else option.replace("_", " ")
+    what = "page policy" if option == "page_policy" else option.replace("_", " ")
     if p < alpha and cand.rate < ref.rate:
         effect = "removes the tail" if cand.slow == 0 else "reduces the tail"
     elif p < alpha:

@@ -34,12 +34,12 @@ INTEL_SKX = {
 START = pd.Timestamp("2026-11-02T10:00:00", tz="UTC")
 
 
-def run_row(node: str, trial: int, probe: str, params: str) -> dict[str, Any]:
+def run_row(node: str, trial: int, probe: str, params: str, page_policy: str = "thp") -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(RUNS.names)
     row.update(
         run_id=f"{probe}-x:{node}:{trial}", campaign="c1", node=node, probe=probe, variant=f"{probe}-x",
         params=params, trial=trial, started_at=START + pd.Timedelta(minutes=trial), metric="bandwidth",
-        unit="GB/s", higher_is_better=True, status="ok", source="probe", task="t1",
+        unit="GB/s", higher_is_better=True, status="ok", source="probe", task="t1", page_policy=page_policy,
     )  # fmt: skip
     return row
 
@@ -147,6 +147,8 @@ def ensemble(
     with_evidence: bool = True,
     seed: int = 14,
     params: str = '{"sums": 1000}',
+    page_policy: str = "thp",  # runs.page_policy, as the runner stores it (the default thp too)
+    quiet_vm: Mapping[str, float] | None = None,
 ) -> Ensemble:
     """`n` trials of one probe on one node; trials not in `trials` are quiet. Values: the mean of the
     iterations (each iteration `level` x (1 - its slowdown) x noise)."""
@@ -155,7 +157,9 @@ def ensemble(
     runs, parts, counters, corunners = [], [], [], []
     for k in range(1, n + 1):
         t = trials.get(k, Trial())
-        row = run_row(node, k, probe, params)
+        row = run_row(node, k, probe, params, page_policy)
+        if quiet_vm is not None and k not in trials:
+            t = Trial(vm=dict(quiet_vm))
         iters = []
         for i in range(iterations):
             slow = t.iteration_slow.get(i, t.slowdown)

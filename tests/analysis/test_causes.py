@@ -193,7 +193,7 @@ def test_a_named_share_is_held_to_what_proc_stat_saw_in_the_trial():
     fell = {k: Trial(slowdown=0.15, others=0.064, run_delay=0.05, corunners=((16471, "tsinject", 0.447),),
                      vm={"thp_fault_alloc": 50.0, "thp_fault_fallback": 146.0})
             for k in (8, 9)}  # fmt: skip
-    r = _flagged(analyze_ensemble(ensemble(fell, params='{"pages": "thp"}')))[8]
+    r = _flagged(analyze_ensemble(ensemble(fell, page_policy="thp")))[8]
     assert r.causes[0].cause == "thp-fallback"
     cpu = [c for c in r.causes if c.cause == "cpu-contention"]
     assert cpu and cpu[0].evidence["explained"] == pytest.approx(0.06 + 0.02 / 0.5, abs=0.005)
@@ -246,7 +246,7 @@ def test_swap_thrash_is_memory_pressure_before_the_kernel_work_it_makes():
 
 def test_thp_fallback_is_a_level_shift_with_small_pages():
     fell = {9: Trial(slowdown=0.12, vm={"thp_fault_alloc": 2.0, "thp_fault_fallback": 30.0})}
-    a = analyze_ensemble(ensemble(fell, params='{"pages": "thp"}'))
+    a = analyze_ensemble(ensemble(fell, page_policy="thp"))
     r = _flagged(a)[9]
     assert r.kind == "systematic"
     top = r.causes[0]
@@ -264,7 +264,7 @@ def test_thp_fallback_owns_the_compaction_stalls_of_its_failed_huge_pages():
                                              "compact_stall": 357.0, "allocstall_normal": 119.0,
                                              "pgscan_direct": 2497.0, "pgmajfault": 2.0})
                   for k in (9, 10)}  # fmt: skip
-    r = _flagged(analyze_ensemble(ensemble(fragmented, params='{"pages": "thp"}')))[9]
+    r = _flagged(analyze_ensemble(ensemble(fragmented, page_policy="thp")))[9]
     assert r.causes[0].cause == "thp-fallback" and r.causes[0].score == 1.0
     assert "476 compaction and allocation stalls looking for 2 MiB blocks" in r.causes[0].sentence
     pressure = [c for c in r.causes if c.cause == "memory-pressure"]
@@ -546,3 +546,31 @@ def test_the_check_answer_shows_fewer_causes_rather_than_run_past_its_screen():
     assert heads and render_answer(analysis, width=100, campaign_dir="/c", max_lines=len(full)) == full
     one = render_answer(analysis, width=100, campaign_dir="/c", max_lines=1)
     assert len([line for line in one if re.match(r"  \d\. ", line)]) == 1
+
+
+@pytest.mark.parametrize(("policy", "found"), [("thp", True), ("2m", True), ("4k", False)])
+def test_thp_fallback_reads_the_stored_page_policy(policy, found):
+    """The runner stores runs.page_policy for every run (the default thp too) and thp-fallback reads it: on a
+    node whose normal runs got no huge pages either, only the run's own policy says it asked for them. (It
+    read params["pages"], a key nothing writes; its tests invented the key.)"""
+    no_huge = {"thp_fault_alloc": 0.0, "thp_fault_fallback": 0.0}
+    fell = {9: Trial(slowdown=0.12, vm={"thp_fault_alloc": 0.0, "thp_fault_fallback": 30.0})}
+    a = analyze_ensemble(ensemble(fell, params="{}", page_policy=policy, quiet_vm=no_huge))
+    causes = [c.cause for c in _flagged(a)[9].causes]
+    assert ("thp-fallback" in causes) is found, causes
+    if found:
+        top = next(c for c in _flagged(a)[9].causes if c.cause == "thp-fallback")
+        assert top.evidence["page_policy"] == policy
+
+
+def test_an_emulated_node_is_inconclusive_whatever_its_runs_say():
+    """Issue 27: under qemu-user the timings are the emulator's; the node is never judged degraded."""
+    window = {k: Trial(slowdown=0.41, others=0.43, corunners=STRESS) for k in range(13, 22)}
+    host = "emulated aarch64 on Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    facts = {"virtualization": "none", "facts": json.dumps({"emulation": host})}
+    a = analyze_ensemble(ensemble(window, facts=facts))
+    n1 = _node(a)
+    assert n1.verdict == "inconclusive" and a.verdict.state == "inconclusive"
+    assert n1.reasons[0].startswith(f"{host}: the timings are the emulator's")
+    native = analyze_ensemble(ensemble(window, facts={"virtualization": "none", "facts": "{}"}))
+    assert _node(native).verdict == "degraded"  # the same runs on a native node are judged

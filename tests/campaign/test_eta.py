@@ -138,10 +138,10 @@ def test_interleave_spreads_every_variant_over_the_run():
 
 
 def test_two_variants_of_equal_size_alternate_trial_by_trial():
-    a, b = ProbeVariant("l2sum", {"page": "2m"}), ProbeVariant("l2sum", {"page": "1g"})
+    a, b = ProbeVariant("l2sum", {"page_policy": "2m"}), ProbeVariant("l2sum", {"page_policy": "1g"})
     trials = [Trial(a, i) for i in range(5)] + [Trial(b, i) for i in range(5)]
     order = interleave(trials)
-    assert [t.variant.params["page"] for t in order] == ["2m", "1g"] * 5
+    assert [t.variant.params["page_policy"] for t in order] == ["2m", "1g"] * 5
 
 
 def test_progress_line_shows_the_per_variant_eta():

@@ -57,7 +57,7 @@ def test_spec_is_parsed_with_paths_options_and_settings(tmp_path):
     spec = load_spec(_spec(tmp_path))
     assert spec.directory == (tmp_path / "camp").resolve()
     (entry,) = spec.probes
-    assert entry.trials == 4 and entry.variant.params == {"page": "2m", "sums": 50, "cpus": "0-1"}
+    assert entry.trials == 4 and entry.variant.params == {"page_policy": "2m", "sums": 50, "cpus": "0-1"}
     assert spec.cluster.alpha_drain == 0.01 and spec.cluster.bins == 2 and spec.cluster.alpha_retest == 0.10
     assert spec.nodelist == "c[0000-0004]" and spec.steps == "parallel"
 

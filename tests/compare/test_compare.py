@@ -89,8 +89,8 @@ def fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
 def pages_campaign(tmp_path_factory):
     root = tmp_path_factory.mktemp("cmp") / "pages"
     arms = [
-        (ProbeVariant("l2sum", {"page": "2m"}), _values(100, 7, 100.0, seed=1)),
-        (ProbeVariant("l2sum", {"page": "1g"}), _values(100, 0, 102.0, seed=2)),
+        (ProbeVariant("l2sum", {"page_policy": "2m"}), _values(100, 7, 100.0, seed=1)),
+        (ProbeVariant("l2sum", {"page_policy": "1g"}), _values(100, 0, 102.0, seed=2)),
     ]
     return write_variants(root, arms)
 
@@ -98,7 +98,7 @@ def pages_campaign(tmp_path_factory):
 def test_rates_intervals_fisher_and_sentence(pages_campaign):
     analysis = analyze_campaign(pages_campaign, Settings())
     (c,) = compare(analysis)
-    assert c.option == "page"
+    assert c.option == "page_policy"
     ref, cand = c.arms
     assert (ref.label, ref.slow, ref.n) == ("2 MiB pages", 7, 100)
     assert (cand.label, cand.slow, cand.n) == ("1 GiB pages", 0, 100)
@@ -123,8 +123,8 @@ def test_no_difference_is_said_with_what_the_sample_could_see(tmp_path):
     root = write_variants(
         tmp_path / "c",
         [
-            (ProbeVariant("l2sum", {"page": "2m"}), _values(60, 2, 100.0, seed=3)),
-            (ProbeVariant("l2sum", {"page": "1g"}), _values(60, 1, 100.0, seed=4)),
+            (ProbeVariant("l2sum", {"page_policy": "2m"}), _values(60, 2, 100.0, seed=3)),
+            (ProbeVariant("l2sum", {"page_policy": "1g"}), _values(60, 1, 100.0, seed=4)),
         ],
     )
     (c,) = compare(analyze_campaign(root, Settings()))
@@ -148,7 +148,7 @@ def test_compare_verb_prints_the_sentence_and_json(pages_campaign, capsys):
 
 def test_offset_sweep_is_one_comparison_against_offset_zero(tmp_path):
     arms = [
-        (ProbeVariant("l2sum", {"page": "1g", "offset": off}), _values(40, slow, 100.0, seed=i))
+        (ProbeVariant("l2sum", {"page_policy": "1g", "offset": off}), _values(40, slow, 100.0, seed=i))
         for i, (off, slow) in enumerate((("64m", 12), ("0", 0), ("16m", 1)))
     ]
     root = write_variants(tmp_path / "sweep", arms)
@@ -160,9 +160,9 @@ def test_offset_sweep_is_one_comparison_against_offset_zero(tmp_path):
 
 
 def test_variants_are_what_the_probe_runs():
-    assert ProbeVariant("l2sum").variant_id == ProbeVariant("l2sum", {"page": "thp"}).variant_id
+    assert ProbeVariant("l2sum").variant_id == ProbeVariant("l2sum", {"page_policy": "thp"}).variant_id
     assert ProbeVariant("l2sum", {"offset": "64M"}).name == "l2sum +64m"
-    assert ProbeVariant("l2sum", {"page": "1g", "offset": str(64 << 20)}).name == "l2sum 1g +64m"
+    assert ProbeVariant("l2sum", {"page_policy": "1g", "offset": str(64 << 20)}).name == "l2sum 1g +64m"
     assert ProbeVariant("dgemm", {"n": 2000, "calls": 20}).name == "dgemm calls=20"
 
 
@@ -182,11 +182,14 @@ def test_run_page_list_interleaves_and_the_report_draws_both(tmp_path, capsys):
         con.close()
     assert [p for (p,) in order] == ["thp", "4k"] * 6
     analysis = analyze_campaign(root, Settings())
-    assert {v.params.get("page", "thp") for v in analysis.variants} == {"thp", "4k"}
+    # one name from --page to the report: the parameter, the stored column (the default thp too), the model
+    assert sorted(str(v.params.get("page_policy")) for v in analysis.variants) == ["4k", "None"]
+    assert {v.page_policy for v in analysis.variants} == {"thp", "4k"}
     (tmp_path / "r").mkdir()
     report = write_report(root, analysis, tmp_path / "r" / "report.html")
     html = report.read_text()
     assert 'data-figure="compare"' in html and "transparent huge pages" in html and "4 KiB pages" in html
+    assert html.count("page policy thp;") == 1 and html.count("page policy 4k;") == 1  # each variant's line
     assert html.count('data-figure="sorted"') == 2
     assert (tmp_path / "r" / "report-runs.csv").read_text().count("\n") == 13
 
@@ -195,7 +198,51 @@ def test_a_plan_stored_with_a_default_keeps_its_variant_id():
     """Campaigns planned before defaults were dropped (`--page thp` hashed into the id) still resume."""
     old = {"variant": "l2sum-x", "probe": "l2sum", "params": {"page": "thp"}, "trials": 3}
     restored = ProbeVariant.from_plan(old["probe"], old["params"])
-    assert restored.params == {"page": "thp"}
+    assert restored.params == {"page_policy": "thp"}  # read under today's name ...
+    assert restored.variant_id == "l2sum-57c8f829"  # ... with the id it was stored under
     assert restored.variant_id != ProbeVariant("l2sum").variant_id
-    plan = ProbeVariant("l2sum", {"page": "1g"}).to_plan(3)
-    assert ProbeVariant.from_plan(plan.probe, plan.params) == ProbeVariant("l2sum", {"page": "1g"})
+    assert restored.argv()[-2:] == ["--page", "thp"]
+    plan = ProbeVariant("l2sum", {"page_policy": "1g"}).to_plan(3)
+    assert plan.params == {"page_policy": "1g"}
+    assert ProbeVariant.from_plan(plan.probe, plan.params) == ProbeVariant("l2sum", {"page_policy": "1g"})
+
+
+def test_renaming_the_page_parameter_keeps_every_variant_id():
+    """The page policy was stored as params["page"] and variant ids hash the params: ids of campaigns stored
+    then (sha1 of 'probe:' + sorted params JSON under the old spelling) are the ids of today's variants, so
+    an old campaign resumes into the same variants and its plans still match its runs."""
+    import hashlib
+
+    def old_id(probe: str, params_json: str) -> str:
+        return f"{probe}-{hashlib.sha1(f'{probe}:{params_json}'.encode()).hexdigest()[:8]}"
+
+    assert ProbeVariant("l2sum", {"page_policy": "4k"}).variant_id == old_id("l2sum", '{"page":"4k"}')
+    assert ProbeVariant("l2sum", {"page_policy": "4k"}).variant_id == "l2sum-f102cbe5"
+    both = ProbeVariant("l2sum", {"page_policy": "2m", "offset": "64m"})
+    assert both.variant_id == old_id("l2sum", '{"offset":67108864,"page":"2m"}') or both.variant_id == old_id(
+        "l2sum", '{"offset":"64m","page":"2m"}'
+    )
+    assert ProbeVariant("l2sum", {"page": "1g"}) == ProbeVariant("l2sum", {"page_policy": "1g"})
+
+
+def test_an_old_campaign_resumes_into_its_variants(tmp_path):
+    """A campaign stored before the rename (plans and runs.params with "page") resumes: the new trials join
+    the old variant, analyze reads one variant with page_policy 4k, nothing is planned twice."""
+    from tailscope.node.facts import node_name
+
+    root = tmp_path / "old"
+    arm = ProbeVariant("l2sum", {"page_policy": "4k"})
+    with load_into(root, "test", create=True, name="old") as load:
+        table = _runs_table(load.campaign_id, [(arm, _values(2, 0, 100.0, seed=5))], node_name())
+        rows = table.to_pylist()
+        for r in rows:
+            r["params"] = '{"page":"4k"}'  # as stored before the rename
+        old = pa.Table.from_pylist(rows, schema=TABLES["runs"].schema)
+        load.write_tables({"runs": old}, node=node_name())
+    doc = json.loads((root / "campaign.json").read_text())
+    doc["plans"] = [{"variant": arm.variant_id, "probe": "l2sum", "params": {"page": "4k"}, "trials": 3}]
+    (root / "campaign.json").write_text(json.dumps(doc))
+    assert main(["run", "--resume", "--campaign", str(root), "--no-progress"]) in (0, 1)
+    analysis = analyze_campaign(root, Settings())
+    (v,) = analysis.variants
+    assert (v.variant, v.params, v.page_policy, v.n) == (arm.variant_id, {"page_policy": "4k"}, "4k", 3)

@@ -9,7 +9,7 @@ from counter_tools import tsevents
 from tailscope.counters import eventsets
 from tailscope.counters.eventsets import EventSetError
 
-SHIPPED = ("software", "skx", "icx", "spr", "zen")
+SHIPPED = ("software", "skx", "icx", "spr", "zen", "armv8", "kp920")
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -57,6 +57,22 @@ def test_skx_set_resolves_fully_on_the_skx_fixture(skx_sysfs):
     assert events["sf_evict_m"]["perf"][23] == "uncore_cha_23/event=0x3d,umask=0x1/"
     assert events["cas_reads"]["perf"][0] == "uncore_imc_0/event=0x4,umask=0x3/"
     assert events["energy_pkg"]["resolved_by"] == "sysfs-alias"
+
+
+def test_kp920_set_resolves_on_the_kunpeng_fixture():
+    """Issue 27: PMUv3 core events, and HiSilicon uncore units by perf sysfs names on every die."""
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "sysfs-kp920"
+    records = tsevents("load", str(eventsets.find("kp920")), sysfs=fixture)
+    assert not [r["message"] for r in records if r["record"] == "skipped"]
+    events = {r["name"]: r for r in records if r["record"] == "event"}
+    assert len(events) == len(eventsets.load("kp920").events)
+    assert events["cpu_cycles"]["resolved_by"] == "raw" and events["cpu_cycles"]["config"] == "0x11"
+    ddrc = events["ddrc_flux_rd"]
+    assert ddrc["family"] == "hisi_ddrc" and ddrc["resolved_by"] == "sysfs-alias"
+    assert ddrc["perf"] == [f"hisi_sccl{s}_ddrc{n}/event=0x1/" for s in (1, 3) for n in range(4)]
+    assert events["l3c_rd_hit_cpipe"]["perf"][-1] == "hisi_sccl3_l3c5/event=0x2/"
 
 
 def test_software_set_resolves_here():

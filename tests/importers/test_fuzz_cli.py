@@ -223,7 +223,7 @@ def test_spec_fuzz_through_main(work: Path, capsys: pytest.CaptureFixture[str]) 
 
 @pytest.mark.parametrize(
     ("argv", "name", "data", "words"),
-    [(["import", "hpl", "--node", "n1", "--campaign"], "xhpl.out", None, "73: malformed HPL residual line"),
+    [(["import", "hpl", "--node", "n1", "--campaign"], "xhpl.out", None, "73: scaled residual"),
      (["campaign", "submit", "--dry-run"], "spec.toml", SPEC.encode().replace(b'"fleet"', b'"fl\xed"'),
       "3: not UTF-8")],
     ids=["hpl residual 4.123--5678e-03", "spec not UTF-8"],

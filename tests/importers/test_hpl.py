@@ -118,3 +118,53 @@ def test_live_hpcc_trial_is_imported(tmp_path):
     (r,) = parse_hpl(out.read_text())
     assert (r.n, r.nb, r.p, r.q, r.passed) == (500, 64, 1, 2, True)
     assert r.gflops > 0 and r.seconds >= 0  # hpcc prints 0.00 s for a fast small N
+
+
+def test_a_result_cut_before_its_residual_line_is_refused_at_the_end(tmp_path, capsys):
+    """An output truncated after its result line (a killed run) was stored as a valid run (status ok,
+    residual_check null): refused now, naming the line where the file ends, and nothing is stored."""
+    lines = HPCC.read_text().splitlines(keepends=True)
+    (wr,) = [i for i, line in enumerate(lines) if line.startswith("WR11C2R4")]
+    cut = tmp_path / "hpccoutf.txt"
+    cut.write_text("".join(lines[: wr + 2]))  # the result and the dashes, then the file ends
+    campaign = tmp_path / "c"
+    assert main(["import", "hpl", str(cut), "--campaign", str(campaign), "--node", "n1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"tailscope: error: {cut}:{wr + 2}: HPL result of line {wr + 1} has no residual check line: the "
+        "output ends here (cut short? expected '||Ax-b||_oo/(...)= RESIDUAL ...... PASSED' or FAILED after "
+        "the result)"
+    ]
+    assert not campaign.exists() or not list(campaign.rglob("*.parquet"))
+
+
+def test_a_result_without_residual_before_the_next_is_refused():
+    text = XHPL.read_text()
+    first_residual = text.index("||Ax-b||_oo/(eps")
+    broken = text[:first_residual] + text[text.index("\n", first_residual) + 1 :]
+    expected = r"^x.out:56: HPL result of line 47 has no residual check line before the next result"
+    with pytest.raises(ImportInputError, match=expected):
+        parse_hpl(broken, source="x.out")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("P", "9" * 23, f"P {'9' * 23} is out of range (expected 1..2147483647)"),
+        ("N", "4294967296", "N 4294967296 is out of range (expected 0..2147483647)"),
+        ("Gflops", "1e999", "Gflops '1e999' is not a finite number"),
+    ],
+)
+def test_absurd_numbers_are_one_line(tmp_path, capsys, field, value, message):
+    """P=99999999999999999999999 died with an OverflowError traceback in the Arrow conversion."""
+    row = {"N": 1, "NB": 2, "P": 3, "Q": 4, "Time": 5, "Gflops": 6}[field]
+    text = XHPL.read_text()
+    wr = text.index("WR11C2R4       32768")
+    line = text[wr : text.index("\n", wr)].split()
+    line[row] = value
+    bad = tmp_path / "HPL.out"
+    bad.write_text(text[:wr] + "   ".join(line) + text[text.index("\n", wr) :])
+    campaign = tmp_path / "c"
+    assert main(["import", "hpl", str(bad), "--campaign", str(campaign), "--node", "n1"]) == 2
+    number = text[:wr].count("\n") + 1
+    assert capsys.readouterr().err.strip().splitlines() == [f"tailscope: error: {bad}:{number}: {message}"]

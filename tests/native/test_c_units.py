@@ -18,6 +18,7 @@ UNITS = (
     "test_clock",
     "test_jobenv",
     "test_counters",
+    "test_arith_cycles",
 )
 
 

@@ -162,6 +162,8 @@ def test_effective_clock_chain_is_dependent_adds():
     [
         ("fp64_avx512f_fma", r"^vfmadd\d+pd\s.*%zmm", {"avx512f"}),
         ("fp32_avx2_add", r"^vaddps\s.*%ymm", {"avx2", "fma"}),
+        ("fp64_avx512f_sub", r"^vsubpd\s.*%zmm", {"avx512f"}),
+        ("fp32_scalar_sse2_sub", r"^subss\s", set()),
         ("fp64_scalar_fma_div", r"^vdivsd\s", {"avx2", "fma"}),
         ("fp64_scalar_sse2_sqrt", r"^sqrtsd\s", set()),
         # FP16 (AVX512-FP16): compiled here, run only on CPUs that have it (not this Zen 5)
@@ -169,6 +171,7 @@ def test_effective_clock_chain_is_dependent_adds():
         ("fp16_avx512fp16_sqrt", r"^vsqrtph\s.*%zmm", {"avx512fp16"}),
         ("fp16_scalar_div", r"^vdivsh\s", {"avx512fp16"}),
         ("fp16_scalar_add", r"^vaddsh\s", {"avx512fp16"}),
+        ("fp16_avx512fp16_sub", r"^vsubph\s.*%zmm", {"avx512fp16"}),
     ],
 )
 def test_arith_chains(kernel, insn, flags):

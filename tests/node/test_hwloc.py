@@ -60,3 +60,28 @@ def test_this_machine_and_its_c2c(probe_c2c_pairs):
         assert 5 < median < 5000
     # every level either has a median or says why not
     assert len(summary.groups) + len(summary.not_measured) == 5
+
+
+def test_kunpeng_clusters_group_c2c_from_sysfs_alone():
+    """Issue 27 (seed 003: intra-CCL, inter-CCL, inter-die) and issue 26 (no hwloc: topology from sysfs): a
+    recorded-format Kunpeng 920 sysfs tree, 48 cores in two dies of 4-core clusters."""
+    from pathlib import Path
+
+    from tailscope.node.topology import read_sysfs
+
+    topo = read_sysfs(Path(__file__).parents[1] / "counters" / "fixtures" / "sysfs-kp920")
+    assert (topo.shared(0, 3), topo.shared(0, 4), topo.shared(23, 24)) == ("cluster", "l3", "package")
+    summary = summarise_c2c([(0, 1, 40.0), (0, 2, 42.0), (0, 5, 80.0), (4, 9, 85.0), (0, 30, 150.0)], topo)
+    assert summary.groups == {"cluster": (41.0, 2), "l3": (82.5, 2), "package": (150.0, 1)}
+    assert summary.lines()[0].startswith("c2c cluster      41.0 ns median over 2 pair(s): one cluster")
+
+
+def test_without_hwloc_the_topology_comes_from_sysfs(monkeypatch):
+    import shutil
+
+    from tailscope.node import hwloc
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no lstopo on PATH: a no-root install
+    topo = hwloc.read_topology()
+    assert topo.source == "sysfs /sys" and topo.pus
+    assert all(pu.package is not None for pu in topo.pus.values())

@@ -2,6 +2,8 @@
 
 One screen per node, used by the terminal, the report, `verdict --nhc`, `--drain` and Prometheus alike:
 
+0. inconclusive, emulated: the node's facts say its probes ran under an emulator (qemu-user: an aarch64
+   tailscope on an x86 host, node/arm.py); timings are the emulator's, so nothing is judged.
 1. inconclusive, busy: in the median trial, other processes (and the hypervisor's steal) took more than
    `max_busy_share` of the probe CPUs (evidence rows, EVIDENCE.md). Says how busy, who ran, what to do.
 2. degraded: a (variant, node) group that is not too noisy fails a check (verdict.py: slow-run rate with
@@ -166,6 +168,7 @@ def node_health(
         for effect in summary.nodes:
             screen[effect.node].append((summary, effect))
     config = hardware_config.fleet(facts)  # node/fleet.py: the one comparison of node configuration
+    emulated = {node: text for node, f in facts.items() if (text := _emulation(f))}
     floors = own_floors(groups, runs, settings.primary_threshold)
     groups_of: dict[str, list[GroupSummary]] = defaultdict(list)  # one pass, not one per node (5,000 nodes)
     for g in groups:
@@ -185,9 +188,26 @@ def node_health(
                 config.get(node, []),
                 limits,
                 floors,
+                emulated.get(node),
             )
         )
     return tuple(out)
+
+
+def _emulation(facts: Mapping[str, Any]) -> str | None:
+    """The node's 'emulated aarch64 on <host>' fact (nodes table: in its facts JSON), if it has one."""
+    if facts.get("emulation"):
+        return str(facts["emulation"])
+    raw = facts.get("facts")
+    if isinstance(raw, str) and '"emulation"' in raw:
+        import json
+
+        try:
+            value = json.loads(raw).get("emulation")
+        except (ValueError, AttributeError):
+            return None
+        return str(value) if value else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -263,6 +283,7 @@ def _one_node(
     config: Sequence[hardware_config.ConfigFinding],
     limits: tuple[str, ...],
     floors: Mapping[tuple[str, str], OwnFloor],
+    emulated: str | None = None,
 ) -> NodeHealth:
     degraded: list[str] = []
     drains: list[str] = []
@@ -312,9 +333,15 @@ def _one_node(
     if hw is not None:
         causes.append(hw)
     causes = _run_causes(slow_runs) + spread + causes
-    if busy is not None and busy.median_share > settings.max_busy_share:
-        reasons = [_busy_text(busy, settings), *drains, *degraded, *unsure]
+    if emulated:
         state: NodeState = "inconclusive"
+        reasons = [
+            f"{emulated}: the timings are the emulator's, not the node's; run tailscope natively on this "
+            "part to judge it"
+        ]
+    elif busy is not None and busy.median_share > settings.max_busy_share:
+        reasons = [_busy_text(busy, settings), *drains, *degraded, *unsure]
+        state = "inconclusive"
         causes = [_busy_cause(busy), *causes]
     elif degraded or drains:
         state = "degraded"

@@ -137,6 +137,7 @@ class VariantSummary:
     nodes: int
     n: int
     global_median: float
+    page_policy: str | None = None  # runs.page_policy: 4k | thp | 2m | 1g (the default is stored too)
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,9 @@ class RunVerdict:
     extras: dict[str, Any] = field(default_factory=dict)  # probe-specific per-run numbers (fwq noise)
     flagged: bool = False  # slow, a robust outlier, or failing its node's quantile rule: get kind and causes
     causes: tuple[CauseFinding, ...] = ()  # ranked, most likely first (analysis/causes); flagged runs only
+    # every figure the run reports beyond its headline (analysis/figures.py: {name, value, unit,
+    # higher_is_better, params}); filled for `analyze --json`, empty elsewhere
+    figures: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

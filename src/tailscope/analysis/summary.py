@@ -83,7 +83,7 @@ RUN_COLUMNS = (
 )
 # The runs columns analyze and the counter attribution (attribution.py: threads, seconds, wall_s) read, and
 # notes (error): `analyze` reads only these from the store.
-STORE_RUN_COLUMNS = (*RUN_COLUMNS, "error", "threads", "wall_s", "seconds")
+STORE_RUN_COLUMNS = (*RUN_COLUMNS, "error", "threads", "wall_s", "seconds", "page_policy")
 ITERATION_COLUMNS = ("run_id", "iteration", "thread", "kernel", "warmup", "value")
 FWQ_ITERATION_COLUMNS = ("seconds",)  # mono_start_ns is used when present
 
@@ -322,6 +322,7 @@ def _variant_summaries(scored: pd.DataFrame) -> tuple[VariantSummary, ...]:
                 nodes=int(g["node"].nunique()),
                 n=len(g),
                 global_median=float(first["global_median"]),
+                page_policy=_page_policy(g),
             )
         )
     return tuple(out)
@@ -493,6 +494,7 @@ def _run_verdicts(
             fields["extras"] = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
             fields["flagged"] = flagged
             fields["causes"] = found.get(run_id, ())
+            fields["figures"] = ()  # filled for analyze --json (analysis/figures.py)
             out.append(run)
     return tuple(out)
 
@@ -535,6 +537,15 @@ def _check_ok_runs(ok: pd.DataFrame) -> None:
             raise ValueError(f"variant {variant}: runs disagree on {name} ({', '.join(seen)}); expected one")
 
 
+def _page_policy(g: pd.DataFrame) -> str | None:
+    """The page policy the variant's runs ran with (runs.page_policy, stored for every run; None where the
+    store has no such column or the runs no value)."""
+    if "page_policy" not in g.columns:
+        return None
+    seen = g["page_policy"].dropna()
+    return str(seen.iloc[0]) if len(seen) else None
+
+
 def _params(row: pd.Series) -> dict[str, Any]:
     text = row["params"]
     if text is None or (isinstance(text, float) and np.isnan(text)):
@@ -545,7 +556,9 @@ def _params(row: pd.Series) -> dict[str, Any]:
         raise ValueError(f"run {row['run_id']}: params is not a JSON object: {err}") from None
     if not isinstance(params, dict):
         raise ValueError(f"run {row['run_id']}: params is not a JSON object: {text!r}")
-    return params
+    from tailscope.store.params import current_params
+
+    return current_params(params)  # a campaign stored before a parameter was renamed reads as today's
 
 
 def _iso_utc(column: pd.Series) -> list[str]:

@@ -55,6 +55,7 @@ from tailscope.analysis.settings import settings_from_dict
 from tailscope.errors import InputError
 from tailscope.options import type_words
 from tailscope.probes.catalogue import PROBES, ProbeVariant
+from tailscope.store.params import PARAM_RENAMES
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
 _SECTIONS = {"campaign", "slurm", "probes", "events", "thresholds", "cluster", "corunner"}
@@ -281,7 +282,7 @@ def _probes(data: Mapping[str, Any], where: _Locator, events: str | None) -> tup
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise where.error("probes", "trials", "expected the trials per node as a whole number >= 1")
         options = dict(entry.get("options", {}))
-        if "page" in entry:
+        if "page" in entry:  # the spec's word (as --page); the parameter is page_policy
             options["page"] = entry["page"]
         if events is not None and "events" not in options:
             options["events"] = events  # the campaign's event set, unless the probe names its own
@@ -290,6 +291,7 @@ def _probes(data: Mapping[str, Any], where: _Locator, events: str | None) -> tup
         params: dict[str, Any] = {}
         for key, value in options.items():
             dest = key.replace("-", "_")
+            dest = PARAM_RENAMES.get(dest, dest)  # page -> page_policy
             option = by_dest.get(dest)
             if option is None:
                 raise where.error(

@@ -5,33 +5,36 @@ booleans; warm-up iterations are kept but excluded from the run's value), `secon
 becomes one trial of the variant `imported:<name>`; its value is the mean of the iteration values for costs
 (lower is better) and the harmonic mean for rates (higher is better), warm-ups excluded.
 
-The file is read as a stream: iteration rows are written in chunks of at most CHUNK_ROWS rows as they come;
-memory holds one chunk and, per (node, run), its running sums and the ranges of iteration numbers seen (for
-the duplicate check). The runs themselves are written last, in the same load: an error anywhere (file:line
-and what was expected) leaves nothing in the campaign.
+The file is read as a stream: its rows go in chunks of at most CHUNK_ROWS rows to a spill directory (Parquet),
+and DuckDB, under a memory limit, then finds duplicate iterations, sums each run and writes the iterations
+and runs chunk by chunk: memory holds a chunk, never a record per run (2 M runs took 4.35 GB when every run
+had its Python accumulator and runs row; bench/bench_import_memory.py). A run's id is a hash of the
+transaction, its node and its name, so no table of runs is kept while reading. The runs are written last, in
+the same load: an error anywhere (file:line and what was expected) leaves nothing in the campaign.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import csv
-import json
 import math
 import re
-import uuid
+import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from tailscope.importers import ImportInputError, open_text, stored_count
+from tailscope.importers import ImportInputError, digest_in_background, open_text, stored_count
 from tailscope.importers.fast_csv import FAST_BLOCK, FastReaderFallback, record_batches
+from tailscope.importers.rows import check_node, has_refused_node, runs_columns
+from tailscope.importers.spill import Problem, Spill
 from tailscope.store.campaign import utcnow
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
-from tailscope.store.schema import TABLES
 
 FORMAT = "iterations"
 REQUIRED = ("node", "run", "iteration", "value")
@@ -139,76 +142,55 @@ class IterationSet:
 
 
 @dataclass
-class RunAcc:
-    """One (node, run): its id, first line, and the sums its value needs."""
-
-    run_id: str
-    line: int
-    n: int = 0
-    total: float = 0.0  # sum of values, or of 1/value for rates
-    seen: IterationSet = field(default_factory=IterationSet)
-
-
-@dataclass
 class IterationsSummary:
     unit: str = ""
     higher_is_better: bool | None = None
-    runs: dict[tuple[str, str], RunAcc] = field(default_factory=dict)
     rows: int = 0
 
 
+# The rows as read, before runs exist: what the spill holds (line: the file's line; null from the fast
+# reader).
+RAW_SCHEMA = pa.schema(
+    [
+        ("node", pa.string()),
+        ("run", pa.string()),
+        ("iteration", pa.int32()),
+        ("warmup", pa.bool_()),
+        ("seconds", pa.float64()),
+        ("value", pa.float64()),
+        ("row", pa.int64()),
+        ("line", pa.int64()),
+    ]
+)
+
+
 class _Chunks:
-    """Iteration rows per node, flushed (largest node first) when CHUNK_ROWS rows are pending."""
+    """Raw rows, flushed as one table every CHUNK_ROWS rows."""
 
     def __init__(self) -> None:
-        self.by_node: dict[str, dict[str, list[Any]]] = {}
-        self.pending = 0
+        self.cols: dict[str, list[Any]] = {name: [] for name in RAW_SCHEMA.names}
 
-    def add(
-        self, node: str, run_id: str, iteration: int, warmup: bool, seconds: float | None, value: float
-    ) -> None:
-        cols = self.by_node.get(node)
-        if cols is None:
-            cols = self.by_node[node] = {k: [] for k in ("run_id", "iteration", "warmup", "seconds", "value")}
-        cols["run_id"].append(run_id)
-        cols["iteration"].append(iteration)
-        cols["warmup"].append(warmup)
-        cols["seconds"].append(seconds)
-        cols["value"].append(value)
-        self.pending += 1
+    def add(self, node: str, run: str, iteration: int, warmup: bool, seconds: float | None, value: float,
+            row: int, line: int) -> None:  # fmt: skip
+        for name, item in zip(RAW_SCHEMA.names, (node, run, iteration, warmup, seconds, value, row, line),
+                              strict=True):  # fmt: skip
+            self.cols[name].append(item)
 
-    def take(self, everything: bool) -> Iterator[tuple[str, pa.Table]]:
-        while self.by_node and (everything or self.pending >= CHUNK_ROWS):
-            node = max(self.by_node, key=lambda n: len(self.by_node[n]["run_id"]))
-            cols = self.by_node.pop(node)
-            self.pending -= len(cols["run_id"])
-            n = len(cols["run_id"])
-            yield (
-                node,
-                pa.table(
-                    {
-                        "run_id": pa.array(cols["run_id"], pa.string()),
-                        "iteration": pa.array(cols["iteration"], pa.int32()),
-                        "thread": pa.nulls(n, pa.int32()),
-                        "kernel": pa.nulls(n, pa.string()),
-                        "cpu": pa.nulls(n, pa.int32()),
-                        "warmup": pa.array(cols["warmup"], pa.bool_()),
-                        "seconds": pa.array(cols["seconds"], pa.float64()),
-                        "value": pa.array(cols["value"], pa.float64()),
-                        "tsc_start": pa.nulls(n, pa.int64()),
-                        "tsc_end": pa.nulls(n, pa.int64()),
-                        "mono_start_ns": pa.nulls(n, pa.int64()),
-                        "mono_end_ns": pa.nulls(n, pa.int64()),
-                    },
-                    schema=TABLES["iterations"].schema,
-                ),
-            )
+    @property
+    def pending(self) -> int:
+        return len(self.cols["row"])
+
+    def take(self) -> pa.Table:
+        table = pa.table(self.cols, schema=RAW_SCHEMA)
+        self.cols = {name: [] for name in RAW_SCHEMA.names}
+        return table
 
 
 def iteration_chunks(
     path: Path, summary: IterationsSummary, *, unit: str | None = None, higher_is_better: bool | None = None
-) -> Iterator[tuple[str, pa.Table]]:
-    """(node, Arrow table of `iterations` rows) chunks; `summary` holds the runs when the stream ends."""
+) -> Iterator[pa.Table]:
+    """Tables of raw rows (RAW_SCHEMA) as the file is read line by line; duplicates and per-run sums are
+    checked afterwards (`settle`)."""
     path = Path(path)
     chunks = _Chunks()
     units: str | None = None
@@ -244,7 +226,7 @@ def iteration_chunks(
         c_unit, c_hib = col.get("unit"), col.get("higher_is_better")
         c_warm, c_sec = col.get("warmup"), col.get("seconds")
         width = len(names)
-        runs = summary.runs
+        seen_nodes: set[str] = set()
         try:
             for record in reader:
                 number = reader.line_num
@@ -291,34 +273,22 @@ def iteration_chunks(
                         f"{where}: value {record[c_val].strip()} <= 0: rates must be positive (a value <= 0 "
                         "cannot enter a harmonic mean)"
                     )
-                acc = runs.get((node, run))
-                if acc is None:
-                    acc = runs[(node, run)] = RunAcc(uuid.uuid4().hex, number)
-                if not acc.seen.add(iteration):
-                    raise ImportInputError(
-                        f"{where}: duplicate iteration {iteration} of node {node} run {run}"
-                    )
-                if not warmup:
-                    acc.n += 1
-                    acc.total += 1.0 / value if direction else value
-                chunks.add(node, acc.run_id, iteration, warmup, seconds, value)
+                if node not in seen_nodes:
+                    check_node(node, where)
+                    if len(seen_nodes) < 65536:  # a cache of checked names, bounded
+                        seen_nodes.add(node)
+                chunks.add(node, run, iteration, warmup, seconds, value, summary.rows, number)
                 summary.rows += 1
                 if chunks.pending >= CHUNK_ROWS:
-                    yield from chunks.take(False)
+                    yield chunks.take()
         except csv.Error as exc:
             raise ImportInputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
-    if not runs:
+    if not summary.rows:
         raise ImportInputError(f"{path}: no data lines after the header")
     summary.unit = unit or units or ""
     summary.higher_is_better = direction
-    for (node, run), acc in runs.items():
-        if acc.n == 0:
-            raise ImportInputError(f"{path}:{acc.line}: node {node} run {run} has only warm-up iterations")
-        if not math.isfinite(acc.total):
-            raise ImportInputError(
-                f"{path}:{acc.line}: the values of node {node} run {run} overflow their sum"
-            )
-    yield from chunks.take(True)
+    if chunks.pending:
+        yield chunks.take()
 
 
 def _long_line_guard(lines: Iterator[tuple[int, str]], path: Path) -> Iterator[tuple[int, str]]:
@@ -332,7 +302,7 @@ def _long_line_guard(lines: Iterator[tuple[int, str]], path: Path) -> Iterator[t
 
 def fast_iteration_chunks(
     path: Path, summary: IterationsSummary, *, unit: str | None = None, higher_is_better: bool | None = None
-) -> Iterator[tuple[str, pa.Table]]:
+) -> Iterator[pa.Table]:
     """The same stream as iteration_chunks, read by pyarrow's CSV reader in FAST_BLOCK batches with vectorised
     checks. Anything the checks do not accept raises FastReaderFallback (the caller then discards what was
     written and runs iteration_chunks, which produces the error message)."""
@@ -373,7 +343,6 @@ def fast_iteration_chunks(
     index = {n: i for i, n in enumerate(names)}
     units: str | None = None
     direction = higher_is_better
-    runs = summary.runs
     for batch in record_batches(reader):
         col = {n: batch.column(i) for n, i in index.items()}
         node = pc.utf8_trim_whitespace(col["node"])
@@ -419,74 +388,25 @@ def fast_iteration_chunks(
         measured = ~warmup
         if direction and (value[measured] <= 0).any():
             raise FastReaderFallback
-        node_enc = (
-            pc.dictionary_encode(node).combine_chunks()
-            if isinstance(node, pa.ChunkedArray)
-            else (pc.dictionary_encode(node))
-        )
-        run_enc = (
-            pc.dictionary_encode(run).combine_chunks()
-            if isinstance(run, pa.ChunkedArray)
-            else (pc.dictionary_encode(run))
-        )
-        n_run_names = max(1, len(run_enc.dictionary))
-        pair = node_enc.indices.to_numpy().astype(np.int64) * n_run_names + run_enc.indices.to_numpy()
-        uniq, codes = np.unique(pair, return_inverse=True)
-        node_names_all = node_enc.dictionary.to_pylist()
-        run_names_all = run_enc.dictionary.to_pylist()
-        texts = [(node_names_all[u // n_run_names], run_names_all[u % n_run_names]) for u in uniq.tolist()]
-        order = np.lexsort((iteration, codes))
-        sorted_codes, sorted_its = codes[order], iteration[order]
-        if ((np.diff(sorted_codes) == 0) & (np.diff(sorted_its) == 0)).any():
-            raise FastReaderFallback  # a duplicate iteration inside the batch
-        starts = np.searchsorted(sorted_codes, np.arange(len(texts)))
-        ends = np.searchsorted(sorted_codes, np.arange(len(texts)), side="right")
-        sums = np.bincount(codes[measured], weights=(1.0 / value[measured]) if direction else value[measured],
-                           minlength=len(texts))  # fmt: skip
-        ns = np.bincount(codes[measured], minlength=len(texts))
-        run_ids = []
-        for k, (node_name, run_name) in enumerate(texts):
-            acc = runs.get((node_name, run_name))
-            if acc is None:
-                acc = runs[(node_name, run_name)] = RunAcc(uuid.uuid4().hex, 0)
-            its = sorted_its[starts[k] : ends[k]]
-            if not acc.seen.add_sorted(its):
-                raise FastReaderFallback
-            acc.n += int(ns[k])
-            acc.total += float(sums[k])
-            run_ids.append(acc.run_id)
+        if has_refused_node(pc.unique(node).to_pylist()):
+            raise FastReaderFallback  # the line reader names the line
         n = batch.num_rows
-        table = pa.table(
+        yield pa.table(
             {
-                "run_id": pc.take(pa.array(run_ids, pa.string()), pa.array(codes)),
+                "node": node,
+                "run": run,
                 "iteration": pa.array(iteration, pa.int32()),
-                "thread": pa.nulls(n, pa.int32()),
-                "kernel": pa.nulls(n, pa.string()),
-                "cpu": pa.nulls(n, pa.int32()),
                 "warmup": pa.array(warmup, pa.bool_()),
                 "seconds": seconds if seconds is not None else pa.nulls(n, pa.float64()),
                 "value": pa.array(value, pa.float64()),
-                "tsc_start": pa.nulls(n, pa.int64()),
-                "tsc_end": pa.nulls(n, pa.int64()),
-                "mono_start_ns": pa.nulls(n, pa.int64()),
-                "mono_end_ns": pa.nulls(n, pa.int64()),
+                "row": pa.array(np.arange(summary.rows, summary.rows + n, dtype=np.int64)),
+                "line": pa.nulls(n, pa.int64()),
             },
-            schema=TABLES["iterations"].schema,
+            schema=RAW_SCHEMA,
         )
         summary.rows += n
-        node_codes = pc.dictionary_encode(node)
-        node_names = node_codes.dictionary.to_pylist()
-        if len(node_names) == 1:
-            yield node_names[0], table
-        else:
-            idx = node_codes.indices
-            for j, name in enumerate(node_names):
-                yield name, table.filter(pc.equal(idx, j))
-    if not runs:
+    if not summary.rows:
         raise FastReaderFallback
-    for acc in runs.values():
-        if acc.n == 0 or not math.isfinite(acc.total):
-            raise FastReaderFallback
     summary.unit = unit or units or ""
     summary.higher_is_better = direction
 
@@ -518,15 +438,15 @@ def import_iterations(
     probe = f"imported:{name or path.stem}"
     params = {"source_file": path.name}
     try:
-        return _import(path, campaign_dir, fast_iteration_chunks, probe, params, unit, higher_is_better)
+        return _import(path, campaign_dir, True, probe, params, unit, higher_is_better)
     except FastReaderFallback:
-        return _import(path, campaign_dir, iteration_chunks, probe, params, unit, higher_is_better)
+        return _import(path, campaign_dir, False, probe, params, unit, higher_is_better)
 
 
 def _import(
     path: Path,
     campaign_dir: Path,
-    reader: Any,
+    fast: bool,
     probe: str,
     params: dict[str, Any],
     unit: str | None,
@@ -534,45 +454,53 @@ def _import(
 ) -> dict[str, int]:
     variant = probe
     summary = IterationsSummary()
-    with load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load:
+    reader = fast_iteration_chunks if fast else iteration_chunks
+    digest = digest_in_background(path)  # the file's sha256, computed while it is read
+    with (
+        tempfile.TemporaryDirectory(prefix="tailscope-import-") as directory,
+        contextlib.closing(Spill(Path(directory))) as spill,
+        load_into(campaign_dir, f"import {FORMAT} {path.name}", create=True) as load,
+    ):
         held = stored_count(load, "runs_of_variant", variant)
         if held:
             raise ImportInputError(
                 f"{path}: campaign {campaign_dir} already holds {held} runs of {variant}; "
                 "import under another name with --name"
             )
-        for node, chunk in reader(path, summary, unit=unit, higher_is_better=higher_is_better):
-            load.write("iterations", chunk, node=node)
+        for table in reader(path, summary, unit=unit, higher_is_better=higher_is_better):
+            spill.add(table)
         assert summary.higher_is_better is not None
-        per_node: dict[str, list[tuple[str, RunAcc]]] = {}
-        for (node, run), acc in summary.runs.items():
-            per_node.setdefault(node, []).append((run, acc))
+        problem = spill.problem(summary.higher_is_better)
+        if problem is not None:
+            if fast:
+                raise FastReaderFallback  # the line reader names the line
+            _refuse(path, problem)
+        load.record_source(digest(), str(path))
+        per_node = spill.runs_per_node()
+        starts = {node: load.claim_next_trials(node, variant, count)[0] for node, count in per_node}
+        for node, chunk in spill.iterations(load.txid):
+            load.write("iterations", chunk, node=node)
         now = utcnow()
-        most = 0
-        for node, its in sorted(per_node.items()):
-            trials = load.claim_next_trials(node, variant, len(its))
-            most = max(most, trials[-1] + 1)
-            rows = [
-                {
-                    "run_id": acc.run_id,
-                    "campaign": load.campaign_id,
-                    "node": node,
-                    "probe": probe,
-                    "variant": variant,
-                    "params": json.dumps(params, sort_keys=True),
-                    "trial": trial,
-                    "started_at": now,
-                    "metric": "value",
-                    "value": acc.n / acc.total if summary.higher_is_better else acc.total / acc.n,
-                    "unit": summary.unit,
-                    "higher_is_better": summary.higher_is_better,
-                    "status": "ok",
-                    "source": "import:iterations-csv",
-                    "summary": json.dumps({"source_run": run}),
-                    "task": load.txid,
-                }
-                for trial, (run, acc) in zip(trials, its, strict=True)
-            ]
-            load.write("runs", pa.Table.from_pylist(rows, schema=TABLES["runs"].schema), node=node)
+        for node, chunk in spill.runs(load.txid, summary.higher_is_better, starts):
+            table = runs_columns(
+                campaign=load.campaign_id, task=load.txid, node=node, where=str(path), probe=probe,
+                variant=variant, params=params, metric="value", unit=summary.unit,
+                higher_is_better=summary.higher_is_better, source="import:iterations-csv",
+                run_ids=chunk.column("run_id"), trials=chunk.column("trial"), values=chunk.column("value"),
+                summaries=chunk.column("summary"), started_at=now,
+            )  # fmt: skip
+            load.write("runs", table, node=node)
+        most = max((starts[node] + count for node, count in per_node), default=0)
         load.add_plan(Plan(variant, probe, dict(params), most, imported=True))
-    return {"runs": len(summary.runs), "iterations": summary.rows, "nodes": len(per_node)}
+    runs = sum(count for _, count in per_node)
+    return {"runs": runs, "iterations": summary.rows, "nodes": len(per_node)}
+
+
+def _refuse(path: Path, problem: Problem) -> None:
+    where = f"{path}:{problem.line}"
+    node, run = problem.node, problem.run
+    if problem.kind == "duplicate":
+        raise ImportInputError(f"{where}: duplicate iteration {problem.iteration} of node {node} run {run}")
+    if problem.kind == "warmup-only":
+        raise ImportInputError(f"{where}: node {node} run {run} has only warm-up iterations")
+    raise ImportInputError(f"{where}: the values of node {node} run {run} overflow their sum")

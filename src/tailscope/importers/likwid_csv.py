@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 import math
 import re
 import uuid
@@ -51,7 +50,7 @@ import pyarrow.compute as pc
 
 from tailscope.counters.gauges import is_gauge
 from tailscope.importers import ImportInputError, open_text
-from tailscope.store.campaign import utcnow
+from tailscope.importers.rows import run_row, runs_table
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
 from tailscope.store.schema import TABLES
@@ -475,15 +474,13 @@ def import_likwid_csv(
         params = {"groups": groups}
         (trial,) = load.claim_next_trials(node, probe, 1)
         runtime = max(summary.runtimes)
-        run = {
-            "run_id": run_id, "campaign": load.campaign_id, "node": node, "probe": probe, "variant": probe,
-            "params": json.dumps(params, sort_keys=True), "trial": trial, "started_at": utcnow(),
-            "seconds": runtime, "metric": "runtime", "value": runtime, "unit": "s",
-            "higher_is_better": False, "status": "ok", "source": "import:likwid-csv",
-            "threads": len(summary.threads), "tsc_hz": summary.clock_hz, "task": load.txid,
-            "summary": json.dumps({"source_file": path.name, "sha256": summary.digest,
-                                   "likwid": summary.version}),
-        }  # fmt: skip
-        load.write("runs", pa.Table.from_pylist([run], schema=TABLES["runs"].schema), node=node)
+        run = run_row(
+            run_id=run_id, campaign=load.campaign_id, task=load.txid, node=node, where=str(path), probe=probe,
+            variant=probe, params=params, trial=trial, seconds=runtime, metric="runtime", value=runtime,
+            unit="s", higher_is_better=False, source="import:likwid-csv", threads=len(summary.threads),
+            tsc_hz=summary.clock_hz,
+            summary={"source_file": path.name, "sha256": summary.digest, "likwid": summary.version},
+        )  # fmt: skip
+        load.write("runs", runs_table([run]), node=node)
         load.add_plan(Plan(probe, probe, dict(params), trial + 1, imported=True))
     return {"node": node, "runs": 1, "rows": summary.rows, "trial": trial, "likwid": summary.version}

@@ -63,6 +63,7 @@ import pyarrow as pa
 from tailscope.counters.perfcounts_format import ARRAYS, SOURCE
 from tailscope.importers import BOM, ImportInputError, digest_in_background, stored_samples_by_node
 from tailscope.importers.fast_csv import FastReaderFallback
+from tailscope.importers.rows import check_node
 from tailscope.native import NativeMissingError, native_library
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Manifest
@@ -899,7 +900,7 @@ def import_perfcounts_files(
             f"--node {node}: one node for {len(paths)} files; leave --node out so that each file's "
             "<host>.perfcounts.lua names its node"
         )
-    nodes = [node or node_from_path(p) for p in paths]
+    nodes = [node or check_node(node_from_path(p), f"{p} (the node is the file's name)") for p in paths]
     first_of: dict[str, Path] = {}
     for path, of in zip(paths, nodes, strict=True):
         if of in first_of and path.resolve() == first_of[of].resolve():

@@ -202,11 +202,12 @@ def os_release() -> str | None:
 
 def collect() -> dict[str, Any]:
     """Every fact, as a flat-ish dict; the keys that are also `nodes` columns come first."""
-    from tailscope.node import dimms, hugepages  # pools per NUMA node, glibc, hugectl; DIMMs
+    from tailscope.node import arm, build, dimms, hugepages  # aarch64 parts; build limits; pools; DIMMs
     from tailscope.node.knobs import KNOBS
 
     facts: dict[str, Any] = {"node": node_name(), "hostname": socket.gethostname()}
     facts.update(cpuinfo())
+    facts.update(arm.collect())  # aarch64: the part from MIDR_EL1, SVE length; qemu-user emulation anywhere
     facts.update(topology())
     facts["l1d_bytes"] = cache_size(1, ("Data",))
     facts["l2_bytes"] = cache_size(2)
@@ -222,6 +223,7 @@ def collect() -> dict[str, Any]:
         facts[knob.name] = knob.read()
     facts.update(hugepages.collect())  # the mitigation advice's facts
     facts.update(dimms.collect())  # dmidecode type 17 (root) or EDAC sysfs; says why when neither
+    facts.update(build.limits())  # optional libraries missing at build time, what running without root costs
     return facts
 
 

@@ -18,12 +18,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tailscope.node.topology import PU, Topology
+from tailscope.node.topology import PU, Topology, read_sysfs
 
 # What two CPUs share, innermost first: the label of a pair is the first level at which both agree.
-LEVELS = ("core", "l3", "die", "package", "machine")
+LEVELS = ("core", "cluster", "l3", "die", "package", "machine")
 LEVEL_WORDS = {
     "core": "hardware threads of one core",
+    "cluster": "one cluster (Arm CCL), different core",
     "l3": "one L3 (core complex)",
     "die": "one die, different L3",
     "package": "one socket, different die",
@@ -40,6 +41,8 @@ def _walk(elem: ET.Element, ancestors: dict[str, int], topo: Topology, numa_of: 
     here = dict(ancestors)
     if kind in ("Package", "Die", "Core"):
         here[kind] = int(elem.get("os_index", elem.get("gp_index", "-1")))
+    elif kind == "Group" and elem.get("subtype") == "Cluster":  # hwloc >= 2.5: Linux's cluster_cpus
+        here["Cluster"] = int(elem.get("gp_index", "-1"))
     elif kind == "L3Cache":
         here[kind] = int(elem.get("gp_index", "-1"))
     elif kind == "PU":
@@ -51,6 +54,7 @@ def _walk(elem: ET.Element, ancestors: dict[str, int], topo: Topology, numa_of: 
             die=here.get("Die"),
             package=here.get("Package"),
             numa=numa_of.get(os_index),
+            cluster=here.get("Cluster"),
         )
     for child in elem.findall("object"):
         _walk(child, here, topo, numa_of)
@@ -99,7 +103,7 @@ def parse_xml(text: str, *, source: str = "hwloc XML") -> Topology:
 
 
 def read_topology(xml_path: Path | None = None) -> Topology:
-    """This machine's topology (`lstopo-no-graphics --of xml`), or the hwloc XML file given."""
+    """This machine's topology (`lstopo-no-graphics --of xml`, else sysfs), or the hwloc XML file given."""
     if xml_path is not None:
         try:
             return parse_xml(xml_path.read_text(), source=str(xml_path))
@@ -114,7 +118,10 @@ def read_topology(xml_path: Path | None = None) -> Topology:
             if proc.returncode != 0:
                 raise HwlocError(f"{tool} --of xml: exit {proc.returncode}: {proc.stderr.strip()[:200]}")
             return parse_xml(proc.stdout, source=f"{tool} --of xml")
-    raise HwlocError("hwloc is not installed (Debian: apt-get install hwloc-nox); no lstopo-no-graphics")
+    try:  # no hwloc (a no-root install): what sysfs says, which knows cores, clusters, L3s, dies and sockets
+        return read_sysfs()
+    except (OSError, ValueError) as exc:
+        raise HwlocError(f"no hwloc (lstopo-no-graphics) and no topology in sysfs: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -142,8 +149,9 @@ def summarise_c2c(pairs: Iterable[tuple[int, int, float]], topo: Topology) -> C2
     groups = {lv: (statistics.median(by_level[lv]), len(by_level[lv])) for lv in LEVELS if lv in by_level}
     present = _levels_present(topo)
     missing = []
+    has_clusters = any(pu.cluster is not None for pu in topo.pus.values())
     for level in LEVELS:
-        if level in groups:
+        if level in groups or (level == "cluster" and not has_clusters):  # only the levels the machine has
             continue
         if level in present:
             missing.append(f"{level} ({LEVEL_WORDS[level]}): the topology has such pairs, none was measured")
@@ -163,10 +171,12 @@ def _why(level: str, topo: Topology) -> str:
     n = len(topo.pus)
     if level == "core":
         return f"{n} CPUs, one hardware thread per core"
+    if level == "cluster":
+        return "no cluster of cores below the L3 (Arm CCL) here"
     if level == "l3":
         return "no L3 shared by two cores"
     if level == "die":
-        return "hwloc reports no die with more than one L3"
+        return "no die with more than one L3"
     if level == "package":
         return "no socket with more than one die"
     return "one socket"

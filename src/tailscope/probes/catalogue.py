@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import InputError
 from tailscope.native import native_path
+from tailscope.store.params import HASH_SPELLING, PARAM_RENAMES, current_params
 
 if TYPE_CHECKING:
     from tailscope.store.manifest import Plan
@@ -31,6 +32,7 @@ class ProbeOption:
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
     default: ParamValue | None = None  # what the probe uses when the option is not given
+    name: str | None = None  # the parameter's name where it is not the flag's word (--page: page_policy)
 
     def canonical(self, value: ParamValue) -> ParamValue:
         """The value as the probe reads it: `64M` and `67108864` are one size, `THP` is `thp`."""
@@ -56,7 +58,7 @@ class ProbeOption:
 
     @property
     def dest(self) -> str:
-        return self.flag.lstrip("-").replace("-", "_")
+        return self.name or self.flag.lstrip("-").replace("-", "_")
 
 
 COMMON_OPTIONS: tuple[ProbeOption, ...] = (
@@ -68,7 +70,14 @@ COMMON_OPTIONS: tuple[ProbeOption, ...] = (
         "LIST",
         default="cores",
     ),
-    ProbeOption("--page", str, "page policy (default thp)", ("4k", "thp", "2m", "1g"), default="thp"),
+    ProbeOption(
+        "--page",
+        str,
+        "page policy (default thp)",
+        ("4k", "thp", "2m", "1g"),
+        default="thp",
+        name="page_policy",  # one name from the command line to the report (runs.page_policy)
+    ),
     ProbeOption(
         "--offset",
         str,
@@ -226,7 +235,7 @@ PROBES: dict[str, ProbeSpec] = {
             (
                 ProbeOption("--ops", int, "operations per chain per iteration (16384)"),
                 ProbeOption("--iterations", int, "timed iterations per kernel (31)"),
-                ProbeOption("--clock-chunks", int, "effective-clock chunks before and after (200)"),
+                ProbeOption("--clock-chunks", int, "clock chunks before and after each kernel (10)"),
             ),
             timeout_s=300.0,
         ),
@@ -292,8 +301,8 @@ def variant_name(probe: str, params: dict[str, Any]) -> str:
     parts = [probe]
     options = {o.dest: o for o in PROBES[probe].all_options} if probe in PROBES else {}
     rest = {k: v for k, v in params.items() if not (k in options and options[k].is_default(v))}
-    if "page" in rest:
-        parts.append(str(rest.pop("page")))
+    if "page_policy" in rest:
+        parts.append(str(rest.pop("page_policy")))
     if "offset" in rest:
         raw = rest.pop("offset")
         try:
@@ -333,6 +342,8 @@ class ProbeVariant:
     normalize: bool = field(default=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if any(k in PARAM_RENAMES for k in self.params):
+            object.__setattr__(self, "params", current_params(self.params))
         if not self.normalize:
             return
         by_dest = {o.dest: o for o in probe_spec(self.probe).all_options} if self.probe in PROBES else {}
@@ -355,12 +366,16 @@ class ProbeVariant:
     def variant_id(self) -> str:
         import hashlib  # OpenSSL: loaded when a variant is named, not for `tailscope --help`
 
-        digest = hashlib.sha1(f"{self.probe}:{self.params_json}".encode()).hexdigest()[:8]
+        # the id hashes the params as first stored (HASH_SPELLING): renaming a parameter keeps every id
+        hashed = {HASH_SPELLING.get(k, k): v for k, v in self.params.items()}
+        text = json.dumps(hashed, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha1(f"{self.probe}:{text}".encode()).hexdigest()[:8]
         return f"{self.probe}-{digest}"
 
     @property
     def page_policy(self) -> str:
-        return str(self.params.get("page", "thp"))
+        """The page policy the probe runs with: the option's value, else its default (thp)."""
+        return str(self.params.get("page_policy", "thp"))
 
     def argv(self) -> list[str]:
         """The probe's command line (absolute executable path first)."""

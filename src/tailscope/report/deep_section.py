@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tailscope.analysis.arith_table import figure_text
 from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
@@ -27,6 +28,7 @@ _INTRO = (
     "with what a healthy component would show and whether it did."
 )
 _STATUS_CSS = {DIFFERS: "bad", AS_EXPECTED: "good", NOT_JUDGED: ""}
+_INCONCLUSIVE_WORD = "Followed up (the verdict is inconclusive: not called degraded)"
 TOP_COUNTERS = 3  # counters quoted per degraded probe (the Counters section lists them all)
 
 
@@ -102,8 +104,9 @@ def _step(
         if rows
         else "<p>No follow-up probe exists for this probe.</p>"
     )
+    table += "".join(arith_tables_html(f["arith_table"]) for f in follow_ups if f.get("arith_table"))
     items = [
-        f"<li><b>Degraded:</b> {esc(why)}</li>",
+        f"<li><b>{_INCONCLUSIVE_WORD if deep.inconclusive else 'Degraded'}:</b> {esc(why)}</li>",
         f"<li><b>Component probes</b> ({len(follow_ups)} follow-up{'s' if len(follow_ups) != 1 else ''}, "
         f"their trials stored in this campaign): {outcome}.{table}</li>",
         f"<li><b>Counters:</b> {counters or esc(deep.counters)}</li>",
@@ -123,3 +126,18 @@ def _dimms_text(dimms: dict[str, Any]) -> str:
         f"{s.get('ranks')}{' (mixed on this node)' if s.get('mixed_ranks') else ''}, slowest configured "
         f"speed {speed if speed else 'unknown'} MT/s, from {dimms.get('dimms_source')}"
     )
+
+
+def arith_tables_html(tables: list[dict[str, Any]]) -> str:
+    """arith's follow-up in the seed's shape: per width, rows ADD..SQRT, columns precision x
+    absolute/pipelined (cycles per instruction; analysis/arith_table.py's data, stored in deep.json)."""
+    out = []
+    for t in tables:
+        kinds = ("Absolute", "Pipelined")
+        headers = ["Instruction"] + [f"{p.upper()} {k}" for p in t["precisions"] for k in kinds]
+        rows = [
+            [_td(op)] + [_td(figure_text(c[i], c[2]), num=True) for c in cells for i in (0, 1)]
+            for op, cells in t["rows"]
+        ]
+        out.append(f"<p><b>{esc(t['title'])}</b></p>" + _table(headers, rows))
+    return "".join(out)

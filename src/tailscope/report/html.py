@@ -57,7 +57,7 @@ from tailscope.report.numbers import (
     tail_text,
     value_text,
 )
-from tailscope.report.pages_section import pages_section, virtual_nodes
+from tailscope.report.pages_section import install_limits, pages_section, virtual_nodes
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
 from tailscope.report.validation_section import validation_section
 from tailscope.store.manifest import Manifest
@@ -401,6 +401,7 @@ def _answer_section(
             "timing and the OS evidence of each trial (/proc, /sys, co-runners), not from cache or memory "
             "counters."
         )
+    caveats.extend(esc(line[0].upper() + line[1:]) + "." for line in install_limits(nodes))
     aside = (
         '<aside class="caveat"><b>Caveat</b>' + "".join(f"<p>{c}</p>" for c in caveats) + "</aside>"
         if caveats
@@ -525,7 +526,9 @@ def _variant_section(
     out = [
         f'<section class="variant" id="{anchor}" data-variant="{esc(variant.variant)}">',
         f'<h2>{esc(name)} <span class="id">{esc(variant.variant)}</span></h2>',
-        f"<p>{esc(variant.metric)} in {esc(variant.unit)} ({direction}); {_count(variant.n, 'ok run')} on "
+        f"<p>{esc(variant.metric)} in {esc(variant.unit)} ({direction}); "
+        + (f"page policy {esc(variant.page_policy)}; " if variant.page_policy else "")
+        + f"{_count(variant.n, 'ok run')} on "
         f"{_count(variant.nodes, 'node')}; median "
         f"{esc(value_text(variant.global_median, decimals_for(variant.global_median)))} {esc(variant.unit)}; "
         f"{n_slow} slow (more than {pct(settings.primary_threshold)} below the node median).</p>",

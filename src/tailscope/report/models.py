@@ -28,13 +28,26 @@ class DeepResult:
     steps: list[Step]
     counters: str  # what step 3 did
     dimms: dict[str, Any] | None = None
+    # the suite's verdict state (healthy | degraded | inconclusive): under an inconclusive verdict (too busy
+    # to judge) a followed probe had slow runs but is not called degraded
+    verdict: str = "healthy"
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.verdict == "inconclusive"
+
+    def step_word(self) -> str:
+        """How a followed probe is called: degraded, or only followed under an inconclusive verdict."""
+        if self.inconclusive:
+            return "followed up (the verdict is inconclusive: not called degraded)"
+        return "degraded"
 
     def lines(self) -> list[str]:
         if not self.steps:
             return ["deep: no probe was degraded; no micro-architecture follow-up needed"]
         out = []
         for s in self.steps:
-            out.append(f"deep: {s.probe} degraded: {s.why}")
+            out.append(f"deep: {s.probe} {self.step_word()}: {s.why}")
             for f in s.follow_ups:
                 out.append(f"  -> {f['probe']} ({f['isolates']}): {f['finding']}")
                 if f.get("expected"):
@@ -58,4 +71,5 @@ def load_deep(campaign: Path) -> DeepResult | None:
 
         raise InputError(f"{path}: not the deep.json `check --deep` writes ({exc})") from exc
     steps = [Step(s["probe"], s["why"], list(s.get("follow_ups", []))) for s in doc.get("steps", [])]
-    return DeepResult(steps, str(doc.get("counters", "")), doc.get("dimms"))
+    verdict = str(doc.get("verdict", "healthy"))
+    return DeepResult(steps, str(doc.get("counters", "")), doc.get("dimms"), verdict)

@@ -49,6 +49,22 @@ def virtual_nodes(nodes: pd.DataFrame | None) -> dict[str, str]:
     }
 
 
+def install_limits(nodes: pd.DataFrame | None) -> list[str]:
+    """The lines of node/build.py (libraries missing at build time, what running without root cost) that the
+    nodes' recorded facts carry, each once, naming the nodes where not all share it."""
+    from tailscope.node.build import limit_lines
+
+    latest = _latest_facts(nodes)
+    by_line: dict[str, list[str]] = {}
+    for node, facts in latest.items():
+        for line in limit_lines(facts):
+            by_line.setdefault(line, []).append(node)
+    return [
+        line if len(where) == len(latest) else f"{line} (node{'s' * (len(where) > 1)} {', '.join(where)})"
+        for line, where in by_line.items()
+    ]
+
+
 def _cell(text: object, num: bool = False) -> str:
     return td("-" if text is None else text, num=num)
 

@@ -177,6 +177,10 @@ def held_trials(claims: Iterable[Claim], node: str) -> dict[str, dict[int, Claim
 
 
 # --- the transaction ----------------------------------------------------------------------------
+class AlreadyImported(StoreError):
+    """A file whose content (sha256 of its bytes) the campaign already holds: checked inside the lock."""
+
+
 @dataclass(frozen=True)
 class Savepoint:
     """How much a transaction had staged at one moment (Transaction.savepoint)."""
@@ -322,15 +326,11 @@ class Transaction:
     def record_source(self, sha256: str, description: str) -> None:
         """Remember the imported file's digest; a file already imported into this campaign, or already
         staged by this transaction (the same file named twice), is refused."""
-        if self.exists:
-            if self._imported is None:  # read once: an import of many files asks once per file
-                self._imported = self.campaign().imported_sources()
-            previous = self._imported.get(sha256)
-            if previous is not None:
-                raise StoreError(
-                    f"{description}: already imported into {self.root} ({previous.operation}, "
-                    f"{previous.committed_at}); nothing was stored twice"
-                )
+        with self._locked():  # the commit records read whole, never beside a commit being written
+            if self.exists:
+                if self._imported is None:  # read once: an import of many files asks once per file
+                    self._imported = self.campaign().imported_sources()
+                self._refuse_imported(self._imported, sha256, description)
         for staged in self._sources:
             if staged["sha256"] == sha256:
                 raise StoreError(
@@ -338,6 +338,22 @@ class Transaction:
                     "import; nothing was stored"
                 )
         self._sources.append({"sha256": sha256, "description": description})
+
+    def _refuse_imported(self, imported: Mapping[str, CommitRecord], sha256: str, description: str) -> None:
+        previous = imported.get(sha256)
+        if previous is not None:
+            raise AlreadyImported(
+                f"{description}: already imported into {self.root} ({previous.operation}, "
+                f"{previous.committed_at}); nothing was stored twice"
+            )
+
+    def _refuse_imported_meanwhile(self) -> None:
+        """At commit, under the lock: the sources checked by record_source again, against the commits made
+        since (two imports of one file at once both pass record_source; the second to commit is refused)."""
+        if self._sources and self.exists:
+            imported = self.campaign().imported_sources()
+            for source in self._sources:
+                self._refuse_imported(imported, source["sha256"], source["description"])
 
     # --- trial numbers ---------------------------------------------------------------------------
     def claim_next_trials(self, node: str, variant: str, count: int) -> list[int]:
@@ -375,6 +391,7 @@ class Transaction:
             self.abort()  # an operation that stored nothing creates no campaign
             return
         with signals_deferred(), self._locked():
+            self._refuse_imported_meanwhile()
             campaign = self.campaign()
             if self.exists:
                 campaign.update_manifest(lambda m: [c(m) for c in self._changes], locked=True)
@@ -487,7 +504,11 @@ def load_into(
     except BaseException:
         tx.abort()
         raise
-    tx.commit()
+    try:
+        tx.commit()
+    except AlreadyImported:  # refused at commit: nothing was moved, the staged shards go
+        tx.abort()
+        raise
 
 
 # --- trials of a run ----------------------------------------------------------------------------

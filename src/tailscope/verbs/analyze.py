@@ -15,9 +15,14 @@ def analyze(args: argparse.Namespace) -> int:
 
     analysis = analyze_campaign(args.campaign, settings_of(args), probe=args.probe, node=args.node)
     if args.json:
+        from tailscope.analysis.figures import with_figures
         from tailscope.jsonout import write_json
+        from tailscope.store.read import connect
 
-        write_json(analysis)  # the dataclasses themselves: what to_json() gives, without the copy
+        with connect(args.campaign) as con:  # every figure of every run, from the runs' stored summaries
+            stored = con.runs(columns=("run_id", "probe", "summary"))
+        rows = zip(stored["run_id"], stored["probe"], stored["summary"], strict=True)
+        write_json(with_figures(analysis, rows))
     else:
         from tailscope.report.terminal import render_answer, render_summary
 

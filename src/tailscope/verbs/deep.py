@@ -15,21 +15,23 @@ would show and whether it did) is returned as lines, written to DIR/deep.json an
 "Top-down follow-up" section (report/deep_section.py, read back with `load_deep`; the chain's model,
 `DeepResult`, is in report/models.py).
 
-Expectations (`_evidence`): arith, the effective clock at least 0.97 x the nominal (TSC) rate and steady
-(before/after within 3%), FP64 FMA latency 4 cycles on x86-64 (Skylake.., Zen 2..; vendor optimisation
-manuals); latency, each level no faster than the one before (5% slack); stream on 1..all cores, no core
+Expectations (`_evidence`): arith and latency are judged by analysis/deep_judge.py: the clock against the
+node's usual clock (the campaign's median) and its nominal frequency, each instruction and cache level
+against the published tables of the part (analysis/reference_tables.toml); stream on 1..all cores, no core
 count more than 5% below the one before it; c2c is reported, not judged (no rule fits every topology).
+Under an inconclusive verdict (too busy) a followed probe is not called degraded (DeepResult.verdict).
 """
 
 from __future__ import annotations
 
 import json
-import platform
 from dataclasses import asdict
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tailscope.analysis.arith_table import table_data
+from tailscope.analysis.deep_judge import NodeReference, judge_arith, judge_latency, node_reference
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.report.models import AS_EXPECTED, DIFFERS, NOT_JUDGED, DeepResult, Step, load_deep
@@ -51,10 +53,6 @@ FOLLOW_UPS: dict[str, tuple[tuple[str, dict[str, Any], int, str], ...]] = {
 }
 
 
-CLOCK_FLOOR = 0.97  # effective clock below this fraction of the nominal (TSC) rate: the frequency dropped
-CLOCK_DRIFT = 0.03  # effective clock before vs after the kernels
-FMA_CYCLES_X86 = 4.0  # FP64 FMA latency, Intel Skylake.. and AMD Zen 2..5 (Intel SDM, AMD SOG, uops.info)
-LEVEL_SLACK = 0.95  # a cache level may read 5% faster than the one before it (noise) before it "differs"
 SCALING_SLACK = 0.95  # stream on k+1 cores may be 5% slower than on k before it "differs"
 
 
@@ -90,17 +88,17 @@ def follow_up_variants(probes: list[str]) -> list[tuple[str, ProbeVariant, int, 
 
 
 def _evidence(
-    probe: str, summaries: list[dict[str, Any]], values: list[float], tsc_hz: float | None
+    probe: str, summaries: list[dict[str, Any]], values: list[float], ref: NodeReference
 ) -> tuple[str, str, str]:
     """(finding, expected, status) of a follow-up probe from its stored summaries: one sentence of what it
     measured, what a healthy component shows, and whether it did."""
     if not summaries:
         return "no successful trial", "", NOT_JUDGED
     s = summaries[-1]
-    if probe == "arith":
-        return _arith(s, tsc_hz)
-    if probe == "latency":
-        return _latency(s)
+    if probe in ("arith", "latency"):
+        j = judge_arith(s, ref) if probe == "arith" else judge_latency(s, ref)
+        status = NOT_JUDGED if j.differs is None else DIFFERS if j.differs else AS_EXPECTED
+        return j.finding, j.expected, status
     if probe == "c2c":
         from tailscope.node.hwloc import HwlocError, read_topology, summarise_c2c
 
@@ -116,51 +114,16 @@ def _evidence(
     return "measured", "", NOT_JUDGED
 
 
-def _arith(s: dict[str, Any], tsc_hz: float | None) -> tuple[str, str, str]:
-    clock = s.get("clock", [{}])[0]
-    eff = clock.get("effective_hz", 0) / 1e9
-    before, after = clock.get("effective_hz_before"), clock.get("effective_hz_after")
-    rows = {(r["precision"], r["width"], r["op"]): r for r in s.get("table", [])}
-    fma = [r for (p, _, op), r in rows.items() if p == "fp64" and op == "fma"]
-    parts = [f"effective clock {eff:.2f} GHz"]
-    for r in fma:
-        parts.append(
-            f"FP64 {r['width']} fma latency {r['latency_cycles']['median']:.2f} cycles, "
-            f"reciprocal throughput {r['rthroughput_cycles']['median']:.2f}"
-        )
-    expected, bad = [], []
-    if tsc_hz:
-        floor = CLOCK_FLOOR * tsc_hz / 1e9
-        expected.append(f"effective clock at least {floor:.2f} GHz ({CLOCK_FLOOR:g} x the nominal TSC rate)")
-        if eff < floor:
-            bad.append(f"the clock ran at {eff / (tsc_hz / 1e9):.2f} of nominal")
-    if before and after:
-        expected.append(f"steady within {CLOCK_DRIFT:.0%} before and after the kernels")
-        if abs(after - before) / before > CLOCK_DRIFT:
-            bad.append(f"the clock moved {before / 1e9:.2f} -> {after / 1e9:.2f} GHz during the run")
-    if platform.machine() in ("x86_64", "AMD64") and fma:
-        expected.append(f"FP64 fma latency {FMA_CYCLES_X86:g} cycles (x86-64 since Skylake and Zen 2)")
-        off = [r for r in fma if abs(r["latency_cycles"]["median"] - FMA_CYCLES_X86) > 0.5]
-        bad += [f"{r['width']} fma took {r['latency_cycles']['median']:.2f} cycles" for r in off]
-    status = (DIFFERS if bad else AS_EXPECTED) if expected else NOT_JUDGED
-    finding = "; ".join(parts) + (f" ({'; '.join(bad)})" if bad else "")
-    return finding, "; ".join(expected), status
-
-
-def _latency(s: dict[str, Any]) -> tuple[str, str, str]:
-    sets = s.get("working_sets", [])
-    finding = ", ".join(
-        f"{w['name']} {w['ns']['median']:.1f} ns ({w['cycles']['median']:.0f} cycles)" for w in sets
-    )
-    bad = [
-        f"{b['name']} ({b['ns']['median']:.1f} ns) faster than {a['name']} ({a['ns']['median']:.1f} ns)"
-        for a, b in pairwise(sets)
-        if b["ns"]["median"] < LEVEL_SLACK * a["ns"]["median"]
-    ]
-    expected = "each level slower than the one before it (" + " < ".join(w["name"] for w in sets) + ")"
-    if bad:
-        finding += f" ({'; '.join(bad)})"
-    return finding, expected, (DIFFERS if bad else AS_EXPECTED) if len(sets) > 1 else NOT_JUDGED
+def _node_reference(con: Any) -> NodeReference:
+    """The node's reference for the judges: its part, nominal clock, and the campaign's usual clock (every
+    clock reading stored: the probes' summary clocks and the evidence's effective_mhz)."""
+    rows = con.execute("SELECT summary FROM runs WHERE status = 'ok' AND summary IS NOT NULL").fetchall()
+    summaries = [json.loads(r[0]) for r in rows if r[0]]
+    mhz: list[float] = []
+    if con.campaign.shard_files("counters"):
+        query = "SELECT value FROM counters WHERE event = 'effective_mhz'"
+        mhz = [r[0] for r in con.execute(query).fetchall()]
+    return node_reference(summaries, mhz)
 
 
 def _judge_scaling(follow_ups: list[dict[str, Any]]) -> None:
@@ -211,11 +174,13 @@ def run_deep(
             raise DeepInterrupted(outcome)
     con = connect(campaign)
     try:
+        ref = _node_reference(con) if planned else None
         for probe, variant, _, isolates in planned:
             rows = con.ok_summaries(variant.variant_id)
             summaries = [json.loads(r[0]) for r in rows if r[0]]
             values = [r[1] for r in rows if r[1] is not None]
-            finding, expected, status = _evidence(variant.probe, summaries, values, _tsc_hz(con, variant))
+            assert ref is not None
+            finding, expected, status = _evidence(variant.probe, summaries, values, ref)
             label = variant.probe + (f" on {variant.params['cpus']}" if "cpus" in variant.params else "")
             steps[probe].follow_ups.append(
                 {
@@ -225,6 +190,10 @@ def run_deep(
                     "expected": expected,
                     "status": status,
                     "median": sorted(values)[len(values) // 2] if values else None,
+                    # arith: the seed's table (instructions x precision, absolute/pipelined) for the report
+                    "arith_table": (
+                        table_data(summaries[-1]) if variant.probe == "arith" and summaries else None
+                    ),
                 }
             )
         for step in steps.values():
@@ -241,22 +210,9 @@ def run_deep(
     if "stream" in steps:
         facts = dimm_facts()
         dimms = {**facts, "summary": dimm_summary(facts["dimms"]) if facts["dimms"] else None}
-    result = DeepResult(list(steps.values()), counters, dimms)
+    result = DeepResult(list(steps.values()), counters, dimms, verdict=analysis.verdict.state)
     (campaign / "deep.json").write_text(json.dumps(asdict(result), indent=1, default=str) + "\n")
     return result
-
-
-def _tsc_hz(con: Any, variant: ProbeVariant) -> float | None:
-    """The nominal rate the probe measured against (its config record's tsc_hz), from its last ok trial."""
-    row = con.execute(
-        "SELECT config FROM runs WHERE variant = ? AND status = 'ok' AND config IS NOT NULL "
-        "ORDER BY trial DESC LIMIT 1",
-        [variant.variant_id],
-    ).fetchone()
-    if not row or not row[0]:
-        return None
-    value = json.loads(row[0]).get("tsc_hz")
-    return float(value) if value else None
 
 
 __all__ = ["AS_EXPECTED", "DIFFERS", "NOT_JUDGED", "DeepResult", "Step", "degraded", "load_deep", "run_deep"]

@@ -8,6 +8,7 @@ from tailscope.errors import EXIT_OK
 
 
 def facts(args: argparse.Namespace) -> int:
+    from tailscope.node.build import limit_lines
     from tailscope.node.facts import NODE_COLUMNS, collect
     from tailscope.node.hugepages import advice_lines
     from tailscope.node.knobs import advice
@@ -23,4 +24,6 @@ def facts(args: argparse.Namespace) -> int:
     for line in advice(found):
         print(f"advice: {line}")
     print("\n".join(advice_lines(found)))
+    for line in limit_lines(found):
+        print(f"limits: {line}")
     return EXIT_OK

@@ -136,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     print_outcome(outcome)
+    if args.probe == "arith" and outcome.committed and not outcome.interrupted:  # the seed's table shape
+        from tailscope.analysis.arith_table import campaign_tables
+
+        print("\n".join(campaign_tables(outcome.campaign, [v.variant_id for v, _ in variants])))
     if args.scaling and not outcome.interrupted:
         from tailscope.verbs.scaling import render_scaling, scaling_table
 

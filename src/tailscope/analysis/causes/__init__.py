@@ -141,6 +141,7 @@ def diagnose_runs(
             corunners=co.get(run_id, ()),
             facts=facts.get(str(row.node), {}),
             params=_params(getattr(row, "params", None)),
+            page_policy=_text(getattr(row, "page_policy", None)),
         )
         out[run_id] = diagnose(ctx, pages_tests)
     return out
@@ -188,7 +189,14 @@ def _params(text: Any) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError:
         return {}
-    return value if isinstance(value, dict) else {}
+    from tailscope.store.params import current_params
+
+    return current_params(value) if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    """A stored text column's value, None for a missing one (null, NaN)."""
+    return value if isinstance(value, str) and value else None
 
 
 def _is_nan(v: Any) -> bool:

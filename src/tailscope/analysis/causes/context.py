@@ -67,6 +67,7 @@ class RunContext:
     corunners: tuple[Corunner, ...]  # biggest share first
     facts: Mapping[str, Any] = field(default_factory=dict)  # the node's facts (nodes table row)
     params: Mapping[str, Any] = field(default_factory=dict)  # the probe's parameters
+    page_policy: str | None = None  # runs.page_policy: what the run's pages were (the default is stored too)
 
     def value(self, name: str) -> float | None:
         v = self.now.get(name)

@@ -1,7 +1,8 @@
 """thp-fallback: the run got small pages where it asked for transparent huge pages.
 
 Reads /proc/vmstat thp_fault_alloc and thp_fault_fallback over the trial. The run asked for huge pages when
-its parameters name a huge/THP page policy or when the node's normal runs got huge pages. A run's pages are
+its page policy (runs.page_policy, stored for every run, the default thp too) is a huge-page one (thp, 2m, 1g)
+or when the node's normal runs got huge pages. A run's pages are
 set when it starts, so a fallback shows as a level shift (systematic); the score is higher then. The
 compaction and allocation stalls of the same trial are the kernel's failed attempts to find 2 MiB blocks
 (fragmentation): their time (1 ms per stall, memory_pressure's stated cost) counts here too, and the score
@@ -18,7 +19,8 @@ from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
 
 NAME = "thp-fallback"
-READS = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall", "allocstall", "params.pages")
+READS = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall", "allocstall", "runs.page_policy")
+HUGE_POLICIES = ("thp", "2m", "1g")  # the page policies that ask for huge pages (4k does not)
 STALL_COST_S = 1e-3
 MITIGATION = (
     "compact memory before runs (echo 1 > /proc/sys/vm/compact_memory), set THP defrag to 'defer+madvise' "
@@ -33,8 +35,8 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     extra = fallback - (ctx.typical("thp_fault_fallback") or 0.0)
     alloc = ctx.value("thp_fault_alloc") or 0.0
     usual_alloc = ctx.typical("thp_fault_alloc") or 0.0
-    policy = str(ctx.params.get("pages", ctx.params.get("page_policy", ""))).lower()
-    asked = usual_alloc > 0 or any(w in policy for w in ("thp", "huge", "2m", "1g"))
+    policy = (ctx.page_policy or "").lower()
+    asked = usual_alloc > 0 or policy in HUGE_POLICIES
     if extra < 1 or not asked:
         return None
     fraction = extra / max(extra + alloc, 1.0)

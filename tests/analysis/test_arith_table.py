@@ -1,0 +1,128 @@
+"""arith prints the seed's table shape on both architectures (analysis/arith_table.py): rows ADD, SUB, MUL,
+DIV, FMA, SQRT; columns precision x {Absolute, Pipelined}; one table per register width. Fed with recorded
+summaries: x86 (this project's EPYC, default sizes) and aarch64 (the cross build under qemu-user, max CPU)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tailscope.analysis.arith_table import arith_tables, render_text, table_data
+from tailscope.report.deep_section import arith_tables_html, deep_section
+from tailscope.report.models import DeepResult, Step
+
+FIXTURES = Path(__file__).parent / "fixtures"
+X86 = json.loads((FIXTURES / "arith_x86_epyc.json").read_text())["summary"]
+ARM = json.loads((FIXTURES / "arith_aarch64_qemu_max.json").read_text())["summary"]
+ROWS = ["ADD", "SUB", "MUL", "DIV", "FMA", "SQRT"]
+
+
+def _blocks(lines: list[str]) -> list[list[str]]:
+    out: list[list[str]] = [[]]
+    for line in lines:
+        if line:
+            out[-1].append(line)
+        else:
+            out.append([])
+    return out
+
+
+def _check_shape(block: list[str], precisions: list[str]) -> None:
+    assert block[1].split() == ["Instruction", *precisions]
+    assert block[2].split() == ["Absolute", "Pipelined"] * len(precisions)
+    assert [line.split()[0] for line in block[3:]] == ROWS
+    for line in block[3:]:
+        assert len(line.split()) == 1 + 2 * len(precisions), line
+
+
+def _median(summary: dict[str, Any], precision: str, width: str, op: str, col: str) -> float:
+    row = next(r for r in summary["table"] if (r["precision"], r["width"], r["op"]) == (precision, width, op))
+    return float(row[col]["median"])
+
+
+def test_x86_summary_prints_one_seed_table_per_width():
+    blocks = _blocks(render_text(X86))
+    assert [b[0] for b in blocks] == [
+        "arith, scalar, cycles per instruction",
+        "arith, avx512f (512-bit), cycles per instruction",
+    ]
+    for b in blocks:
+        _check_shape(b, ["FP32", "FP64"])  # no FP16: this EPYC has no AVX512-FP16
+    fma = next(line for line in blocks[0] if line.startswith("FMA")).split()
+    lat, thr = (_median(X86, "fp64", "scalar", "fma", c) for c in ("latency_cycles", "rthroughput_cycles"))
+    assert (float(fma[3]), float(fma[4])) == pytest.approx((lat, thr), abs=0.005)
+
+
+def test_aarch64_summary_prints_scalar_neon_and_sve_tables_with_fp16():
+    blocks = _blocks(render_text(ARM))
+    assert [b[0] for b in blocks] == [
+        "arith, scalar, cycles per instruction",
+        "arith, neon (128-bit), cycles per instruction",
+        "arith, sve (512-bit), cycles per instruction",
+    ]
+    for b in blocks:
+        _check_shape(b, ["FP16", "FP32", "FP64"])
+    div = next(line for line in blocks[1] if line.startswith("DIV")).split()
+    assert float(div[1]) == pytest.approx(_median(ARM, "fp16", "neon", "div", "latency_cycles"), abs=0.005)
+
+
+def test_refused_and_missing_figures_are_named():
+    """A refused pair reads "refused", an op a width lacks (x86 SSE2 has no FMA) reads "-"."""
+    s = copy.deepcopy(X86)
+    row = next(r for r in s["table"] if (r["precision"], r["width"], r["op"]) == ("fp64", "scalar", "div"))
+    row.update(latency_cycles=None, rthroughput_cycles=None, refused="throughput_above_latency")
+    s["table"] = [r for r in s["table"] if not (r["width"] == "avx512f" and r["op"] == "fma")]
+    blocks = _blocks(render_text(s))
+    assert next(line for line in blocks[0] if line.startswith("DIV")).split()[3:] == ["refused", "refused"]
+    assert next(line for line in blocks[1] if line.startswith("FMA")).split()[1:] == ["-"] * 4
+
+
+def test_x86_fp16_simd_shares_the_512_bit_table():
+    """AVX512-FP16's width (avx512fp16) is the 512-bit registers of avx512f: one table, FP16 a column."""
+    s = copy.deepcopy(X86)
+    extra = [dict(r, precision="fp16", width="avx512fp16") for r in s["table"] if r["width"] == "avx512f"]
+    s["table"] = extra[:6] + s["table"]
+    tables = arith_tables(s)
+    assert [t.width for t in tables] == ["scalar", "avx512f"]
+    assert tables[1].precisions == ("fp16", "fp32", "fp64")
+
+
+def test_report_renders_the_same_table():
+    html = arith_tables_html(table_data(ARM))
+    assert html.count("<table") == 3
+    heads = re.findall(r"<th>([^<]*)</th>", html)[:7]
+    assert heads == ["Instruction", "FP16 Absolute", "FP16 Pipelined", "FP32 Absolute", "FP32 Pipelined",
+                     "FP64 Absolute", "FP64 Pipelined"]  # fmt: skip
+    assert len(re.findall(r"<tr><td>(ADD|SUB|MUL|DIV|FMA|SQRT)</td>", html)) == 18
+
+
+def test_deep_section_shows_the_arith_follow_ups_table():
+    """check --deep stores the table with arith's follow-up (deep.json); the report's section shows it."""
+    follow_up = {"probe": "arith", "isolates": "clock", "finding": "f", "expected": "e",
+                 "status": "as expected", "arith_table": table_data(X86)}  # fmt: skip
+    html = deep_section(DeepResult([Step("dgemm", "3 of 40 runs slower", [follow_up])], "none"))
+    assert "arith, avx512f (512-bit), cycles per instruction" in html
+    assert html.count("<td>SQRT</td>") == 2
+    plain = deep_section(DeepResult([Step("dgemm", "slower", [dict(follow_up, arith_table=None)])], "none"))
+    assert "cycles per instruction" not in plain
+
+
+def test_tailscope_run_arith_prints_the_table(tmp_path):
+    """`tailscope run arith` ends with the tables of its trial (the probe built from this tree)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tailscope", "run", "arith", "--trials", "1", "--ops", "512", "--no-progress",
+         "--campaign", str(tmp_path / "c")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr[-2000:]
+    out = done.stdout.splitlines()
+    blocks = _blocks(out[out.index("arith, scalar, cycles per instruction") :])
+    assert blocks[0][0] == "arith, scalar, cycles per instruction"
+    _check_shape(blocks[0], [p for p in ("FP16", "FP32", "FP64") if p in blocks[0][1]])
