@@ -189,7 +189,8 @@ _NO_EVIDENCE_HELP = (
 
 _RUN_HELP = (
     "run N trials of a probe, each a fresh process, into a campaign; an option given a comma list "
-    "(--page 2m,1g) runs one variant per value, interleaved trial by trial"
+    "(--page 2m,1g) runs one variant per value, interleaved trial by trial; `run [OPTIONS] -- CMD` runs "
+    "your application's command as the trials (its options: `tailscope run --help -- CMD`)"
 )
 
 # Every verb in `tailscope --help` order with its one-line help: the top-level parser is built from this
@@ -213,6 +214,7 @@ VERBS: dict[str, str] = {
     "monitor": "sample counters in the background (pinned, streaming to disk)",
     "inject": "run one fault injector in the foreground (until --duration or Ctrl-C)",
     "validate": "a campaign with a random, recorded schedule of injections; scores tailscope's answers",
+    "history": "a node's results across campaigns: add, show change points, report, note, exclude, compact",
 }
 
 if TYPE_CHECKING:
@@ -286,6 +288,12 @@ def _build_import(sub: _Sub, probe_for_run: str | None) -> None:
     p.set_defaults(func=_verb("tailscope.importers.cli:run_import"))
 
 
+def _add_history_option(parser: argparse.ArgumentParser) -> None:
+    from tailscope.history.cli import add_history_option  # --history DIR|URL (or $TAILSCOPE_HISTORY)
+
+    add_history_option(parser)
+
+
 def _build_analyze(sub: _Sub, probe_for_run: str | None) -> None:
     from pathlib import Path
 
@@ -296,6 +304,7 @@ def _build_analyze(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--probe", help="only this probe")
     p.add_argument("--node", help="only this node")
     _add_analysis_options(p)
+    _add_history_option(p)
     p.set_defaults(func=_verb("tailscope.verbs.analyze:analyze"))
 
 
@@ -343,7 +352,15 @@ def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--verbose", action="store_true", help="also every (probe, node) row, check and note")
     _add_common_options(p, ("--cpus", "--page"))  # for every probe of the suite, as `run` declares them
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
+    p.add_argument(
+        "--app",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="also your application, defined in a TOML file (README: Your own application)",
+    )
     _add_analysis_options(p)
+    _add_history_option(p)
     p.set_defaults(func=_verb("tailscope.verbs.check:check"))
 
 
@@ -396,6 +413,10 @@ def _build_campaign(sub: _Sub, probe_for_run: str | None) -> None:
     from tailscope.campaign.cli import add_campaign_parser
 
     add_campaign_parser(sub)
+    actions = sub.choices["campaign"]._actions  # the campaign parser's ACTION subparsers
+    collect = next(a for a in actions if isinstance(a, argparse._SubParsersAction)).choices["collect"]
+    _add_history_option(collect)  # then the append: verbs/history.py
+    collect.set_defaults(func=_verb("tailscope.verbs.history:collect"))
 
 
 def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
@@ -445,13 +466,19 @@ def _build_inject(sub: _Sub, probe_for_run: str | None) -> None:
     sub.choices["validate"].set_defaults(func=_verb("tailscope.verbs.validate:validate"))
 
 
+def _build_history(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.history.cli import add_history_parser
+
+    add_history_parser(sub, lambda name: _verb(f"tailscope.verbs.history:{name}"))
+
+
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)
 _BUILDERS: dict[str, Callable[[Any, str | None], None]] = {
     "probes": _build_probes, "run": _build_run, "import": _build_import, "analyze": _build_analyze,
     "report": _build_report, "compare": _build_compare, "check": _build_check, "facts": _build_facts,
     "trace": _build_trace, "addr": _build_addr, "campaign": _build_campaign, "verdict": _build_verdict,
     "export": _build_export, "metrics": _build_metrics, "monitor": _build_monitor, "inject": _build_inject,
-    "validate": _build_inject,
+    "validate": _build_inject, "history": _build_history,
 }  # fmt: skip
 
 
@@ -492,8 +519,16 @@ def _probe_named(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verb = _verb_named(argv)
-    parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
-    args = parser.parse_args(argv)
+    args = None
+    if verb == "run" and "--" in argv:  # `run [OPTIONS] -- CMD`: split before argparse sees CMD (app/cli.py)
+        from tailscope.app.cli import parse_run_command
+
+        args = parse_run_command(argv)
+        if args is not None:
+            args.func = _verb("tailscope.verbs.run:run_command")
+    if args is None:
+        parser = build_parser(_probe_named(argv), verb=verb if verb in _BUILDERS else "")
+        args = parser.parse_args(argv)
     if args.verb == "run" and args.probe is not None:
         from tailscope.probes.catalogue import PROBES, UnknownProbeError
 

@@ -311,8 +311,10 @@ def _one_node(
             degraded += [f"{c.name}: {c.message}" for c in failed]
             mine = flagged.get((g.variant, g.node), [])
             slow_runs += mine
-            if not mine:
-                spread.append(_spread_cause(g, failed))
+            # an application's --reference judges the node's level, not its spread: its own line says it
+            of_spread = [c for c in failed if c.name != "reference"]
+            if not mine and of_spread:
+                spread.append(_spread_cause(g, of_spread))
     drained = any(e.drain for _, e in screen)
     retest = any(e.retest and not e.drain for _, e in screen)
     for summary, e in screen:

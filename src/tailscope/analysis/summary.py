@@ -168,7 +168,7 @@ def analyze(
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
     groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
     run_verdicts = _run_verdicts(scored, kinds, noise, found)
-    checks = make_verdict(groups, settings)
+    checks = make_verdict(groups, settings, _references(variants))
     node_verdicts = health.node_health(
         groups=groups,
         runs=run_verdicts,
@@ -544,6 +544,19 @@ def _page_policy(g: pd.DataFrame) -> str | None:
         return None
     seen = g["page_policy"].dropna()
     return str(seen.iloc[0]) if len(seen) else None
+
+
+def _references(variants: Sequence[VariantSummary]) -> dict[str, tuple[float, float, float]]:
+    """variant -> (expected, lowest, highest) of the applications run with --reference (app/figures.py)."""
+    out = {}
+    for v in variants:
+        text = v.params.get("reference") if v.probe.startswith("app:") else None
+        if text:
+            from tailscope.analysis.reference import Reference
+
+            ref = Reference.parse(str(text))
+            out[v.variant] = (ref.value, *ref.bounds)
+    return out
 
 
 def _params(row: pd.Series) -> dict[str, Any]:

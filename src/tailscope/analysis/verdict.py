@@ -18,7 +18,7 @@ the slow threshold is not checked there (it is judged inconclusive instead).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -104,10 +104,32 @@ def limits_text(settings: Settings) -> tuple[str, ...]:
     return tuple(out)
 
 
-def make_verdict(groups: Iterable[GroupSummary], settings: Settings) -> Verdict:
-    """The checks alone (before the node verdicts of analysis/health.py set `state` and `passed`)."""
-    checks = tuple(c for g in groups for c in group_checks(g, settings))
-    return Verdict(passed=all(c.passed for c in checks), checks=checks)
+def make_verdict(
+    groups: Iterable[GroupSummary],
+    settings: Settings,
+    references: Mapping[str, tuple[float, float, float]] | None = None,
+) -> Verdict:
+    """The checks alone (before the node verdicts of analysis/health.py set `state` and `passed`).
+    `references`: variant -> (expected value, lowest, highest) of an application's `--reference`."""
+    checks: list[Check] = []
+    for g in groups:
+        checks += group_checks(g, settings)
+        if references and g.variant in references:
+            checks.append(reference_check(g, *references[g.variant]))
+    return Verdict(passed=all(c.passed for c in checks), checks=tuple(checks))
+
+
+def reference_check(group: GroupSummary, expected: float, low: float, high: float) -> Check:
+    """The site's reference (ReFrame's reference tuples; `run --reference VALUE:-TOL,+TOL`): the node's
+    median headline must lie within [low, high], whatever the other nodes do."""
+    passed = low <= group.median <= high
+    where_ = "within" if passed else "outside"
+    unit = f" {group.unit}" if group.unit else ""
+    message = (
+        f"median {group.median:.6g}{unit} is {where_} the reference {expected:.6g}{unit} "
+        f"({low:.6g} to {high:.6g})"
+    )
+    return Check("reference", f"{group.variant}/{group.node}", group.median, expected, passed, message)
 
 
 def _cv_ratio_check(group: GroupSummary, ratio: float, scope: str) -> Check:

@@ -33,6 +33,7 @@ from tailscope.evidence.collector import EvidenceCollector
 from tailscope.evidence.process import run_watched
 from tailscope.node.facts import collect as collect_facts
 from tailscope.node.facts import node_name, nodes_row
+from tailscope.node.read import cpu_ranges
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.probes.parse import ProbeOutput, ProbeOutputError, parse_probe_output
 from tailscope.store.campaign import Campaign, new_task_id, utcnow
@@ -101,20 +102,6 @@ class RunOutcome:
     stopped_reason: str | None = None
     committed: int = 0  # transactions committed (0: nothing was stored, no campaign was created)
     notices: list[str] = field(default_factory=list)  # what the job environment did (probes/jobenv.py)
-
-
-def cpu_ranges(cpus: Sequence[int]) -> str:
-    """`[0, 1, 2, 5]` -> `0-2,5` (the kernel's cpulist notation)."""
-    parts: list[str] = []
-    start = prev = None
-    for cpu in [*cpus, None]:
-        if start is not None and (cpu is None or cpu != prev + 1):
-            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-            start = None
-        if cpu is not None and start is None:
-            start = cpu
-        prev = cpu
-    return ",".join(parts)
 
 
 def preflight(variant: ProbeVariant) -> dict[str, Any]:
@@ -332,6 +319,7 @@ class LocalRunner:
     committed: int = 0  # transactions committed by this runner
 
     _facts: pa.Table | None = None
+    _app_started: set[str] = field(default_factory=set)  # application variants with a trial run here
 
     def _node_facts(self) -> pa.Table:
         facts = collect_facts()
@@ -360,6 +348,56 @@ class LocalRunner:
                 self.committed += 1
                 buffer.clear()
 
+    # --- application trials (`run -- CMD`: app/trial.py does the work) ---------------------------------
+    def _is_app(self, trial: Trial) -> bool:
+        from tailscope.app.variant import AppVariant
+
+        return isinstance(trial.variant, AppVariant)
+
+    def _app_trial(self, trial: Trial, timeout: float, collector: EvidenceCollector | None) -> TrialRows:
+        """An application trial (`run -- CMD`); each variant's first one here must yield its figures."""
+        from tailscope.app.trial import run_app_trial
+
+        vid = trial.variant.variant_id
+        found = run_app_trial(
+            self.campaign,
+            trial.variant,  # type: ignore[arg-type]
+            trial.index,
+            node=self.node,
+            task=self.task,
+            timeout_s=timeout,
+            evidence=collector,
+            first=vid not in self._app_started,
+        )
+        self._app_started.add(vid)
+        return TrialRows(
+            runs=found.runs, iterations=found.iterations, counters=found.counters, corunners=found.corunners
+        )
+
+    def _warm_up(self, trials: Sequence[Trial], collector: EvidenceCollector | None) -> None:
+        """`--warmup N`: each application variant's N trials, run (through the same checks) but not kept."""
+        from tailscope.app.trial import run_app_trial
+
+        seen: set[str] = set()
+        for trial in trials:
+            vid = trial.variant.variant_id
+            if not self._is_app(trial) or vid in seen:
+                continue
+            seen.add(vid)
+            for k in range(int(trial.variant.params.get("warmup") or 0)):
+                run_app_trial(
+                    self.campaign,
+                    trial.variant,  # type: ignore[arg-type]
+                    k,
+                    node=self.node,
+                    task=self.task,
+                    timeout_s=self.timeout_s or trial.variant.spec.timeout_s,
+                    evidence=None,
+                    first=vid not in self._app_started,
+                    warmup=True,
+                )
+                self._app_started.add(vid)
+
     def run(self, trials: Sequence[Trial]) -> RunOutcome:
         outcome = RunOutcome(self.campaign.root)
         plan = Counter(t.variant.variant_id for t in trials)
@@ -370,18 +408,22 @@ class LocalRunner:
         try:
             with _sigterm_as_interrupt():
                 self._facts = self._node_facts()
+                self._warm_up(trials, collector)
                 for trial in trials:
                     if self.before_trial is not None:
                         self.before_trial(trial)
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
-                    rows = run_trial(
-                        self.campaign,
-                        trial,
-                        node=self.node,
-                        task=self.task,
-                        timeout_s=timeout,
-                        evidence=collector,
-                    )
+                    if self._is_app(trial):
+                        rows = self._app_trial(trial, timeout, collector)
+                    else:
+                        rows = run_trial(
+                            self.campaign,
+                            trial,
+                            node=self.node,
+                            task=self.task,
+                            timeout_s=timeout,
+                            evidence=collector,
+                        )
                     buffer.extend(rows)
                     run = rows.runs[0]
                     ok = run["status"] == "ok"
@@ -409,6 +451,9 @@ class LocalRunner:
                         buffer, last_flush = TrialRows(), time.monotonic()
         except (KeyboardInterrupt, Interrupted):
             outcome.interrupted = True
+        except InputError:  # an application's first trial without its declared figure: nothing is stored
+            buffer.clear()
+            raise
         finally:
             progress.close()
             # Finished trials are written even when interrupted; a second signal here is deferred.

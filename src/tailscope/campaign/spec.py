@@ -15,7 +15,11 @@
     trial_timeout = 300                # seconds per trial (default: the probe's own limit)
     sbatch_options = ["--account=ops"] # passed verbatim
 
-    [[probes]]
+    [[apps]]                           # the site's application (app/definition.py keys), or
+    file = "lammps.toml"               # a definition file (relative to the spec); trials may override it
+    trials = 20
+
+    [[probes]]                         # optional when [[apps]] are given
     probe = "l2sum"
     trials = 50                        # per node
     page = "thp"                       # the page policy (also accepted inside options)
@@ -52,13 +56,14 @@ from typing import Any
 
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
+from tailscope.app.variant import AppVariant
 from tailscope.errors import InputError
 from tailscope.options import type_words
 from tailscope.probes.catalogue import PROBES, ProbeVariant
 from tailscope.store.params import PARAM_RENAMES
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
-_SECTIONS = {"campaign", "slurm", "probes", "events", "thresholds", "cluster", "corunner"}
+_SECTIONS = {"campaign", "slurm", "probes", "apps", "events", "thresholds", "cluster", "corunner"}
 _SLURM_KEYS = {
     "partition",
     "nodes",
@@ -79,7 +84,7 @@ class SpecError(InputError, ValueError):
 
 @dataclass(frozen=True)
 class ProbeEntry:
-    variant: ProbeVariant
+    variant: ProbeVariant | AppVariant  # a probe's, or an application's ([[apps]])
     trials: int
 
 
@@ -221,7 +226,9 @@ def parse_spec(data: Mapping[str, Any], path: Path, text: str = "") -> CampaignS
     events = _table(data, "events", where, required=False).get("set")
     if events is not None and not (isinstance(events, str) and events):
         raise where.error("events", "set", 'expected an event set name or file, like "software"')
-    probes = _probes(data, where, events)
+    probes = (_probes(data, where, events) if "probes" in data or "apps" not in data else ()) + _apps(
+        data, where, path
+    )
 
     thresholds = _table(data, "thresholds", where, required=False)
     try:
@@ -315,6 +322,39 @@ def _probes(data: Mapping[str, Any], where: _Locator, events: str | None) -> tup
         variant = ProbeVariant(probe, params)
         if variant.variant_id in seen:
             raise where.error("probes", "probe", f"{probe} with the same options is listed twice")
+        seen.add(variant.variant_id)
+        out.append(ProbeEntry(variant, trials))
+    return tuple(out)
+
+
+def _apps(data: Mapping[str, Any], where: _Locator, path: Path) -> tuple[ProbeEntry, ...]:
+    """[[apps]]: the site's applications, each from its definition file or inline (app/definition.py)."""
+    from tailscope.app.definition import load_definition, parse_definition
+
+    entries = data.get("apps", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise where.error(None, "apps", "expected [[apps]] tables")
+    out = []
+    seen: set[str] = set()
+    for entry in entries:
+        table = dict(entry)
+        trials = table.pop("trials", None)
+        if "file" in table:
+            file = table.pop("file")
+            if table:
+                raise where.error("apps", next(iter(table)), "an [[apps]] entry with file takes only trials")
+            if not isinstance(file, str) or not file:
+                raise where.error("apps", "file", "expected the definition file's path as a string")
+            variant, own = load_definition(path.parent / file)
+        else:
+            variant, own = parse_definition(
+                table, lambda key, message: where.error("apps", key, message), base=path.parent
+            )
+        trials = trials if trials is not None else own
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise where.error("apps", "trials", "expected the trials per node as a whole number >= 1")
+        if variant.variant_id in seen:
+            raise where.error("apps", "argv", f"{variant.probe} with the same settings is listed twice")
         seen.add(variant.variant_id)
         out.append(ProbeEntry(variant, trials))
     return tuple(out)

@@ -368,27 +368,40 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     node = args.node or node_name()
     output = args.output or (args.campaign / "monitor" / f"{safe_name(node)}.{task}.tsmon.jsonl")
     output.parent.mkdir(parents=True, exist_ok=True)
-    argv = tsmon_argv(
-        output,
-        interval_s=interval,
-        cpu=args.cpu,
-        events=args.events,
-        duration_s=args.duration,
-        command=command,
-    )
-    # tsmon handles SIGINT/SIGTERM itself (flush, end record); we wait for it
-    proc = subprocess.Popen(argv)
-    while True:
-        try:
-            rc = proc.wait()
-            break
-        except KeyboardInterrupt:
-            proc.send_signal(signal.SIGINT)
+    if command:  # the command through the one launcher (its tree dies with us), tsmon beside it
+        rc = _monitor_command(command, output, interval, args)
+    else:
+        argv = tsmon_argv(
+            output, interval_s=interval, cpu=args.cpu, events=args.events, duration_s=args.duration
+        )
+        # tsmon handles SIGINT/SIGTERM itself (flush, end record); we wait for it
+        proc = subprocess.Popen(argv)
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:
+                proc.send_signal(signal.SIGINT)
     print(f"monitor: {output}", file=sys.stderr)
     if args.campaign is not None and output.exists():
         rows = store_monitor_file(output, args.campaign, node=node, cut=False)
         print(f"stored {rows} sample values into {args.campaign}", file=sys.stderr)
     return rc
+
+
+def _monitor_command(command: list[str], output: Path, interval: float, args: argparse.Namespace) -> int:
+    """`monitor -- CMD`: tsmon samples while the command runs (stopped after --duration); the command's exit
+    status, or 130 when interrupted (the samples taken so far are kept)."""
+    from tailscope.launch import LaunchError, launch
+
+    with running_monitor(output, interval_s=interval, events=args.events, cpu=args.cpu):
+        try:
+            done = launch(command, capture=False, timeout_s=args.duration)
+        except LaunchError as exc:
+            raise MonitorInputError(str(exc)) from None
+        except KeyboardInterrupt:
+            return 130
+    return done.returncode
 
 
 def monitor_file_for(root: Path, node: str, task: str) -> Path:

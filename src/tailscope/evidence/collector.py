@@ -121,24 +121,30 @@ class EvidenceCollector:
         if variant_id not in self._cpus_of:  # first trial of the variant: its CPUs are not known yet
             self._before.cpu_files = sysfs.read(sorted(procstat.parse(self._before.stat)), self.sys_cpu)
 
-    def sample(self, pid: int) -> None:
-        """While the trial runs: the probe's threads; once per sample interval the recently active
-        processes too (so trials shorter than the interval never pay for it)."""
+    def sample(self, pid: int, others: Sequence[int] = ()) -> None:
+        """While the trial runs: the probe's threads (and those of `others`, the rest of an application's
+        process tree); once per sample interval the recently active processes too (so trials shorter than
+        the interval never pay for it)."""
         if self._tasks is None:
             self._tasks = TaskTracker(pid, self.proc)
-        self._tasks.sample()
+        self._tasks.sample(others=others)
         now = time.monotonic()
         if now - self._last_process_sample >= self.settings.sample_interval_s:
             self._last_process_sample = now
             self.corunners.sample()
 
-    def at_exit(self, pid: int) -> None:
-        """The process has exited and is not reaped yet: its main thread's final values, then the CPUs'."""
+    def at_exit(self, pid: int, others: Sequence[int] = ()) -> None:
+        """The process has exited and is not reaped yet: its main thread's final values (and the last of
+        `others`, processes of its tree still there), then the CPUs'."""
         if self._tasks is None:
             self._tasks = TaskTracker(pid, self.proc)
-        self._tasks.sample(final=True)
+        self._tasks.sample(final=True, others=others)
         before = self._before
         self._after = self._read(sorted(before.cpu_files) if before else [])
+
+    def cpus_seen(self) -> list[int]:
+        """The CPUs the trial's threads were seen on (after `at_exit`), or [] when none was read."""
+        return self._tasks.cpus() if self._tasks is not None else []
 
     # --- rows ----------------------------------------------------------------------------------------------
     def finish(
@@ -211,7 +217,7 @@ class EvidenceCollector:
                 row("task", index, "majflt", s.majflt)
         for key, delta in vmstat.deltas(_vm(before.vm), _vm(after.vm)).items():
             row("vm", None, key, delta)
-        exclude = {os.getpid()} | ({tasks.pid} if tasks is not None else set())
+        exclude = {os.getpid()} | (tasks.pids if tasks is not None else set())
         # Scan every process only when someone else ran: busy time beyond the probe's on a probe CPU (10 ms
         # ticks: 2 ticks is the noise of one difference) or a probe thread waiting on its run queue.
         threshold = max(MIN_SHARE * wall_s, 2.0 / procstat.TICKS_PER_S)

@@ -13,6 +13,7 @@ Counters of a new thread start at zero, so a thread's value at its last sample i
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,7 +159,8 @@ _WITH_SCHED: set[str] = set()  # /proc roots whose threads have a `sched` file (
 
 
 class TaskTracker:
-    """The latest sample of every thread of one process, and the CPUs each was seen on."""
+    """The latest sample of every thread of one process (and of the other processes of its tree, `others`:
+    an application's children, `run -- CMD`), and the CPUs each was seen on."""
 
     def __init__(self, pid: int, proc: Path = PROC) -> None:
         self.pid = pid
@@ -166,8 +168,9 @@ class TaskTracker:
         self.last: dict[int, TaskSample] = {}
         self.cpus_seen: dict[int, list[int]] = {}
         self.final: set[int] = set()  # threads read as the zombie was waited for: exact final values
+        self.pids: set[int] = {pid}  # every process whose threads were read
 
-    def sample(self, *, final: bool = False) -> None:
+    def sample(self, *, final: bool = False, others: Sequence[int] = ()) -> None:
         """Every thread's files. Before the exit the main thread is skipped once a read has shown that its
         `sched` file exists: its read as a zombie is exact and counts its migrations, so an earlier one
         adds nothing (without `sched` its CPUs between reads are the migrations, and it is read each time).
@@ -188,6 +191,31 @@ class TaskTracker:
                 seen.append(s.processor)
             if final:
                 self.final.add(tid)
+        for pid in others:
+            if pid == self.pid:
+                continue
+            self.pids.add(pid)
+            for tid in task_ids(pid, self.proc):
+                s = read_task(pid, tid, self.proc)
+                if s is None:
+                    continue
+                self.last[tid] = s
+                seen = self.cpus_seen.setdefault(tid, [])
+                if not seen or seen[-1] != s.processor:
+                    seen.append(s.processor)
+
+    def cpus(self, min_share: float = 0.01) -> list[int]:
+        """Every CPU a thread that did work was seen on: threads with at least `min_share` of the CPU time of
+        all (a launcher before its exec, an MPI daemon that sleeps, a helper thread do not widen the set)."""
+        total = sum(s.run_ns for s in self.last.values())
+        return sorted(
+            {
+                cpu
+                for tid, seen in self.cpus_seen.items()
+                if total == 0 or self.last[tid].run_ns >= min_share * total
+                for cpu in seen
+            }
+        )
 
     def threads(self) -> list[TaskSample]:
         """Thread index order: the main thread (tid == pid) first, then by thread id (creation order)."""

@@ -6,6 +6,7 @@ The small readers every node module shares (facts, knobs, hugepages, addr's dete
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -32,6 +33,20 @@ def bracketed(text: str | None) -> str | None:
         return None
     match = re.search(r"\[([^\]]+)\]", text)
     return match.group(1) if match else text
+
+
+def cpu_ranges(cpus: Sequence[int]) -> str:
+    """`[0, 1, 2, 5]` -> `0-2,5` (the kernel's cpulist notation; parse_cpu_list reads it back)."""
+    parts: list[str] = []
+    start = prev = None
+    for cpu in [*cpus, None]:
+        if start is not None and (cpu is None or cpu != prev + 1):
+            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = None
+        if cpu is not None and start is None:
+            start = cpu
+        prev = cpu
+    return ",".join(parts)
 
 
 def parse_cpu_list(text: str | None) -> list[int]:

@@ -298,6 +298,8 @@ def variant_name(probe: str, params: dict[str, Any]) -> str:
     The page policy comes first as a bare word, the offset as +SIZE, other options as key=value; options at
     their default are not named (they are not part of the variant either).
     """
+    if probe.startswith("app:"):  # an application (`run -- CMD`): named by its own environment
+        return " ".join([probe, *(str(e) for e in params.get("env", []))])
     parts = [probe]
     options = {o.dest: o for o in PROBES[probe].all_options} if probe in PROBES else {}
     rest = {k: v for k, v in params.items() if not (k in options and options[k].is_default(v))}

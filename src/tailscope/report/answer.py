@@ -167,7 +167,7 @@ def _cause_groups(analysis: CampaignAnalysis, campaign_dir: str) -> list[CauseGr
                 probes=tuple(sorted(per_probe)),
                 evidence="; ".join(parts),
                 mitigation=quoted.mitigation,
-                next_command=next_command(cause, top_probe, campaign_dir),
+                next_command=next_command(cause, top_probe, campaign_dir, analysis),
                 confidence=quoted.confidence,
                 verdicts=len(named_by.get(cause, ())),
                 score=sum(r.slowdown * r.causes[0].score for r in runs) + sum(f.score for _, f in at_nodes),
@@ -183,15 +183,34 @@ def _runnable_probe(per_probe: dict[str, int], analysis: CampaignAnalysis) -> st
     (`imported:hpl`: `tailscope run` cannot run it)."""
     ranked = sorted(per_probe, key=lambda p: -per_probe[p])
     candidates = [p.split(" ")[0] for p in ranked] or [v.probe for v in analysis.variants[:1]]
-    return next((p for p in candidates if p in PROBES), None)
+    return next((p for p in candidates if p in PROBES or p.startswith("app:")), None)
 
 
-def next_command(cause: str, probe: str | None, campaign_dir: str) -> str:
+def next_command(
+    cause: str, probe: str | None, campaign_dir: str, analysis: CampaignAnalysis | None = None
+) -> str:
     """The command that tests `cause` (NEXT_COMMAND), or "" where it would run a probe and none can run."""
+    if probe is not None and probe.startswith("app:"):
+        return _app_next_command(cause, probe, campaign_dir, analysis)
     template = NEXT_COMMAND.get(cause, "")
     if "{probe}" in template and probe is None:
         return ""
     return template.format(probe=probe, campaign=campaign_dir)
+
+
+def _app_next_command(cause: str, probe: str, campaign_dir: str, analysis: CampaignAnalysis | None) -> str:
+    """For an application (`app:NAME`) its stored command line is replayed (with the monitor, for
+    `unknown`); the page causes are tested with the l2sum probe (pages are recorded only for probes)."""
+    if cause in ("page-placement", "thp-fallback"):
+        return NEXT_COMMAND[cause].format(probe="l2sum", campaign=campaign_dir)
+    if cause != "unknown":
+        return NEXT_COMMAND.get(cause, "")
+    from tailscope.app.variant import command_line
+
+    variants = analysis.variants if analysis is not None else ()
+    params = next((v.params for v in variants if v.probe == probe), {})
+    again = f"{campaign_dir}-monitor"
+    return command_line(probe, params, "--trials", "100", "--monitor", "--campaign", again)
 
 
 def by_ratio(runs: Sequence[RunVerdict]) -> list[int]:

@@ -355,6 +355,74 @@ CORUNNERS = Table(
     "(tailscope.evidence; at most 10 per trial, share >= 1%; optional: campaigns without it read as empty)",
 )
 
+# The history store (tailscope.history): a directory in this same format, one entry per (campaign, node,
+# probe variant). Optional tables: a campaign has no shards of them and reads them as empty.
+HISTORY_ENTRIES = Table(
+    "history_entries",
+    (
+        Column("campaign", pa.string(), doc="campaign id of the campaign summarised"),
+        Column("campaign_name", pa.string(), nullable=True),
+        Column("node", pa.string()),
+        Column("probe", pa.string()),
+        Column("variant", pa.string()),
+        Column("metric", pa.string()),
+        Column("unit", pa.string()),
+        Column("higher_is_better", pa.bool_()),
+        Column("started_at", _TS, doc="first trial of (node, variant) in the campaign"),
+        Column("ended_at", _TS, doc="last trial of (node, variant) in the campaign"),
+        Column("n", pa.int32(), doc="ok trials summarised"),
+        Column("n_failed", pa.int32()),
+        Column("median", pa.float64()),
+        Column("median_lower", pa.float64(), nullable=True, doc="CI of the median (null: n too small)"),
+        Column("median_upper", pa.float64(), nullable=True),
+        Column("slow_rate", pa.float64(), doc="share of runs slow at the primary threshold"),
+        Column("verdict", pa.string(), doc="the node's verdict in that campaign"),
+        Column("causes", pa.string(), doc="causes of the flagged runs, counted, as JSON"),
+        Column("facts_digest", pa.string(), doc="the node facts of the campaign: key into history_facts"),
+        Column("added_at", _TS, doc="when this version of the entry was written (the latest wins)"),
+    ),
+    key=("campaign", "node", "variant"),
+    doc="one campaign's summary of one (node, probe variant)",
+)
+
+HISTORY_FACTS = Table(
+    "history_facts",
+    (
+        Column("node", pa.string()),
+        Column("digest", pa.string(), doc="sha256 of the facts JSON"),
+        Column("collected_at", _TS),
+        Column("facts", pa.string(), doc="the node facts (nodes.facts), as JSON with sorted keys"),
+    ),
+    key=("node", "digest"),
+    doc="every distinct set of facts a node had, stored once",
+)
+
+HISTORY_NOTES = Table(
+    "history_notes",
+    (
+        Column("node", pa.string()),
+        Column("at", _TS, doc="when the maintenance happened"),
+        Column("text", pa.string()),
+        Column("added_at", _TS),
+    ),
+    key=("node", "at", "text"),
+    doc="maintenance events (`history note`)",
+)
+
+HISTORY_EXCLUSIONS = Table(
+    "history_exclusions",
+    (
+        Column("campaign", pa.string()),
+        Column("node", pa.string()),
+        Column("variant", pa.string(), doc="'*': every variant of the node in that campaign"),
+        Column("excluded", pa.bool_(), doc="false: taken back (the latest row wins)"),
+        Column("reason", pa.string()),
+        Column("added_at", _TS),
+    ),
+    key=("campaign", "node", "variant"),
+    doc="entries taken out of the judgement (`history exclude`), visibly",
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -370,6 +438,10 @@ TABLES: dict[str, Table] = {
         TRAFFIC,
         INJECTIONS,
         VALIDATION,
+        HISTORY_ENTRIES,
+        HISTORY_FACTS,
+        HISTORY_NOTES,
+        HISTORY_EXCLUSIONS,
     )
 }
 

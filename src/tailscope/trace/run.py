@@ -13,9 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tailscope import __version__
+from tailscope.launch import LaunchError, launch, temporary_directory
 from tailscope.native import native_library
 from tailscope.store.campaign import Campaign, new_task_id, safe_name
 from tailscope.store.load import load_into
@@ -88,7 +86,8 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
     node = req.node or node_name()
     root = Path(req.campaign or default_campaign_dir("trace", node))
     variant = f"trace:{program.name}-" + hashlib.sha256(json.dumps(req.command[1:]).encode()).hexdigest()[:8]
-    with tempfile.TemporaryDirectory(prefix="tailscope-trace-") as tmp:
+    # removed by the launcher's watchdog too, if tailscope is killed while the program runs
+    with temporary_directory(prefix="tailscope-trace-") as tmp:
         work = Path(tmp)
         raw = work / "ompt"
         plan = runtime.prepare(program, work)
@@ -185,12 +184,12 @@ def _run(program: Path, req: TraceRequest, plan: runtime.Plan, tool: Path, raw: 
         }
     )
     env.update(req.extra_env)
-    t0 = time.monotonic()
+    # one launcher (tailscope.launch): the program and everything it starts die with the trace, SIGKILL too
     try:
-        rc = subprocess.run([str(program), *req.command[1:]], env=env, check=False).returncode
-    except OSError as exc:
-        raise TraceInputError(f"{program}: cannot run it ({exc.strerror})") from exc
-    return rc, time.monotonic() - t0
+        done = launch([str(program), *req.command[1:]], env=env, capture=False)
+    except LaunchError as exc:
+        raise TraceInputError(str(exc)) from exc
+    return done.returncode, done.wall_s
 
 
 def _run_row(

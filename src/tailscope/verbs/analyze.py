@@ -13,7 +13,11 @@ def analyze(args: argparse.Namespace) -> int:
     """`tailscope analyze DIR`: the answer on the terminal, or every figure as JSON; exit by the verdict."""
     from tailscope.verbs.workflow import analyze_campaign
 
-    analysis = analyze_campaign(args.campaign, settings_of(args), probe=args.probe, node=args.node)
+    settings = settings_of(args)
+    analysis = analyze_campaign(args.campaign, settings, probe=args.probe, node=args.node)
+    from tailscope.verbs.history import append_quietly  # --history: a failed append only warns
+
+    append_quietly(args, args.campaign, settings, analysis)
     if args.json:
         from tailscope.analysis.figures import with_figures
         from tailscope.jsonout import write_json

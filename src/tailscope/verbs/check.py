@@ -13,6 +13,7 @@ import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tailscope.analysis.causes.page_placement import variants_it_explains
 from tailscope.analysis.model import CampaignAnalysis, Settings
@@ -51,6 +52,22 @@ def check_variants(
     )
 
 
+# Trials of an application definition that gives none (`check --app FILE`), full and --quick.
+APP_TRIALS = (10, 3)
+
+
+def app_variants(apps: tuple[Path, ...], *, quick: bool, trials: int | None) -> tuple[tuple[Any, int], ...]:
+    """The site's applications (`--app FILE`, app/definition.py) beside the suite: --trials, else the file's
+    trials, else APP_TRIALS."""
+    from tailscope.app.definition import load_definition
+
+    out = []
+    for path in apps:
+        variant, own = load_definition(path)
+        out.append((variant, trials or own or APP_TRIALS[1 if quick else 0]))
+    return tuple(out)
+
+
 def run_check(
     *,
     quick: bool = False,
@@ -62,11 +79,13 @@ def run_check(
     show_progress: bool = True,
     evidence: bool = True,
     deep: bool = False,
+    apps: tuple[Path, ...] = (),
 ) -> CheckResult:
     node = node_name()
     campaign_dir = campaign_dir or default_campaign_dir("check", node)
     request = RunRequest(
-        variants=check_variants(quick=quick, trials=trials, common=common or {}),
+        variants=check_variants(quick=quick, trials=trials, common=common or {})
+        + app_variants(apps, quick=quick, trials=trials),
         campaign_dir=campaign_dir,
         show_progress=show_progress,
         label="check",
@@ -130,10 +149,14 @@ def check(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         evidence=not args.no_evidence,
         deep=args.deep,
+        apps=tuple(args.app or ()),
     )
     if result.analysis is None or result.report is None:
         print_outcome(result.outcome)
         return outcome_code(result.outcome)
+    from tailscope.verbs.history import append_quietly  # --history: a failed append only warns
+
+    append_quietly(args, result.outcome.campaign, result.analysis.settings, result.analysis)
     width = terminal_width()
     outcome = result.outcome
     print(f"campaign: {outcome.campaign.resolve()} ({outcome.stored} trials stored, {outcome.failed} not ok)")

@@ -145,3 +145,36 @@ def run(args: argparse.Namespace) -> int:
 
         print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return outcome_code(outcome)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`run [OPTIONS] -- CMD` (parsed by app/cli.py): the application's variants as a campaign."""
+    from tailscope.app.cli import variants_of
+    from tailscope.app.errors import AppInputError
+    from tailscope.app.variant import PREFIX
+    from tailscope.counters.monitor_cli import parse_interval
+
+    variants = variants_of(args)
+    if args.trials is None and not args.resume:
+        raise AppInputError("run: --trials N is required")
+    for v in variants:
+        v.preflight()  # before anything is created: the program, every pattern, the reference
+    from tailscope.verbs.workflow import RunRequest, run_campaign  # heavy: once the arguments are right
+
+    outcome = run_campaign(
+        RunRequest(
+            variants=tuple((v, args.trials or 0) for v in variants),  # type: ignore[misc]
+            campaign_dir=args.campaign,
+            resume=args.resume,
+            node=args.node,
+            timeout_s=args.timeout,
+            show_progress=not args.no_progress,
+            label=f"app-{variants[0].probe.removeprefix(PREFIX)}",
+            monitor=args.monitor,
+            monitor_interval_s=parse_interval(args.monitor_interval),
+            monitor_events=args.monitor_events,
+            evidence=not args.no_evidence,
+        )
+    )
+    print_outcome(outcome)
+    return outcome_code(outcome)

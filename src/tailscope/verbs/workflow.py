@@ -61,6 +61,10 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     node = request.node or node_name()
     notices: list[str] = []
     for variant, _ in request.variants:
+        if not isinstance(variant, ProbeVariant):  # an application (`run -- CMD`): app/variant.py checks it
+            variant.preflight()
+            notices += [n for n in variant.notices() if n not in notices]
+            continue
         config = preflight(variant)  # raises ProbeUsageError before anything is created or stored
         notices += [n for n in job_notices(variant, config) if n not in notices]
     if request.campaign_dir is None:
@@ -75,9 +79,12 @@ def run_campaign(request: RunRequest) -> RunOutcome:
         campaign = Campaign(root, Campaign.new_manifest(root))
     variants = [variant for variant, _ in request.variants]
     if request.resume and not request.variants:
-        variants = [ProbeVariant.from_plan(p.probe, p.params) for p in campaign.manifest.probe_plans()]
+        variants = [variant_from_plan(p.probe, p.params) for p in campaign.manifest.probe_plans()]
         for variant in variants:
-            preflight(variant)
+            if isinstance(variant, ProbeVariant):
+                preflight(variant)
+            else:
+                variant.preflight()
     planned = campaign.manifest.planned_trials()
     wanted: dict[str, list[int] | int] = {}
     for variant, trials in request.variants or [(v, 0) for v in variants]:
@@ -127,6 +134,15 @@ def run_campaign(request: RunRequest) -> RunOutcome:
         claim.release()
         if created and not (root / MANIFEST).exists():
             remove_empty_campaign(root)
+
+
+def variant_from_plan(probe: str, params: dict[str, Any]) -> Any:
+    """The variant of a stored plan: a probe's, or an application's (`app:NAME`, app/variant.py)."""
+    if probe.startswith("app:"):
+        from tailscope.app.variant import AppVariant
+
+        return AppVariant.from_plan(probe, params)
+    return ProbeVariant.from_plan(probe, params)
 
 
 def _run_with_monitor(

@@ -106,6 +106,20 @@ def assess(
         f"the usual iteration with spread {pct(ev.spread)}, and nothing in the evidence (CPU time, clock, "
         "interrupts, memory) explains it: the physical pages the run got fit"
     )
+    if ctx.probe.startswith("app:"):  # an application (`run -- CMD`): its pages are not recorded
+        return finding(
+            NAME,
+            ctx,
+            SCORE_NOT_FOUND,
+            f"a level shift ({ev.low} of {ev.iterations} iterations low) that no evidence explains; page "
+            "placement does not apply to an application: tailscope records physical pages only for its own "
+            "probes",
+            "test this node's page placement with the probes: "
+            "`tailscope run l2sum --page 2m,1g --trials 100`, "
+            "then `tailscope addr explain`",
+            {"iterations": ev.iterations, "low": ev.low, "applies": False},
+            direct=False,
+        )
     evidence: dict[str, Any] = {
         "iterations": ev.iterations,
         "low": ev.low,

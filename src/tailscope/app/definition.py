@@ -1,0 +1,154 @@
+"""An application definition: the site's acceptance application as one TOML file (or one [[apps]] table of a
+Slurm campaign spec), what `run -- CMD` takes on its command line.
+
+    name = "lammps-melt"                                   # app:NAME (default: the command's program)
+    argv = ["lmp", "-in", "/usr/share/lammps/examples/melt/in.melt"]
+    trials = 20                                            # per node
+    timeout = 600                                          # seconds per trial
+    metrics = ["timesteps_per_s:timesteps/s:higher=Performance: .*, ([0-9.]+) timesteps/s"]
+    metric_file = "log.lammps"                             # optional: read the figures from this file
+    sanity = "Total wall time"
+    iteration_regex = '^\\s+\\d+\\s+\\S+\\s+(\\S+)'          # optional
+    reference = "785:-5,+10"                               # VALUE:-TOL,+TOL percent
+    format = "hpcc"                                        # optional: a built-in program reader
+    env = { OMP_NUM_THREADS = "1" }                        # set for every trial
+    prepare = "cp /data/in.* ."                            # shell, in the trial's directory
+    cleanup = "rm -f dump.*"
+    warmup = 1
+
+`check --app FILE` adds it to the default suite; a campaign spec's `[[apps]]` entry is either `file = "..."`
+(relative to the spec, `trials` may override) or the same keys inline. Errors name the file, the key's line
+and what was expected (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tailscope.app.errors import AppInputError
+from tailscope.app.figures import FigureSpec
+from tailscope.app.variant import PREFIX, AppVariant, app_params, default_name
+from tailscope.errors import InputError
+
+KEYS = {
+    "name", "argv", "trials", "timeout", "metrics", "metric_file", "sanity", "iteration_regex", "reference",
+    "format", "env", "prepare", "cleanup", "warmup",
+}  # fmt: skip
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_APP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
+
+Fail = Callable[[str | None, str], Exception]  # (key, message) -> the error to raise
+
+
+def load_definition(path: Path) -> tuple[AppVariant, int | None]:
+    """The application of a definition file and its trials (None when the file gives none)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise AppInputError(f"{path}: cannot read the application definition ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        raise AppInputError(f"{path}:{line.group(1) if line else 1}: not valid TOML ({exc})") from None
+    lines = text.splitlines()
+
+    def fail(key: str | None, message: str) -> Exception:
+        number = next(
+            (i for i, raw in enumerate(lines, 1) if key and re.match(rf"\s*{re.escape(key)}\s*=", raw)), 1
+        )
+        return AppInputError(f"{path}:{number}: {key + ': ' if key else ''}{message}")
+
+    return parse_definition(data, fail, base=path.parent)
+
+
+def parse_definition(
+    data: Mapping[str, Any], fail: Fail, *, base: Path | None = None
+) -> tuple[AppVariant, int | None]:
+    """An application from a table of the keys above; `fail(key, message)` makes the error."""
+    for key in data:
+        if key not in KEYS:
+            raise fail(key, f"unknown key; expected one of {', '.join(sorted(KEYS))}")
+    argv = data.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(w, str) and w for w in argv):
+        raise fail("argv", 'expected the command as a list of words, e.g. ["lmp", "-in", "in.lj"]')
+    if "/" in argv[0] and not Path(argv[0]).is_absolute() and base is not None:
+        argv = [str((base / argv[0]).resolve()), *argv[1:]]  # relative to the definition file
+    name = data.get("name", default_name(argv))
+    if not isinstance(name, str) or not _APP_NAME.match(name) or len(name) > 64:
+        raise fail("name", "expected a word of letters, digits and _ . + - (up to 64)")
+    trials = data.get("trials")
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
+        raise fail("trials", "expected a whole number >= 1")
+    timeout = data.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise fail("timeout", "expected seconds > 0")
+    warmup = data.get("warmup")
+    if warmup is not None and (
+        isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= 1000
+    ):
+        raise fail("warmup", "expected a whole number from 0 to 1000")
+    metrics = data.get("metrics", [])
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise fail("metrics", "expected a list of 'NAME[:UNIT][:higher|lower]=REGEX' strings")
+    for key in ("metric_file", "sanity", "iteration_regex", "reference", "format", "prepare", "cleanup"):
+        if key in data and not (isinstance(data[key], str) and data[key]):
+            raise fail(key, "expected a non-empty string")
+    env = data.get("env", {})
+    if not isinstance(env, dict):
+        raise fail("env", 'expected a table of variables, e.g. { OMP_NUM_THREADS = "2" }')
+    words = []
+    for var, value in env.items():
+        if (
+            not _ENV_NAME.match(str(var))
+            or not isinstance(value, str | int | float)
+            or isinstance(value, bool)
+        ):
+            raise fail("env", f'{var}: expected NAME = "VALUE" (NAME: letters, digits, _)')
+        words.append(f"{var}={value}")
+    params = app_params(
+        argv,
+        sorted(words),
+        metrics=metrics,
+        metric_file=data.get("metric_file"),
+        sanity=data.get("sanity"),
+        iteration_regex=data.get("iteration_regex"),
+        reference=data.get("reference"),
+        format=data.get("format"),
+        prepare=data.get("prepare"),
+        cleanup=data.get("cleanup"),
+        warmup=warmup,
+        timeout_s=float(timeout) if timeout is not None else None,
+    )
+    variant = AppVariant(PREFIX + name, params)
+    try:
+        FigureSpec.from_params(params)  # every pattern compiles, the reference parses
+    except InputError as exc:
+        raise fail(_key_of(str(exc)), str(exc)) from None
+    return variant, trials
+
+
+def _key_of(message: str) -> str | None:
+    for option, key in _OPTION_KEYS:
+        if message.startswith(option):
+            return key
+    return None
+
+
+# the command line's option in a figure error -> the definition's key
+_OPTION_KEYS = (
+    ("--metric ", "metrics"),
+    ("--sanity", "sanity"),
+    ("--iteration-regex", "iteration_regex"),
+    ("--reference", "reference"),
+    ("--format", "format"),
+)

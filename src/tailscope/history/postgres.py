@@ -1,0 +1,220 @@
+"""The site database: the history's tables in PostgreSQL (`--history postgresql://USER@HOST/DB`), the
+database Grafana and site dashboards already read.
+
+Created and migrated by tailscope: `tailscope_history_meta` holds the schema version; opening a database
+takes a transaction-level advisory lock, creates what is missing and applies the migrations after the
+stored version (so a thousand nodes opening it at once migrate it once). The column names and meanings are
+the embedded store's (store/schema.py, history_* tables).
+
+Concurrent writers are safe by the keys: an entry is inserted with ON CONFLICT (campaign, node, variant) DO
+UPDATE only when its campaign grew (more trials or a later one), so two nodes adding the same campaign at
+once store each entry exactly once; facts are keyed by (node, digest), notes by (node, at, text).
+
+An unreachable server or refused credentials is one line naming the (password-less) URL and what the
+server said; nothing is written anywhere else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pandas as pd
+
+from tailscope.history.data import (
+    ENTRY_COLUMNS,
+    AddResult,
+    HistoryData,
+    apply_exclusions,
+    as_categories,
+    parse_facts,
+)
+from tailscope.history.location import redact
+from tailscope.history.summary import CampaignSummary, Entry, FactSet
+from tailscope.store.errors import StoreError
+from tailscope.store.schema import TABLES
+
+SCHEMA_VERSION = 1
+LOCK_KEY = 0x7461696C7363  # "tailsc": the advisory lock that serialises creation and migration
+
+_PG_TYPES = {"string": "text", "double": "double precision", "int32": "integer", "bool": "boolean"}
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE history_entries ({entries}, PRIMARY KEY (campaign, node, variant))",
+        "CREATE INDEX history_entries_node ON history_entries (node, variant, started_at)",
+        "CREATE TABLE history_facts ({facts}, PRIMARY KEY (node, digest))",
+        "CREATE TABLE history_notes ({notes}, PRIMARY KEY (node, at, text))",
+        "CREATE TABLE history_exclusions ({exclusions}, PRIMARY KEY (campaign, node, variant))",
+    ],
+}
+
+
+def _columns(table: str) -> str:
+    parts = []
+    for col in TABLES[table].columns:
+        kind = str(col.type)
+        sql = "timestamptz" if kind.startswith("timestamp") else _PG_TYPES[kind]
+        parts.append(f"{col.name} {sql}{'' if col.nullable else ' NOT NULL'}")
+    return ", ".join(parts)
+
+
+def _ddl(statement: str) -> str:
+    return statement.format(
+        entries=_columns("history_entries"),
+        facts=_columns("history_facts"),
+        notes=_columns("history_notes"),
+        exclusions=_columns("history_exclusions"),
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+class PostgresHistory:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.location = redact(url)
+        self._ready = False
+
+    @contextmanager
+    def _connect(self) -> Iterator[Any]:
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(
+                f"{self.location}: PostgreSQL needs psycopg 3: pip install 'tailscope[postgresql]'"
+            ) from None
+        try:
+            con = psycopg.connect(self.url, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: cannot connect: {redact(_first_line(exc))}") from None
+        try:
+            with con:
+                if not self._ready:
+                    self._migrate(con)
+                    self._ready = True
+                yield con
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: {redact(_first_line(exc))}") from None
+        finally:
+            con.close()
+
+    def _migrate(self, con: Any) -> None:
+        with con.transaction(), con.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS tailscope_history_meta (key text PRIMARY KEY, value text)"
+            )
+
+            cur.execute("SELECT value FROM tailscope_history_meta WHERE key = 'schema_version'")
+            row = cur.fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.location}: history schema version {version} is newer than this tailscope's "
+                    f"({SCHEMA_VERSION}); upgrade tailscope"
+                )
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
+                    cur.execute(_ddl(statement))
+            cur.execute(
+                "INSERT INTO tailscope_history_meta VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    # --- writing ----------------------------------------------------------------------------------
+    def add(self, summary: CampaignSummary) -> AddResult:
+        return self._write(list(summary.entries), list(summary.facts))
+
+    def write(self, entries: Sequence[Entry], facts: Sequence[FactSet]) -> None:
+        self._write(list(entries), list(facts))
+
+    def _write(self, entries: list[Entry], facts: list[FactSet]) -> AddResult:
+        names = ENTRY_COLUMNS
+        now = dt.datetime.now(dt.UTC)
+        with self._connect() as con, con.transaction(), con.cursor() as cur:
+            cur.execute("CREATE TEMP TABLE incoming (LIKE history_entries) ON COMMIT DROP")
+            with cur.copy(f"COPY incoming ({', '.join(names)}) FROM STDIN") as copy:
+                for e in entries:
+                    copy.write_row([*(getattr(e, n) for n in names[:-1]), now])
+            keys = ("campaign", "node", "variant")
+            updates = ", ".join(f"{n} = EXCLUDED.{n}" for n in names if n not in keys)
+            cur.execute(
+                f"INSERT INTO history_entries ({', '.join(names)}) SELECT {', '.join(names)} FROM incoming "
+                f"ON CONFLICT (campaign, node, variant) DO UPDATE SET {updates} "
+                "WHERE history_entries.n <> EXCLUDED.n OR history_entries.ended_at <> EXCLUDED.ended_at "
+                "RETURNING (xmax = 0)"
+            )
+            written = [bool(r[0]) for r in cur.fetchall()]
+            for f in facts:
+                cur.execute(
+                    "INSERT INTO history_facts (node, digest, collected_at, facts) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (f.node, f.digest, f.collected_at, f.facts),
+                )
+        added = sum(written)
+        updated = len(written) - added
+        return AddResult(added, updated, len(entries) - added - updated)
+
+    def note(self, node: str, at: dt.datetime, text: str) -> None:
+        with self._connect() as con, con.transaction(), con.cursor() as cur:
+            cur.execute(
+                "INSERT INTO history_notes (node, at, text, added_at) VALUES (%s, %s, %s, now()) "
+                "ON CONFLICT DO NOTHING",
+                (node, at, text),
+            )
+
+    def exclude(self, campaign: str, node: str, variant: str, reason: str, excluded: bool = True) -> int:
+        with self._connect() as con, con.transaction(), con.cursor() as cur:
+            cur.execute(
+                "SELECT campaign, variant FROM history_entries WHERE node = %s AND campaign LIKE %s "
+                "AND (%s = '*' OR variant = %s OR probe = %s)",
+                (node, campaign.replace("%", "") + "%", variant, variant, variant),
+            )
+            hits = cur.fetchall()
+            if not hits:
+                raise StoreError(
+                    f"{self.location}: no entry of node {node} in campaign {campaign} ({variant})"
+                )
+            for c, v in hits:
+                cur.execute(
+                    "INSERT INTO history_exclusions VALUES (%s, %s, %s, %s, %s, now()) "
+                    "ON CONFLICT (campaign, node, variant) DO UPDATE SET excluded = EXCLUDED.excluded, "
+                    "reason = EXCLUDED.reason, added_at = EXCLUDED.added_at",
+                    (c, node, v, excluded, reason),
+                )
+        return len(hits)
+
+    def compact(self, *, full: bool = True) -> tuple[int, int]:
+        """Nothing to merge: the database keeps one row per entry (its own VACUUM reclaims space)."""
+        with self._connect():
+            pass
+        return (0, 0)
+
+    # --- reading ----------------------------------------------------------------------------------
+    def _frame(self, cur: Any, table: str) -> pd.DataFrame:
+        names = TABLES[table].names
+        cur.execute(f"SELECT {', '.join(names)} FROM {table}")
+        rows = cur.fetchall()
+        frame = pd.DataFrame(rows, columns=names)
+        for col in TABLES[table].columns:
+            if str(col.type).startswith("timestamp"):
+                frame[col.name] = pd.to_datetime(frame[col.name], utc=True).astype("datetime64[us, UTC]")
+        return frame
+
+    def read(self) -> HistoryData:
+        with self._connect() as con, con.cursor() as cur:
+            entries = self._frame(cur, "history_entries")
+            cur.execute("SELECT node, digest, facts FROM history_facts")
+            fact_rows = cur.fetchall()
+            notes = self._frame(cur, "history_notes")
+            exclusions = self._frame(cur, "history_exclusions")
+        entries = apply_exclusions(as_categories(entries), exclusions)
+        facts, damaged = parse_facts(fact_rows)
+        return HistoryData(entries.reset_index(drop=True), facts, notes, damaged)

@@ -1,0 +1,321 @@
+"""A launched command's process tree, held so that nothing of it outlives its trial.
+
+Where tailscope may make a cgroup (cgroup v2 mounted and writable: as root on most nodes), each launch gets
+its own directory under tailscope's cgroup; a process that calls setsid and double-forks stays in it, and the
+cgroup is killed (cgroup.kill, or SIGKILL to every member) and removed at the end. Elsewhere tailscope is a
+child subreaper (PR_SET_CHILD_SUBREAPER): the tree's orphans are reparented to it instead of to init, and the
+tree is the launched process's descendants plus those orphans (found through /proc/PID/task/TID/children,
+or a scan of /proc where that file is missing). Every process of a tree also carries TAILSCOPE_LAUNCH=<token>
+in its environment: the watchdog finds the tree by it when tailscope itself has died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import itertools
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tailscope.launch.guard import guard
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+TOKEN_VAR = "TAILSCOPE_LAUNCH"
+_counter = itertools.count()
+_subreaper = False
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def become_subreaper() -> bool:
+    global _subreaper
+    if not _subreaper:
+        _subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return _subreaper
+
+
+def cgroup2_mount(mountinfo: str = "/proc/self/mountinfo") -> Path | None:
+    """Where cgroup v2 is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid node)."""
+    try:
+        text = Path(mountinfo).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split(" ", 1)[0] == "cgroup2":
+            return Path(left.split()[4])
+    return None
+
+
+def own_cgroup(proc_cgroup: str = "/proc/self/cgroup") -> str | None:
+    """This process's cgroup v2 path ('0::/path' line), or None."""
+    try:
+        for line in Path(proc_cgroup).read_text().splitlines():
+            if line.startswith("0::"):
+                return line[3:]
+    except OSError:
+        return None
+    return None
+
+
+def make_cgroup() -> Path | None:
+    """A fresh cgroup v2 directory under tailscope's own, or None where none can be made (not root, no v2
+    hierarchy, read-only, or controllers enabled on ours that forbid a process in a child... checked when
+    the process is moved)."""
+    mount, mine = cgroup2_mount(), own_cgroup()
+    if mount is None or mine is None or not os.access(mount, os.W_OK):
+        return None
+    parent = mount / mine.lstrip("/")
+    path = parent / f"tailscope-{os.getpid()}-{next(_counter)}"
+    guard().hold("cgroup", str(path))  # before it exists: a death right after mkdir still removes it
+    try:
+        path.mkdir()
+    except OSError:
+        guard().release("cgroup", str(path))
+        return None
+    return path
+
+
+def remove_cgroup(path: Path, deadline_s: float = 10.0) -> bool:
+    from tailscope.launch.watchdog import kill_cgroup
+
+    gone = kill_cgroup(str(path), deadline_s)
+    if gone:
+        guard().release("cgroup", str(path))
+    return gone
+
+
+@dataclass(frozen=True)
+class Member:
+    pid: int
+    comm: str
+    cmdline: str
+
+
+def _children_file(pid: int) -> list[int] | None:
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except FileNotFoundError:
+            return None  # no CONFIG_PROC_CHILDREN: the caller scans /proc
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _ppids() -> dict[int, int]:
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                text = f.read().decode(errors="replace")
+            out[int(name)] = int(text[text.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _has_token(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def describe(pid: int) -> Member | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode(errors="replace")
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        state = text[text.rindex(")") + 2 :].split()[0]
+    except (OSError, ValueError, IndexError):
+        return None
+    if state in ("Z", "X"):
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        cmdline = ""
+    return Member(pid, comm, cmdline)
+
+
+class ProcessTree:
+    """The processes of one launch (see the module docstring)."""
+
+    def __init__(self, *, use_cgroup: bool = True) -> None:
+        self.token = f"{os.getpid()}-{next(_counter)}-{time.monotonic_ns()}"
+        self.cgroup = make_cgroup() if use_cgroup else None
+        self.root_pid: int | None = None
+        self.seen: set[int] = set()  # every pid found in the tree: only these are ever reaped here
+        become_subreaper()
+        guard().hold("token", self.token)
+
+    @property
+    def mode(self) -> str:
+        return "cgroup" if self.cgroup is not None else "subreaper"
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return {**base, TOKEN_VAR: self.token}
+
+    def preexec(self) -> None:
+        """In the child, before exec: into the cgroup, its own process group, killed when we die."""
+        self.preexec_same_group()
+        os.setpgid(0, 0)
+
+    def preexec_same_group(self) -> None:
+        """As `preexec`, in tailscope's process group (a command on the terminal: trace, monitor)."""
+        if self.cgroup is not None:
+            try:
+                fd = os.open(str(self.cgroup / "cgroup.procs"), os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass  # checked by the parent (`started`): the subreaper holds the tree instead
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    def started(self, pid: int) -> None:
+        self.root_pid = pid
+        if self.cgroup is not None:
+            try:
+                inside = _in_cgroup(pid, self.cgroup)
+            except OSError:
+                inside = False
+            if not inside:
+                remove_cgroup(self.cgroup)
+                self.cgroup = None
+
+    def pids(self) -> list[int]:
+        """The live processes of the tree (the root too, while it is not reaped)."""
+        if self.cgroup is not None:
+            try:
+                found = [int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()]
+            except (OSError, ValueError):
+                found = []
+        else:
+            found = self._descendants()
+        self.seen.update(found)
+        return found
+
+    def _descendants(self) -> list[int]:
+        me = os.getpid()
+        mine = _children_file(me)
+        if mine is None:
+            return self._descendants_by_scan()
+        marker = f"{TOKEN_VAR}={self.token}".encode()
+        # our children that belong to the tree: the root, and orphans of the tree reparented to us
+        todo = [p for p in mine if p == self.root_pid or _has_token(p, marker)]
+        seen: list[int] = []
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.append(pid)
+            kids = _children_file(pid)
+            todo += kids or []
+        return seen
+
+    def _descendants_by_scan(self) -> list[int]:
+        me = os.getpid()
+        ppids = _ppids()
+        marker = f"{TOKEN_VAR}={self.token}".encode()
+        kids: dict[int, list[int]] = {}
+        for pid, ppid in ppids.items():
+            kids.setdefault(ppid, []).append(pid)
+        todo = [p for p in kids.get(me, []) if p == self.root_pid or _has_token(p, marker)]
+        seen: list[int] = []
+        while todo:
+            pid = todo.pop()
+            if pid not in seen:
+                seen.append(pid)
+                todo += kids.get(pid, [])
+        return seen
+
+    def leftovers(self) -> list[Member]:
+        """Processes of the tree still running (the root is excluded: it has exited when this is asked)."""
+        return [m for p in self.pids() if p != self.root_pid and (m := describe(p)) is not None]
+
+    def kill(self, deadline_s: float = 10.0) -> None:
+        """SIGKILL every process of the tree (the root too) until none is left; reap those that are ours."""
+        end = time.monotonic() + deadline_s
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                (self.cgroup / "cgroup.kill").write_text("1")
+        while time.monotonic() < end:
+            pids = [p for p in self.pids() if describe(p) is not None]
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            self.reap_orphans()
+            time.sleep(0.01)
+        self.reap_orphans()
+
+    def reap_orphans(self) -> None:
+        """Reap the tree's processes reparented to us (the subreaper) that have exited; never the root (its
+        owner reaps it) and never another child of ours."""
+        for pid in self._zombie_children():
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+    def _zombie_children(self) -> list[int]:
+        mine = _children_file(os.getpid())
+        if mine is None:
+            mine = [p for p, pp in _ppids().items() if pp == os.getpid()]
+        out = []
+        for pid in mine:
+            if pid == self.root_pid:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    text = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if text[text.rindex(")") + 2 :].split()[0] == "Z" and self._zombie_is_ours(pid):
+                out.append(pid)
+        return out
+
+    def _zombie_is_ours(self, pid: int) -> bool:
+        # a zombie's environ is unreadable: only a pid seen in the tree while it ran is reaped here, never
+        # another child of tailscope (a monitor, the watchdog), whose owner waits for it
+        return pid in self.seen
+
+    def close(self) -> None:
+        """After the trial: nothing of the tree left, the cgroup removed, the watchdog's entries released."""
+        self.kill()
+        if self.cgroup is not None:
+            remove_cgroup(self.cgroup)
+        guard().release("token", self.token)
+
+
+def _in_cgroup(pid: int, cgroup: Path) -> bool:
+    try:
+        procs = (cgroup / "cgroup.procs").read_text().split()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return False
+        raise
+    return str(pid) in procs

@@ -1,0 +1,76 @@
+"""Helpers of the application tests: a program that leaves a setsid daemon, and the process table."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+# The program under test: prints a line, forks a daemon that calls setsid and forks again (a classic
+# double-fork), writes the daemon's pid to the file named by $DAEMON_PID, then sleeps SLEEP seconds.
+DAEMONIZE = """
+import os, sys, time
+path = os.environ["DAEMON_PID"]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        with open(path + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(path + ".tmp", path)
+        time.sleep(600)
+        os._exit(0)
+    os._exit(0)
+print("started", flush=True)
+while not os.path.exists(path):
+    time.sleep(0.01)
+time.sleep(float(sys.argv[1]))
+print("result: 42.5 units", flush=True)
+"""
+
+
+def daemonize_argv(tmp_path: Path) -> list[str]:
+    script = tmp_path / "daemonize.py"
+    script.write_text(DAEMONIZE)
+    return [sys.executable, str(script)]
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (a zombie runs nothing; init reaps it)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+def with_marker(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd and running(int(name)):
+            found.append(int(name))
+    return found
+
+
+def wait_for(predicate, timeout_s: float = 60.0, step_s: float = 0.05) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step_s)
+    return predicate()
+
+
+def tailscope_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra)
+    return env

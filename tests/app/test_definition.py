@@ -1,0 +1,157 @@
+"""The application definition file: `check --app FILE` and the Slurm spec's [[apps]] (a spec may have no
+[[probes]]); errors name the file, the key's line and what was expected."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tailscope.app.definition import load_definition
+from tailscope.app.variant import AppInputError
+from tailscope.campaign.spec import SpecError, load_spec
+from tailscope.cli import main
+from tailscope.store.campaign import Campaign
+from tailscope.store.read import connect
+
+APP = f"""
+name = "widgets"
+argv = ["{sys.executable}", "-c", "import os; print('value', 40 + int(os.environ['TAILSCOPE_TRIAL']))"]
+trials = 3
+metrics = ["v:widgets=value (\\\\d+)"]
+sanity = "value"
+reference = "41:-10,+10"
+env = {{ OMP_NUM_THREADS = "1", OMP_PLACES = "{{0:4}},{{4:4}}" }}
+warmup = 1
+timeout = 60
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_definition_becomes_the_same_variant_as_the_command_line(tmp_path, capsys):
+    variant, trials = load_definition(write(tmp_path / "app.toml", APP))
+    assert trials == 3 and variant.probe == "app:widgets"
+    assert variant.env == {"OMP_NUM_THREADS": "1", "OMP_PLACES": "{0:4},{4:4}"}
+    assert variant.params["metrics"] == ["v:widgets=value (\\d+)"] and variant.params["warmup"] == 1
+    assert variant.spec.timeout_s == 60 and variant.spec.unit == "widgets"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('argv = "ls"\n', ":1: argv: expected the command as a list of words"),
+        ('argv = ["ls"]\ntrials = 0\n', ":2: trials: expected a whole number >= 1"),
+        ('argv = ["ls"]\nbogus = 1\n', ":2: bogus: unknown key"),
+        ('argv = ["ls"]\n\nmetrics = ["x=(a"]\n', ":3: metrics: --metric 'x=(a'"),
+        ('argv = ["ls"]\nsanity = "[z"\n', ":2: sanity: --sanity '[z': not a valid regular expression"),
+        ('argv = ["ls"]\nreference = "x"\n', ":2: reference: --reference 'x'"),
+        ('argv = ["ls"]\nenv = { "1A" = "x" }\n', ":2: env: 1A: expected NAME"),
+        ('argv = ["ls"\n', ": not valid TOML"),
+        ('argv = ["ls"]\nname = "a b"\n', ":2: name: expected a word"),
+    ],
+)
+def test_bad_definitions_name_file_and_line(tmp_path, text, where):
+    path = write(tmp_path / "bad.toml", text)
+    with pytest.raises(AppInputError) as exc:
+        load_definition(path)
+    assert str(exc.value).startswith(str(path)) and where in str(exc.value), str(exc.value)
+
+
+def test_check_app_file_refuses_bad_definition_before_running(tmp_path, capsys):
+    bad = write(tmp_path / "bad.toml", 'argv = ["ls"]\ntrials = -1\n')
+    campaign = tmp_path / "c"
+    assert main(["check", "--quick", "--app", str(bad), "--campaign", str(campaign), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:2: trials" in err and err.count("\n") == 1
+    assert not campaign.exists()
+
+
+SPEC = """
+[campaign]
+directory = "fleet"
+
+[slurm]
+nodes = "n[1-2]"
+
+[[apps]]
+file = "app.toml"
+trials = 2
+
+[[apps]]
+name = "inline"
+argv = ["{python}", "-c", "print('rate 7')"]
+metrics = ["r:ops/s=rate (\\\\d+)"]
+trials = 1
+"""
+
+
+def test_spec_with_apps_and_no_probes_runs_through_resume(tmp_path, capsys):
+    """A fleet runs the site's application: the spec's [[apps]] become the campaign's plans, and a node's
+    step (`run --resume --campaign DIR`, what step.sh runs) runs them through the local runner."""
+    from tailscope.campaign.slurm import prepare, step_script
+
+    write(tmp_path / "app.toml", APP)
+    spec = load_spec(write(tmp_path / "spec.toml", SPEC.format(python=sys.executable)))
+    assert [(e.variant.probe, e.trials) for e in spec.probes] == [("app:widgets", 2), ("app:inline", 1)]
+    campaign = prepare(spec)
+    assert "run --resume --campaign" in step_script(spec, campaign.root)
+    assert main(["run", "--resume", "--campaign", str(campaign.root), "--node", "n1", "--no-progress"]) == 0
+    con = connect(Campaign.open(campaign.root))
+    try:
+        rows = con.execute("SELECT probe, trial, value, unit FROM runs ORDER BY probe, trial").fetchall()
+    finally:
+        con.close()
+    assert rows == [
+        ("app:inline", 0, 7.0, "ops/s"),
+        ("app:widgets", 0, 40.0, "widgets"),
+        ("app:widgets", 1, 41.0, "widgets"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("apps", "where"),
+    [
+        ('[[apps]]\nfile = "missing.toml"\n', "cannot read the application definition"),
+        ('[[apps]]\nfile = "app.toml"\nname = "x"\n', "an [[apps]] entry with file takes only trials"),
+        ('[[apps]]\nargv = ["ls"]\n', "apps.trials: expected the trials per node"),
+        ('[[apps]]\nargv = ["ls"]\ntrials = 1\nsanity = "(("\n', "apps.sanity: --sanity"),
+    ],
+)
+def test_bad_apps_entries(tmp_path, apps, where):
+    write(tmp_path / "app.toml", APP)
+    text = SPEC.split("[[apps]]")[0] + apps
+    with pytest.raises((SpecError, AppInputError)) as exc:
+        load_spec(write(tmp_path / "spec.toml", text))
+    assert where in str(exc.value)
+
+
+@pytest.mark.slow
+def test_check_app_shows_the_application_in_its_one_screen(tmp_path, capsys):
+    app = write(tmp_path / "app.toml", APP)
+    campaign = tmp_path / "c"
+    code = main(
+        [
+            "check",
+            "--quick",
+            "--trials",
+            "2",
+            "--app",
+            str(app),
+            "--campaign",
+            str(campaign),
+            "--no-progress",
+            "--max-busy-share",
+            "1",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code in (0, 1, 3)
+    line = next(line for line in out.splitlines() if line.strip().startswith("app:widgets"))
+    assert "widgets" in line and "n=2" in line
+    assert (campaign / "report.html").exists()

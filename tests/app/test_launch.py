@@ -1,0 +1,243 @@
+"""The one launcher (tailscope.launch): a tree held as a cgroup or through the subreaper, daemons named and
+killed, bounded output scanned in full, and nothing left when tailscope is SIGKILLed (a real SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from app_tools import running, tailscope_env, wait_for
+
+from tailscope.launch import KEEP_BYTES, LaunchError, launch
+from tailscope.launch.tree import cgroup2_mount, make_cgroup, remove_cgroup
+
+CAN_CGROUP = os.geteuid() == 0 and cgroup2_mount() is not None
+
+
+def _cgroup_ok() -> bool:
+    if not CAN_CGROUP:
+        return False
+    path = make_cgroup()
+    if path is None:
+        return False
+    remove_cgroup(path)
+    return True
+
+
+MODES = [pytest.param(True, id="cgroup"), pytest.param(False, id="subreaper")]
+
+
+@pytest.mark.parametrize("use_cgroup", MODES)
+def test_daemon_is_named_and_killed(daemonize, tmp_path, monkeypatch, use_cgroup):
+    if use_cgroup and not _cgroup_ok():
+        pytest.skip("no writable cgroup v2 here (not root, or no cgroup2 mount)")
+    pidfile = tmp_path / "daemon.pid"
+    monkeypatch.setenv("DAEMON_PID", str(pidfile))
+    lines: list[tuple[str, str]] = []
+    done = launch([*daemonize, "0.2"], on_line=lambda s, line: lines.append((s, line)), use_cgroup=use_cgroup)
+    daemon = int(pidfile.read_text())
+    assert done.returncode == 0 and not done.timed_out
+    assert done.mode == ("cgroup" if use_cgroup else "subreaper")
+    assert [m.pid for m in done.leftovers] == [daemon]
+    assert "daemonize.py" in done.leftovers[0].cmdline
+    assert wait_for(lambda: not running(daemon), 10)
+    assert ("stdout", "started") in lines and ("stdout", "result: 42.5 units") in lines
+    if use_cgroup:
+        assert not [p for p in (cgroup2_mount() or Path("/")).rglob(f"tailscope-{os.getpid()}-*")]
+
+
+def test_output_bounded_but_scanned_in_full():
+    # 40 MB of output: every line reaches the callback, 64 KiB of each stream are kept
+    count = {"n": 0, "last": ""}
+
+    def on_line(stream: str, line: str) -> None:
+        count["n"] += 1
+        count["last"] = line
+
+    prog = "import sys\nfor i in range(400000): sys.stdout.write('x' * 90 + ' %9d\\n' % i)\n"
+    done = launch([sys.executable, "-c", prog], on_line=on_line)
+    assert done.returncode == 0
+    assert count["n"] == 400000 and count["last"].endswith(" 399999")
+    assert done.stdout_bytes == 400000 * 101
+    assert len(done.stdout.encode()) == KEEP_BYTES and done.stdout.endswith("   399999\n")
+
+
+def test_line_without_newline_is_bounded():
+    pieces: list[int] = []
+    prog = "import sys; sys.stdout.write('y' * (3 << 20))"
+    done = launch([sys.executable, "-c", prog], on_line=lambda s, line: pieces.append(len(line)))
+    assert done.returncode == 0 and sum(pieces) == 3 << 20 and max(pieces) <= 1 << 20
+
+
+def test_timeout_kills_the_tree(daemonize, tmp_path, monkeypatch):
+    pidfile = tmp_path / "daemon.pid"
+    monkeypatch.setenv("DAEMON_PID", str(pidfile))
+    done = launch([*daemonize, "60"], timeout_s=1.5)
+    assert done.timed_out and done.returncode == -signal.SIGKILL
+    assert done.wall_s < 20
+    assert wait_for(lambda: not running(int(pidfile.read_text())), 10)
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["/nonexistent/prog"], "no such program"),
+        (["tailscope-no-such-program-xyz"], "no such program"),
+        (["NOTEXEC"], "not executable"),
+        ([], "no command"),
+    ],
+)
+def test_bad_commands(argv, words, tmp_path):
+    plain = tmp_path / "plain.sh"
+    plain.write_text("echo hi\n")
+    plain.chmod(0o644)
+    with pytest.raises(LaunchError, match=words):
+        launch([str(plain) if a == "NOTEXEC" else a for a in argv])
+
+
+_KILLED = """
+import sys
+from tailscope.launch import launch, temporary_directory
+with temporary_directory("tailscope-trace-") as tmp:
+    print(tmp, flush=True)
+    launch([sys.executable, sys.argv[1], "600"], use_cgroup=sys.argv[2] == "1")
+"""
+
+
+@pytest.mark.parametrize("use_cgroup", MODES)
+def test_sigkill_of_tailscope_kills_the_tree(daemonize, tmp_path, use_cgroup):
+    """A real SIGKILL of the process that launched: the program, its setsid daemon, the temporary directory
+    and the cgroup are all gone afterwards (the watchdog; generous deadline)."""
+    if use_cgroup and not _cgroup_ok():
+        pytest.skip("no writable cgroup v2 here")
+    pidfile = tmp_path / "daemon.pid"
+    script = tmp_path / "killed.py"
+    script.write_text(textwrap.dedent(_KILLED))
+    env = tailscope_env(DAEMON_PID=str(pidfile), TMPDIR=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), daemonize[1], "1" if use_cgroup else "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        tmp = Path(proc.stdout.readline().strip())
+        assert tmp.is_dir()
+        assert wait_for(pidfile.exists, 60)
+        daemon = int(pidfile.read_text())
+        program = [p for p in _children(proc.pid) if p != daemon]
+        assert program, "the launched program is not running"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert wait_for(lambda: not running(daemon), 60), "the setsid daemon outlived tailscope"
+        assert wait_for(lambda: not any(running(p) for p in program), 60), "the program outlived tailscope"
+        assert wait_for(lambda: not tmp.exists(), 60), "the temporary directory was left behind"
+        mount = cgroup2_mount()
+        if use_cgroup and mount is not None:
+            assert wait_for(lambda: not list(mount.rglob(f"tailscope-{proc.pid}-*")), 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+# An OpenMP program (trace refuses others) that leaves a setsid daemon, then sleeps in a parallel region.
+_OMP_PROG = r"""
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+    const char *path = getenv("DAEMON_PID");
+    pid_t p = fork();
+    if (p == 0) {
+        setsid();
+        if (fork() == 0) {
+            FILE *f = fopen(path, "w");
+            if (f) { fprintf(f, "%d", (int)getpid()); fclose(f); }
+            sleep(600);
+            _exit(0);
+        }
+        _exit(0);
+    }
+    double s = 0;
+    #pragma omp parallel reduction(+ : s)
+    { s += omp_get_thread_num(); }
+    printf("ready %g\n", s);
+    fflush(stdout);
+    sleep(600);
+    return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_of_trace_leaves_nothing(tmp_path):
+    """Issue 23 item 2: SIGKILL of `tailscope trace -- ./prog` left prog running (reparented to pid 1) and
+    /tmp/tailscope-trace-*/ behind. Now the program, the daemon it forked and the directory are gone."""
+    import shutil
+
+    cc = shutil.which("gcc")
+    if cc is None:
+        pytest.skip("gcc not installed")
+    prog = tmp_path / "omp_daemon"
+    src = tmp_path / "omp_daemon.c"
+    src.write_text(_OMP_PROG)
+    subprocess.run([cc, "-O1", "-fopenmp", "-o", str(prog), str(src)], check=True)
+    pidfile = tmp_path / "daemon.pid"
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = tailscope_env(DAEMON_PID=str(pidfile), TMPDIR=str(tmpdir), OMP_NUM_THREADS="2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tailscope", "trace", "--campaign", str(tmp_path / "c"), "--", str(prog)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    traced: list[int] = []
+    try:
+        assert "ready" in proc.stdout.readline()
+        assert wait_for(pidfile.exists, 60) and pidfile.read_text()
+        daemon = int(pidfile.read_text())
+        traced = _descendants_named(proc.pid, "omp_daemon")
+        assert traced and list(tmpdir.glob("tailscope-trace-*"))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert wait_for(lambda: not any(running(p) for p in [*traced, daemon]), 60), "traced program left"
+        assert wait_for(lambda: not list(tmpdir.glob("tailscope-trace-*")), 60), "trace directory left"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in [*traced, *([int(pidfile.read_text())] if pidfile.exists() else [])]:
+            if running(pid):  # a failed test leaves nothing of its own running either
+                os.kill(pid, signal.SIGKILL)
+
+
+def _descendants_named(pid: int, comm: str) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            todo.append(child)
+            try:
+                if Path(f"/proc/{child}/comm").read_text().strip() == comm:
+                    out.append(child)
+            except OSError:
+                continue
+    return out

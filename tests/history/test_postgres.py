@@ -1,0 +1,146 @@
+"""`--history postgresql://`: a real PostgreSQL 15 server (Debian's binaries; initdb and pg_ctl as an
+unprivileged user in a temporary directory, the socket in it): creation and migration, 8 concurrent
+writers storing every entry exactly once, identical `history show` answers from the database and the
+directory store, and an unreachable server or unknown role as one line that leaves the campaign untouched."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import multiprocessing
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from tailscope.cli import main  # noqa: E402
+from tailscope.history.directory import DirectoryHistory  # noqa: E402
+from tailscope.history.postgres import PostgresHistory  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from campaigns import write_campaign  # noqa: E402
+from synthetic import day_rows, make_fleet  # noqa: E402
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+USER = "pgtest"
+
+
+def _as_user(cmd: list[str]) -> list[str]:
+    return ["runuser", "-u", USER, "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip("PostgreSQL 15 server binaries are not installed (Debian package postgresql-15)")
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", USER], check=True)
+    base = Path(tempfile.mkdtemp(prefix="tailscope-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(base, USER, USER)
+    data = base / "data"
+    run = {"check": True, "capture_output": True, "timeout": 60}
+    initdb = [str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
+    subprocess.run(_as_user([*initdb, "--locale=C.UTF-8"]), **run)
+    options = f"-k {base} -c listen_addresses=''"  # the socket in the directory, no TCP
+    pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "start"]
+    subprocess.run(_as_user(pg_ctl), **run)
+    try:
+        subprocess.run(_as_user([str(PG_BIN / "createdb"), "-h", str(base), "-U", "postgres", "hist"]), **run)
+        yield f"postgresql://postgres@/hist?host={base}", base
+    finally:
+        subprocess.run(_as_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+                       capture_output=True, timeout=60)  # fmt: skip
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _fresh_db(server: tuple[str, Path], name: str) -> str:
+    url, base = server
+    subprocess.run(_as_user([str(PG_BIN / "createdb"), "-h", str(base), "-U", "postgres", name]),
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    return url.replace("/hist?", f"/{name}?")
+
+
+def _writer(url: str, worker: int, workers: int, nodes: int, days: int) -> None:
+    fleet, y, facts = make_fleet(nodes, days, probes=2, seed=5)
+    store = PostgresHistory(url)
+    for day in range(days):
+        if day % workers == worker or day == 0:  # day 0: written by every writer at once
+            store.write(*day_rows(fleet, y, facts, day))
+
+
+def test_eight_writers_every_entry_once_and_the_same_answer_as_the_directory(server, tmp_path, capsys):
+    url = _fresh_db(server, "fleet")
+    nodes, days = 90, 40
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(url, w, 8, nodes, days)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 8
+    with psycopg.connect(url) as con:
+        total, distinct = con.execute(
+            "SELECT count(*), count(DISTINCT (campaign, node, variant)) FROM history_entries"
+        ).fetchone()
+        version = con.execute(
+            "SELECT value FROM tailscope_history_meta WHERE key = 'schema_version'"
+        ).fetchone()
+    assert total == distinct == nodes * days * 2
+    assert version == ("1",)
+    fleet, y, facts = make_fleet(nodes, days, probes=2, seed=5)
+    directory = DirectoryHistory(tmp_path / "H")
+    for day in range(days):
+        directory.write(*day_rows(fleet, y, facts, day))
+    answers = []
+    for location in (url, str(tmp_path / "H")):
+        code = main(["history", "show", location, "--json"])
+        answers.append((code, json.loads(capsys.readouterr().out)))
+    assert answers[0] == answers[1]
+    assert answers[0][1]["changes"] and answers[0][1]["fleet_events"]
+    series = []
+    for location in (url, str(tmp_path / "H")):
+        main(["history", "show", location, "--node", "c0001", "--json"])
+        series.append(json.loads(capsys.readouterr().out)["series"])
+    assert series[0] == series[1] and len(series[0]) == 2 and len(series[0][0]["entries"]) == days
+
+
+def test_add_again_note_exclude_through_the_cli(server, tmp_path, capsys):
+    url = _fresh_db(server, "cli")
+    root = write_campaign(tmp_path / "c", dt.datetime(2026, 11, 1, tzinfo=dt.UTC), {"n1": 100.0, "n2": 99.0})
+    assert main(["history", "add", url, str(root)]) == 0
+    assert main(["history", "add", url, str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "2 entries added" in out and "nothing added: its 2 entries are already stored" in out
+    assert main(["history", "note", url, "n1", "2026-11-01", "DIMM B2 replaced"]) == 0
+    cid = str(PostgresHistory(url).read().entries["campaign"].iloc[0])
+    assert main(["history", "exclude", url, "n1", cid[:8]]) == 0
+    data = PostgresHistory(url).read()
+    assert data.notes["text"].tolist() == ["DIMM B2 replaced"]
+    assert data.entries.set_index("node")["excluded"].to_dict() == {"n1": True, "n2": False}
+
+
+def test_unreachable_server_and_unknown_role_are_one_line(server, tmp_path, capsys):
+    _url, base = server
+    root = write_campaign(tmp_path / "c", dt.datetime(2026, 11, 1, tzinfo=dt.UTC), {"n1": 100.0})
+    before = sorted((p.relative_to(root), p.stat().st_mtime_ns) for p in root.rglob("*"))
+    code = main(["analyze", str(root)])
+    capsys.readouterr()
+    for bad in (f"postgresql://nobody@/hist?host={base}", "postgresql://postgres:secret@127.0.0.1:1/hist"):
+        assert main(["history", "show", bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "cannot connect" in err[0] and "secret" not in err[0]
+        assert main(["analyze", str(root), "--history", bad]) == code  # the analysis' own exit code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("tailscope: warning: history") and "secret" not in err[0]
+    assert sorted((p.relative_to(root), p.stat().st_mtime_ns) for p in root.rglob("*")) == before
