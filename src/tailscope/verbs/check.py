@@ -121,9 +121,12 @@ def run_check(
     analysis = analyze_campaign(outcome.campaign, settings or Settings())
     deep_result = None
     if deep:  # step 2 of the top-down workflow: follow-up probes into the same campaign, then re-analyse
-        from tailscope.verbs.deep import run_deep
+        from tailscope.verbs.deep import DeepInterrupted, run_deep
 
-        deep_result = run_deep(outcome.campaign, analysis, show_progress=show_progress)
+        try:
+            deep_result = run_deep(outcome.campaign, analysis, show_progress=show_progress)
+        except DeepInterrupted as exc:  # exit 130 as `run` would, no report judged from half a chain
+            return CheckResult(exc.outcome, None, None)
         if deep_result.steps:
             analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
