@@ -1,9 +1,9 @@
 """Fuzzing every importer: any mutation of a valid file is imported or refused with one line naming the file
 (and the line), never a crash. The fast suite runs FAST examples per importer; the slow suite >= 10,000.
 
-The readers are called in-process (the import's whole parsing path; writing is the load's business); a few
-mutations go through the CLI too (exit 0 or 2, one line on stderr). For iterations, the fast pyarrow reader
-and the line reader must agree on every input the fast one takes."""
+The readers are called in-process (the import's whole parsing path; writing is the load's business); the
+command line is fuzzed in test_fuzz_cli.py (exit 0 or 2, one line on stderr, nothing stored). For
+iterations, the fast pyarrow reader and the line reader must agree on every input the fast one takes."""
 
 from __future__ import annotations
 
@@ -232,36 +232,8 @@ test_likwid_csv_fuzz_slow = pytest.mark.slow(_fuzz("likwid-csv", SLOW))
 test_perfcounts_fuzz_slow = pytest.mark.slow(_fuzz("perfcounts", SLOW))
 
 
-def _cli_fuzz(examples: int) -> Callable[..., None]:
-    @settings(
-        max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-    )
-    @given(name=st.sampled_from(list(CASES)), data=st.data())
-    def run(
-        tmp_path_factory: pytest.TempPathFactory,
-        capsys: pytest.CaptureFixture[str],
-        name: str,
-        data: st.DataObject,
-    ) -> None:
-        text, file_name, _ = CASES[name]
-        tmp = tmp_path_factory.mktemp("cli")
-        path = tmp / file_name
-        path.write_bytes(data.draw(mutated(text)))
-        argv = ["import", name, str(path), "--campaign", str(tmp / "c")]
-        argv += ["--higher-is-better"] if name == "iterations" else ["--node", "n1"]
-        capsys.readouterr()
-        code = main(argv)
-        err = capsys.readouterr().err
-        assert code in (0, 2), err
-        if code == 2:
-            assert err.count("\n") == 1 and err.startswith(f"tailscope: error: {path}"), err
-            assert not (tmp / "c" / "campaign.json").exists()  # a failed import creates nothing
-
-    return run
-
-
-test_cli_fuzz = _cli_fuzz(8)
-test_cli_fuzz_slow = pytest.mark.slow(_cli_fuzz(400))
+# Through the command line (main(), exit codes, nothing stored by a refusal, hpl and the campaign spec too):
+# test_fuzz_cli.py.
 
 
 def test_random_bytes_never_crash(tmp_path: Path) -> None:

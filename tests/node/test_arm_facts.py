@@ -62,3 +62,18 @@ def test_qemu_user_is_seen_from_the_hosts_cpuinfo():
         "emulated aarch64 on Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz")
     assert arm.emulation("x86_64", host) is None  # a native x86 process is not emulated
     assert arm.emulation("aarch64", (FIXTURES / "kp920-cpuinfo.txt").read_text()) is None
+
+
+def test_check_sizes_the_probes_for_an_emulated_node_with_quick():
+    from tailscope.verbs.check import EMULATED_SIZES, check_variants
+
+    variants = check_variants(quick=True, trials=2, common={}, emulated=True)
+    emulated = {v.probe: v.params for v, _ in variants}
+    assert emulated["dgemm"] == {"n": 256, "calls": 3} and emulated["stream"]["max_bytes"] == "8m"
+    variants = check_variants(quick=True, trials=2, common={"page_policy": "4k"}, emulated=True)
+    given = {v.probe: v.params for v, _ in variants}
+    assert given["fwq"] == {**EMULATED_SIZES["fwq"], "page_policy": "4k"}  # the command line's options stay
+    native = check_variants(quick=True, trials=2, common={}, emulated=False)
+    assert all(not v.params for v, _ in native)  # a native node keeps the probes' own sizes
+    full = check_variants(quick=False, trials=2, common={}, emulated=True)
+    assert all(not v.params for v, _ in full)  # sized only when asked (--quick)

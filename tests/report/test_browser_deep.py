@@ -62,7 +62,9 @@ def test_deep_section_walks_the_chain(chromium, tmp_path):
     assert chains == ["l2sum", "dgemm", "stream"]
     for i, probe in enumerate(chains, start=1):
         assert f"{i}. {probe}" in text
-    assert text.count("Degraded:") == 3 and text.count("Component probes") == 3
+    # a probe is called degraded only under a verdict that is not inconclusive (a busy machine: followed up)
+    word = "not called degraded):" if result.inconclusive else "Degraded:"
+    assert text.count(word) == 3 and text.count("Component probes") == 3
     assert text.count("Counters:") == 3 and result.counters in text  # no PMU here: said, per chain
     assert "DIMMs:" in text  # stream's chain: the DIMM facts, or why they cannot be read here
     rows = chromium.execute_script(
@@ -72,7 +74,8 @@ def test_deep_section_walks_the_chain(chromium, tmp_path):
     follow_ups = [f for s in result.steps for f in s.follow_ups]
     assert [r[0] for r in rows] == [f["probe"] for f in follow_ups]
     assert all(r[4] in ("as expected", "differs", "not judged") for r in rows)
-    assert any(r[0] == "arith" and "effective clock" in r[2] and "nominal" in r[3] for r in rows)
+    # the clock against the node's usual clock (and the nominal where the node names one)
+    assert any(r[0] == "arith" and "effective clock" in r[2] and "node's usual" in r[3] for r in rows)
     assert any(r[0] == "latency" and "L1 < L2" in r[3] for r in rows)
 
     width, wide = chromium.execute_script(TOO_WIDE)

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
@@ -446,10 +447,19 @@ def speed_bins(log_medians: np.ndarray, bins: int, tolerance: float) -> tuple[np
         return assign(k_max), False, k_max
     for k in range(1, k_max + 1):
         starts = [*all_starts[k - 1].tolist(), n]
-        spans = [math.expm1(x[b - 1] - x[a]) for a, b in itertools.pairwise(starts)]
+        spans = [_relative_span(x[b - 1] - x[a]) for a, b in itertools.pairwise(starts)]
         if max(spans) <= tolerance:
             return assign(k), True, k
     return assign(k_max), True, k_max
+
+
+def _relative_span(log_span: float) -> float:
+    """max/min - 1 of a bin from its span of log medians; infinite past what a float holds (medians from
+    1e-300 to 8e300 are 1,380 apart in log: exp() of that has no float, and such a bin is never narrow)."""
+    return math.expm1(log_span) if log_span < _LOG_FLOAT_MAX else math.inf
+
+
+_LOG_FLOAT_MAX = math.log(sys.float_info.max)  # 709.78
 
 
 def expected_min(sorted_values: np.ndarray, n: int) -> float:

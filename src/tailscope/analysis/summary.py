@@ -366,7 +366,7 @@ def _group_summaries(
             values = value_all[rows]
             n = len(values)
             mean = float(np.mean(values))
-            sd = float(np.std(values, ddof=1)) if n > 1 else None  # undefined for n = 1
+            sd = _sample_sd(values) if n > 1 else None  # undefined for n = 1
             low_q = settings.quantile_rule_q if hib else 1.0 - settings.quantile_rule_q
             low_ci = quantile_ci(values, low_q, settings.confidence)
             drop = (low_ci.estimate - median) / median if hib else (median - low_ci.estimate) / median
@@ -581,3 +581,12 @@ def _iso_utc(column: pd.Series) -> list[str]:
     stamps = pd.to_datetime(column, utc=True).dt.tz_localize(None).to_numpy(dtype="datetime64[us]")
     text = np.datetime_as_string(stamps, unit="us")
     return [t + "Z" if t != "NaT" else "" for t in text.tolist()]
+
+
+def _sample_sd(values: np.ndarray) -> float:
+    """Sample standard deviation, computed on the values scaled by the largest magnitude: the squares of
+    values near 1e300 (an imported unit's numbers) have no float, the scaled ones do."""
+    scale = float(np.max(np.abs(values)))
+    if not 0.0 < scale < np.inf:
+        return float(np.std(values, ddof=1))
+    return scale * float(np.std(values / scale, ddof=1))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from tailscope.campaign.spec import CampaignSpec, load_spec
 from tailscope.errors import InputError
+from tailscope.printable import printable
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, write_atomic_bytes
 from tailscope.store.manifest import ClusterJob, ClusterRecord, Manifest
 from tailscope.store.read import DamagedShard, connect, quarantine, validate_shards
@@ -97,25 +99,43 @@ def step_script(spec: CampaignSpec, root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# sbatch reads an #SBATCH line as words split at white space; a word may be in double quotes, inside which a
+# backslash escapes the next character (Slurm's src/sbatch/opt.c, _get_argument). A line break cannot be
+# written at all: it would end the directive and start a line of the script.
+_DIRECTIVE_PLAIN = re.compile(r'[^\s"\\]*')
+
+
+def directive(option: str, value: str) -> str:
+    """`--option=value` for an #SBATCH line, the value double-quoted when it holds white space, a quote or a
+    backslash (a campaign directory '/scratch/my runs'); a value with a control character is refused."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise SlurmError(
+            f"{option} {printable(value)}: a control character cannot be written in an #SBATCH line"
+        )
+    if _DIRECTIVE_PLAIN.fullmatch(value):
+        return f"{option}={value}"
+    return f'{option}="' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def batch_script(spec: CampaignSpec, root: Path, *, nodelist: str | None, node_count: int | None) -> str:
     """The sbatch script: exclusive nodes, one srun step per node bound to its CPUs."""
     slurm_dir = root / SLURM_DIR
     directives = [
-        f"--job-name=tailscope-{spec.name}"[:80],
+        directive("--job-name", f"tailscope-{spec.name}"[:70]),
         "--exclusive",
         "--ntasks-per-node=1",
-        f"--output={slurm_dir}/job-%j.out",
+        directive("--output", f"{slurm_dir}/job-%j.out"),
     ]
     if nodelist:
-        directives.append(f"--nodelist={nodelist}")
+        directives.append(directive("--nodelist", nodelist))
     if node_count:
         directives.append(f"--nodes={node_count}")
     if spec.partition:
-        directives.append(f"--partition={spec.partition}")
+        directives.append(directive("--partition", spec.partition))
     if spec.constraint:
-        directives.append(f"--constraint={spec.constraint}")
+        directives.append(directive("--constraint", spec.constraint))
     if spec.time_limit:
-        directives.append(f"--time={spec.time_limit}")
+        directives.append(directive("--time", spec.time_limit))
     directives += spec.sbatch_options
     background = " &" if spec.steps == "parallel" else ""
     lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives)]

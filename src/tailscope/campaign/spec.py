@@ -130,9 +130,14 @@ class CampaignSpec:
 def load_spec(path: Path) -> CampaignSpec:
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the campaign spec ({exc.strerror})") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8: name the line of the first byte that is not
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise SpecError(f"{path}:{line}: not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from exc
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

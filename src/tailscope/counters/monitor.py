@@ -18,6 +18,7 @@ monitored span is not cut. Gauges (frequency, temperature) are stored as samples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -307,6 +308,7 @@ def running_monitor(
     log_path = output.with_name(output.name + ".stderr")
     log = log_path.open("w")
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    ok = False
     try:
         # the header and the first sample are on disk before the block starts
         deadline = time.monotonic() + 10
@@ -320,6 +322,7 @@ def running_monitor(
             last = err[-1] if err else "no message"
             raise MonitorInputError(f"tsmon exited with {proc.returncode}: {last}")
         yield output
+        ok = True
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -329,6 +332,24 @@ def running_monitor(
                 proc.kill()
                 proc.wait()
         log.close()
+        if not ok:  # a full disk, tsmon refused, the run failed: no empty file is left to store later
+            discard_if_empty(output)
+
+
+def discard_if_empty(output: Path) -> bool:
+    """Remove a monitor file that holds nothing (0 bytes: tsmon never wrote its header) with its stderr log,
+    and the monitor directory when that leaves it empty. Whether it was removed."""
+    try:
+        if output.stat().st_size > 0:
+            return False
+    except FileNotFoundError:
+        pass
+    for path in (output, output.with_name(output.name + ".stderr")):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    with contextlib.suppress(OSError):
+        output.parent.rmdir()  # only when empty
+    return True
 
 
 # --- the verb ---------------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ The limits are the analysis defaults, the campaign spec's [thresholds], or the o
   `check_cmd_status -r 0` treats that as a failure too; a site that wants to drain only degraded nodes
   wraps the call (`tailscope verdict DIR --nhc; [ $? -ne 1 ]`). The node is $SLURMD_NODENAME, else the
   short host name, else --node.
-- `--drain`: one `scontrol update nodename=N state=drain reason="tailscope: ..."` line per degraded node;
-  `--apply` also runs them. Inconclusive nodes are listed in a comment (re-test, not drained).
+- `--drain`: one `scontrol update nodename=N state=drain reason="tailscope: ..."` line per degraded node
+  (report/drain.py: a name scontrol would read as a host list, `c[1-8]`, `a,b`, `ALL`, is refused, not
+  passed on); `--apply` also runs them. Inconclusive nodes are listed in a comment (re-test, not drained).
 - `--prometheus FILE`: node_exporter textfile-collector metrics: per node its verdict, and per (node,
   variant) the fleet screen's numbers; written atomically (a temporary file in the same directory, then
   rename), so the collector never reads half a file.
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tailscope.errors import InputError
+from tailscope.printable import printable
+from tailscope.report.drain import DrainPlan, drain_plan
 
 # The analysis, the node facts and the store are imported when a verdict is given, not for `tailscope --help`.
 if TYPE_CHECKING:
@@ -78,19 +81,15 @@ def this_node() -> str:
 def nhc_lines(verdict: NodeVerdict) -> list[str]:
     if verdict.verdict != "degraded":
         return []
-    return [f"ERROR:  nhc:  Health check failed:  check_tailscope:  {verdict.node}: {verdict.reason}"]
-
-
-def drain_commands(verdicts: dict[str, NodeVerdict]) -> list[list[str]]:
     return [
-        ["scontrol", "update", f"nodename={v.node}", "state=drain", f"reason=tailscope: {_reason_text(v)}"]
-        for v in verdicts.values()
-        if v.verdict == "degraded"
+        "ERROR:  nhc:  Health check failed:  check_tailscope:  "
+        f"{printable(verdict.node)}: {printable(verdict.reason)}"
     ]
 
 
-def _reason_text(v: NodeVerdict) -> str:
-    return v.reason.replace('"', "'")[:200]
+def drain_plan_of(verdicts: dict[str, NodeVerdict]) -> DrainPlan:
+    """The drain lines of the degraded nodes (report/drain.py: one plain node name per scontrol call)."""
+    return drain_plan((v.node, v.reason) for v in verdicts.values() if v.verdict == "degraded")
 
 
 def command_text(argv: list[str]) -> str:
@@ -156,5 +155,3 @@ def prometheus_text(analysis: CampaignAnalysis, verdicts: dict[str, NodeVerdict]
         f'tailscope_verdict_timestamp_seconds{{campaign="{_label(campaign)}"}} {time.time():.3f}',
     ]
     return "\n".join(lines) + "\n"
-
-

@@ -153,7 +153,7 @@ def minmax_thin(xs: Any, ys: Any, limit: int) -> tuple[list[float], list[float]]
 def _log_axis(values: Iterable[float]) -> bool:
     v = np.fromiter(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    return bool(v.size) and float(v.max() / v.min()) > LOG_SPAN
+    return bool(v.size) and float(v.max()) > LOG_SPAN * float(v.min())  # no ratio: 8e300 / 1e-300 has none
 
 
 def _axis(title: str, log: bool = False, **extra: Any) -> dict[str, Any]:

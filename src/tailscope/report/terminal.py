@@ -29,6 +29,7 @@ from collections import Counter
 from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import CampaignAnalysis, GroupSummary
 from tailscope.analysis.wording import pct, pct_range
+from tailscope.printable import printable
 from tailscope.probes.catalogue import variant_name
 from tailscope.report.answer import answer_of, terms
 from tailscope.report.numbers import kinds_text, median_ci_text, tail_text
@@ -323,7 +324,8 @@ def _cluster_lines(analysis: CampaignAnalysis) -> list[str]:
         )
         rate = pct_range(c.slow_rate_low, c.slow_rate_high)
         lines.append(
-            f"cluster {_printable(c.variant)}: {v.nodes} nodes, fleet median {c.fleet_median:.4g} {c.unit}; "
+            f"cluster {_printable(c.variant)}: {v.nodes} nodes, "
+            f"fleet median {c.fleet_median:.4g} {_printable(c.unit)}; "
             f"node-to-node {pct(v.node_sd_pct)}, run-to-run {pct(v.run_sd_pct)} ({icc}); "
             f"slow runs {c.slow_runs}/{c.runs} ({pct(c.slow_rate)}, CI {rate})"
         )
@@ -399,8 +401,8 @@ def _verdict_lines(analysis: CampaignAnalysis) -> list[str]:
 
 
 def _printable(text: str) -> str:
-    """Control characters (ESC, newline, ...) as Python escapes: 'n\\x1b[31m1' stays one inert line."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    """Control characters (ESC, newline, ...) as escapes: 'n\\x1b[31m1' stays one inert line."""
+    return printable(text)
 
 
 def _count(n: int, word: str) -> str:

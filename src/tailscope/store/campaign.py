@@ -99,6 +99,35 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+@contextlib.contextmanager
+def atomic_files() -> Iterator[Callable[[Path, bytes], None]]:
+    """Write several files all or none (a report and its CSV tables): `write(path, data)` writes each to a
+    temp file beside it (fsynced, its bytes freed at once); only when the block ends without an error are
+    they all renamed into place. On any failure (disk full, interrupt, an error between the writes) the
+    temp files are removed and no target was touched."""
+    temps: list[tuple[Path, Path]] = []
+
+    def write(path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
+        temps.append((tmp, path))
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    try:
+        yield write
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    for directory in {path.parent for _, path in temps}:
+        fsync_dir(directory)
+
+
 def this_host() -> str:
     return socket.gethostname()
 
@@ -153,6 +182,9 @@ class CommitRecord:
     committed_at: str
     shards: dict[str, list[str]]  # table -> file names in shards/<table>/
     sources: list[dict[str, str]]  # {"sha256", "description"} of imported files
+    # table -> file name -> hash of the shard's Parquet footer (store/footer.py); empty in records written
+    # before footer hashes (their shards are read unchecked, as before)
+    footers: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> CommitRecord:
@@ -163,12 +195,17 @@ class CommitRecord:
                 for name in names:
                     if "/" in name or name.startswith("."):
                         raise ValueError(f"shard name {name!r}")
+            footers = {
+                str(t): {str(n): str(h) for n, h in per_table.items()}
+                for t, per_table in data.get("footers", {}).items()
+            }
             return cls(
                 str(data["txid"]),
                 str(data.get("operation", "")),
                 str(data.get("committed_at", "")),
                 shards,
                 [dict(s) for s in data.get("sources", [])],
+                footers,
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreError(
@@ -306,6 +343,13 @@ class Campaign:
             except FileNotFoundError:
                 return []
         return sorted(directory / name for rec in self.commit_records() for name in rec.shards.get(table, []))
+
+    def footer_digests(self, table: str) -> dict[str, str]:
+        """file name -> the footer hash its commit recorded, for the committed shards of `table` that have
+        one (store/footer.py)."""
+        if not self.uses_commit_records:
+            return {}
+        return {name: h for rec in self.commit_records() for name, h in rec.footers.get(table, {}).items()}
 
     def imported_sources(self) -> dict[str, CommitRecord]:
         """sha256 of every imported file -> the commit that stored it."""

@@ -55,6 +55,7 @@ from tailscope.store.campaign import (
     write_atomic_bytes,
 )
 from tailscope.store.errors import CampaignBusyError, StoreError
+from tailscope.store.footer import footer_digest
 from tailscope.store.manifest import Manifest, Plan
 from tailscope.store.schema import TABLES
 
@@ -205,6 +206,7 @@ class Transaction:
     _changes: list[Callable[[Manifest], None]] = field(init=False, default_factory=list)
     _staged: dict[str, list[str]] = field(init=False, default_factory=dict)
     _rows: dict[str, int] = field(init=False, default_factory=dict)
+    _footers: dict[str, dict[str, str]] = field(init=False, default_factory=dict)  # table -> name -> hash
     _sources: list[dict[str, str]] = field(init=False, default_factory=list)
     _chunks: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
     _claimed: dict[str, dict[str, list[int]]] = field(init=False, default_factory=dict)  # node -> variant
@@ -272,6 +274,7 @@ class Transaction:
             )
             fh.flush()
             os.fsync(fh.fileno())
+        self._footers.setdefault(table, {})[name] = footer_digest(path)
         self._staged.setdefault(table, []).append(name)
         self._rows[table] = self._rows.get(table, 0) + data.num_rows
 
@@ -414,6 +417,9 @@ class Transaction:
                     "shards": self._staged,
                     "rows": self._rows,
                     "sources": self._sources,
+                    "footers": {
+                        t: {n: self._footers[t][n] for n in names} for t, names in self._staged.items()
+                    },
                 }
                 write_atomic_bytes(self.root / COMMITS / f"{self.txid}.json", json.dumps(record).encode())
             self.committed = True

@@ -3,6 +3,8 @@ what both exports (OTF2 and Chrome trace JSON) are made from, so they cannot dis
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -63,6 +65,22 @@ def edges(regions: pd.DataFrame) -> Iterator[Edge]:
         end, open_label = stack.pop()
         cursor = max(end, cursor)
         yield Edge(int(current), cursor, False, open_label)  # type: ignore[arg-type]
+
+
+def parse_bins(text: str) -> tuple[float, ...]:
+    """`--bins 100,200,1024`: finite, positive, strictly increasing MiB/s edges (nan, inf or a repeated edge
+    would make a bin no message can fall in, or one no name can be given)."""
+    from tailscope.trace.errors import TraceInputError
+
+    try:
+        edges = tuple(float(b) for b in text.split(","))
+    except ValueError:
+        raise TraceInputError(f"--bins {text}: expected MiB/s edges like 100,200,1024") from None
+    if not all(math.isfinite(b) and b > 0 for b in edges):
+        raise TraceInputError(f"--bins {text}: expected finite positive MiB/s edges like 100,200,1024")
+    if any(a >= b for a, b in itertools.pairwise(edges)):
+        raise TraceInputError(f"--bins {text}: expected strictly increasing MiB/s edges like 100,200,1024")
+    return edges
 
 
 def bin_of(bytes_per_s: float, bins_mibs: tuple[float, ...] = DEFAULT_BINS_MIBS) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,11 +44,28 @@ class CheckResult:
     deep: DeepResult | None = None  # with --deep
 
 
+# Sizes for a node that runs under an emulator (qemu-user: node/arm.py), with --quick: the suite's
+# defaults take minutes a trial there (dgemm at N = 2000 is 16 GFLOP of emulated instructions); the
+# timings mean nothing anyway, so the suite only has to run through and write its JSON, store and report.
+EMULATED_SIZES: dict[str, dict[str, ParamValue]] = {
+    "l2sum": {"sums": 20},
+    "stream": {"max_bytes": "8m", "reps": 3},
+    "dgemm": {"n": 256, "calls": 3},
+    "fwq": {"samples": 200},
+}
+
+
 def check_variants(
-    *, quick: bool, trials: int | None, common: dict[str, ParamValue]
+    *, quick: bool, trials: int | None, common: dict[str, ParamValue], emulated: bool = False
 ) -> tuple[tuple[ProbeVariant, int], ...]:
+    """The suite's variants and trial counts; an emulated node with --quick gets EMULATED_SIZES under the
+    options the command line gave."""
+    sizes = EMULATED_SIZES if emulated and quick else {}
     return tuple(
-        (ProbeVariant(probe, dict(common)), trials if trials is not None else (quick_n if quick else full_n))
+        (
+            ProbeVariant(probe, {**sizes.get(probe, {}), **common}),
+            trials if trials is not None else (quick_n if quick else full_n),
+        )
         for probe, full_n, quick_n in SUITE
     )
 
@@ -83,8 +101,14 @@ def run_check(
 ) -> CheckResult:
     node = node_name()
     campaign_dir = campaign_dir or default_campaign_dir("check", node)
+    from tailscope.node.arm import emulation
+
+    emulated = emulation()
+    if emulated and quick:
+        print(f"check: {emulated}: probes sized for emulation (--quick): timings mean nothing here",
+              file=sys.stderr)
     request = RunRequest(
-        variants=check_variants(quick=quick, trials=trials, common=common or {})
+        variants=check_variants(quick=quick, trials=trials, common=common or {}, emulated=bool(emulated))
         + app_variants(apps, quick=quick, trials=trials),
         campaign_dir=campaign_dir,
         show_progress=show_progress,
@@ -97,9 +121,12 @@ def run_check(
     analysis = analyze_campaign(outcome.campaign, settings or Settings())
     deep_result = None
     if deep:  # step 2 of the top-down workflow: follow-up probes into the same campaign, then re-analyse
-        from tailscope.verbs.deep import run_deep
+        from tailscope.verbs.deep import DeepInterrupted, run_deep
 
-        deep_result = run_deep(outcome.campaign, analysis, show_progress=show_progress)
+        try:
+            deep_result = run_deep(outcome.campaign, analysis, show_progress=show_progress)
+        except DeepInterrupted as exc:  # exit 130 as `run` would, no report judged from half a chain
+            return CheckResult(exc.outcome, None, None)
         if deep_result.steps:
             analysis = analyze_campaign(outcome.campaign, settings or Settings())
     report = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")

@@ -28,13 +28,16 @@ import json
 from dataclasses import asdict
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailscope.analysis.arith_table import table_data
 from tailscope.analysis.deep_judge import NodeReference, judge_arith, judge_latency, node_reference
 from tailscope.analysis.model import CampaignAnalysis
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.report.models import AS_EXPECTED, DIFFERS, NOT_JUDGED, DeepResult, Step, load_deep
+
+if TYPE_CHECKING:
+    from tailscope.campaign.runner import RunOutcome
 
 # probe -> (follow-up probe, its options, trials, what it isolates)
 FOLLOW_UPS: dict[str, tuple[tuple[str, dict[str, Any], int, str], ...]] = {
@@ -136,6 +139,14 @@ def _judge_scaling(follow_ups: list[dict[str, Any]]) -> None:
         cur["status"] = DIFFERS if cur["median"] < SCALING_SLACK * prev["median"] else AS_EXPECTED
 
 
+class DeepInterrupted(Exception):
+    """SIGINT during the follow-up probes: `outcome` is their run's (finished trials stored)."""
+
+    def __init__(self, outcome: RunOutcome) -> None:
+        super().__init__("interrupted during the follow-up probes")
+        self.outcome = outcome
+
+
 def run_deep(
     campaign: Path, analysis: CampaignAnalysis, *, force: list[str] | None = None, show_progress: bool = True
 ) -> DeepResult:
@@ -151,7 +162,7 @@ def run_deep(
     steps = {p: Step(p, why) for p, why in reasons.items() if p in FOLLOW_UPS}
     planned = follow_up_variants(list(steps))
     if planned:
-        run_campaign(
+        outcome = run_campaign(
             RunRequest(
                 variants=tuple((v, n) for _, v, n, _ in planned),
                 campaign_dir=campaign,
@@ -159,6 +170,8 @@ def run_deep(
                 label="deep",
             )
         )
+        if outcome.interrupted:  # Ctrl-C: the finished follow-ups are stored; no chain judged from a part
+            raise DeepInterrupted(outcome)
     con = connect(campaign)
     try:
         ref = _node_reference(con) if planned else None

@@ -5,24 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tailscope.errors import EXIT_OK, EXIT_VERDICT, UsageError
+from tailscope.errors import EXIT_OK, EXIT_VERDICT
 
 
 def trace(args: argparse.Namespace) -> int:
     from tailscope.trace.run import TraceRequest, run_trace
     from tailscope.trace.summary import render
+    from tailscope.trace.timeline import parse_bins
 
     command = list(args.program)
     if command and command[0] == "--":
         command = command[1:]
-    bins = None
-    if args.bins:
-        try:
-            bins = tuple(float(b) for b in args.bins.split(","))
-        except ValueError:
-            raise UsageError(f"--bins {args.bins}: expected MiB/s edges like 100,200,1024") from None
-        if list(bins) != sorted(bins) or any(b <= 0 for b in bins):
-            raise UsageError(f"--bins {args.bins}: expected increasing positive MiB/s edges")
+    bins = parse_bins(args.bins) if args.bins is not None else None
     request = TraceRequest(
         command=command,
         campaign=args.campaign,

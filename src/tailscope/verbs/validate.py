@@ -45,6 +45,17 @@ def analysis_for_scoring(campaign_dir: Path, probe: str | None = None) -> dict[s
     return analyze_campaign(campaign_dir, Settings(), probe=probe).to_json()
 
 
+def _key_values(given: list[str]) -> dict[str, str]:
+    """`--param K=V` options as a dict; one without '=' or without a key is refused with the option."""
+    out = {}
+    for text in given:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise InjectInputError(f"--param {text!r}: expected K=V, a probe option and its value (page=thp)")
+        out[key.strip()] = value
+    return out
+
+
 def _param(value: str) -> Any:
     for cast in (int, float):
         try:
@@ -216,7 +227,7 @@ def validate(args: argparse.Namespace) -> int:
         campaign_dir=args.campaign,
         seed=args.seed,
         probe=args.probe,
-        probe_params=dict(p.split("=", 1) for p in args.param or []),
+        probe_params=_key_values(args.param or []),
         block=args.block,
         inject_fraction=args.inject_fraction,
         reserve=args.reserve,

@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tailscope.printable import printable
 from tailscope.report.operations import (
     EXIT_FAIL,
     EXIT_OK,
     VerdictInputError,
     command_text,
-    drain_commands,
+    drain_plan_of,
     nhc_lines,
     node_verdicts,
     prometheus_text,
@@ -57,34 +58,46 @@ def verdict(args: argparse.Namespace) -> int:
         args.prometheus.parent.mkdir(parents=True, exist_ok=True)
         write_atomic_bytes(args.prometheus, text.encode())
     if args.drain:
-        commands = drain_commands(verdicts)
+        plan = drain_plan_of(verdicts)
+        commands = plan.commands
         for argv in commands:
             print(command_text(argv))
+        for line in plan.refused:
+            print(f"tailscope: {line}", file=sys.stderr)
+            code = EXIT_FAIL
         if args.apply:
             if commands and shutil.which("scontrol") is None:
                 raise VerdictInputError("--apply: scontrol not found on PATH")
             for argv in commands:
                 proc = subprocess.run(argv, capture_output=True, text=True)
                 if proc.returncode != 0:
-                    print(f"tailscope: {command_text(argv)}: {proc.stderr.strip()}", file=sys.stderr)
+                    print(
+                        f"tailscope: {command_text(argv)}: {printable(proc.stderr.strip())}", file=sys.stderr
+                    )
                     code = EXIT_FAIL
         retest = [v.node for v in verdicts.values() if v.verdict == "inconclusive"]
         if retest:
-            print(f"# inconclusive, re-test (not drained): {' '.join(retest)}")
+            print(f"# inconclusive, re-test (not drained): {' '.join(printable(n) for n in retest)}")
     if args.nhc:
         names = [args.node] if args.node else this_node_names()
         node = next((n for n in names if n in verdicts), names[0])
         verdict = verdicts.get(node)
         if verdict is None:
-            known = ", ".join(sorted(verdicts)[:8]) + (" ..." if len(verdicts) > 8 else "")
+            known = ", ".join(printable(n) for n in sorted(verdicts)[:8]) + (
+                " ..." if len(verdicts) > 8 else ""
+            )
             raise VerdictInputError(
-                f"{args.campaign}: node {' / '.join(names)} has no runs here (nodes: {known or 'none'}); "
-                "nothing to judge (name the node with --node when its name in the campaign differs)"
+                f"{args.campaign}: node {' / '.join(printable(n) for n in names)} has no runs here "
+                f"(nodes: {known or 'none'}); nothing to judge (name the node with --node when its name in "
+                "the campaign differs)"
             )
         else:
             for line in nhc_lines(verdict):
                 print(line)
             if verdict.verdict == "inconclusive":
-                print(f"tailscope: {node}: inconclusive: {verdict.reason}", file=sys.stderr)
+                print(
+                    f"tailscope: {printable(node)}: inconclusive: {printable(verdict.reason)}",
+                    file=sys.stderr,
+                )
             code = max(code, EXIT_CODES[verdict.verdict])
     return code

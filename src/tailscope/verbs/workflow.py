@@ -21,7 +21,7 @@ from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.store.campaign import MANIFEST, Campaign, StoreError, new_task_id, write_atomic_bytes
+from tailscope.store.campaign import MANIFEST, Campaign, StoreError, atomic_files, new_task_id
 from tailscope.store.read import CampaignConnection, connect
 
 # The runner (probes, counters) and the HTML report are imported by the verbs that use them: `analyze`
@@ -171,7 +171,7 @@ def store_monitor_files(root: Path, node: str, own_task: str | None = None) -> N
 
     running = {c.key for c in live_claims(root)} - {own_task}
     for path in monitor.unstored_monitor_files(root, node):
-        if path.name.split(".")[-3] not in running:
+        if path.name.split(".")[-3] not in running and not monitor.discard_if_empty(path):
             monitor.store_monitor_file(path, root, node=node, cut=True)
 
 
@@ -337,23 +337,25 @@ def write_report(
         "runs": output.with_name(f"{output.stem}-runs.csv"),
         "nodes": output.with_name(f"{output.stem}-nodes.csv"),
     }
-    write_atomic_bytes(csv_files["runs"], runs_csv(analysis))
-    write_atomic_bytes(csv_files["nodes"], nodes_csv(analysis).encode())
-    html = render_html(
-        analysis,
-        manifest=campaign.manifest,
-        nodes=nodes,
-        iterations=iterations,
-        generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        samples=samples,
-        injections=injections,
-        validation=validation,
-        csv_files={k: p.name for k, p in csv_files.items()},
-        campaign_dir=str(Path(campaign_dir).resolve()),
-        hardware_counters=hardware > 0,
-        deep=load_deep(campaign_dir),
-    )
-    write_atomic_bytes(output, html.encode())
+    # all three or none: a full disk or Ctrl-C leaves no CSV without its report (store/campaign.py)
+    with atomic_files() as write:
+        write(csv_files["runs"], runs_csv(analysis))
+        write(csv_files["nodes"], nodes_csv(analysis).encode())
+        html = render_html(
+            analysis,
+            manifest=campaign.manifest,
+            nodes=nodes,
+            iterations=iterations,
+            generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            samples=samples,
+            injections=injections,
+            validation=validation,
+            csv_files={k: p.name for k, p in csv_files.items()},
+            campaign_dir=str(Path(campaign_dir).resolve()),
+            hardware_counters=hardware > 0,
+            deep=load_deep(campaign_dir),
+        )
+        write(output, html.encode())
     return output
 
 
@@ -388,7 +390,7 @@ def runs_csv(analysis: CampaignAnalysis) -> bytes:
 
     def text(values: list[Any]) -> pa.Array:
         column = pa.array(values, pa.string())
-        if not pc.any(pc.match_substring_regex(column, _CSV_SPECIAL.pattern)).as_py():
+        if not pc.any(pc.match_substring_regex(column, _CSV_NEEDS_CARE)).as_py():
             return column.fill_null("")
         encoded = column.dictionary_encode()
         quoted = pa.array([_csv_text(v) for v in encoded.dictionary.to_pylist()], pa.string())
@@ -431,14 +433,28 @@ def runs_csv(analysis: CampaignAnalysis) -> bytes:
 
 
 _CSV_SPECIAL = re.compile(r'[",\r\n]')
+# OWASP's CSV-injection rule: a spreadsheet runs a cell that starts with = + - @ (or TAB, CR before them)
+# as a formula (`+cmd|' /C calc'!A0`, `@SUM(1)`); such a text cell is written with a leading ' (shown as
+# text). Only text cells (node names, labels, causes): numbers are written as numbers, -0.5 stays -0.5.
+# A lone sign ("-": no cause) is no formula and stays as it is.
+_FORMULA_START = re.compile(r"[=+\-@\t\r].")
+_CSV_NEEDS_CARE = r'[",\r\n]|^[=+\-@\t].'
+
+
+def csv_text_cell(v: Any) -> str | None:
+    """A text cell's value as it is written: a formula-looking text with a leading ' (OWASP), else as is."""
+    if v is None:
+        return None
+    s = str(v)
+    return f"'{s}" if _FORMULA_START.match(s) else s
 
 
 def _csv_text(v: Any) -> str:
     """One text cell as the csv module writes it (QUOTE_MINIMAL): None empty, a text with a comma, quote or
-    line break quoted with its quotes doubled."""
-    if v is None:
+    line break quoted with its quotes doubled; one that a spreadsheet would run as a formula, as text."""
+    s = csv_text_cell(v)
+    if s is None:
         return ""
-    s = str(v)
     return f'"{s.replace(chr(34), chr(34) * 2)}"' if _CSV_SPECIAL.search(s) else s
 
 
@@ -450,9 +466,9 @@ def nodes_csv(analysis: CampaignAnalysis) -> str:
     rows = []
     for g in sorted(analysis.groups, key=lambda g: (g.variant, g.node_ratio)):
         row = {
-            "variant": names.get(g.variant, g.variant),
-            "variant_id": g.variant,
-            "node": g.node,
+            "variant": csv_text_cell(names.get(g.variant, g.variant)),
+            "variant_id": csv_text_cell(g.variant),
+            "node": csv_text_cell(g.node),
             "runs": g.n,
             "failed": g.n_failed,
             "median": g.median,
