@@ -100,6 +100,23 @@ def parse_sched_migrations(text: str) -> int | None:
     return _field(text, "se.nr_migrations ")
 
 
+def _allowed_cpus(pid: int, proc: Path = PROC) -> set[int]:
+    """Cpus_allowed_list of a process (a zombie's too), or an empty set where it cannot be read."""
+    try:
+        text = Path(f"{proc}/{pid}/status").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            out: set[int] = set()
+            for part in line.split(":", 1)[1].strip().split(","):
+                lo, _, hi = part.partition("-")
+                if lo.strip().isdigit():
+                    out.update(range(int(lo), int(hi or lo) + 1))
+            return out
+    return set()
+
+
 def read_task(pid: int, tid: int, proc: Path = PROC) -> TaskSample | None:
     """One thread's sample, or None when it is gone (or its files are unreadable). `pid` is its process
     (the thread is read through its own /proc/TID directory, see below)."""
@@ -169,6 +186,9 @@ class TaskTracker:
         self.cpus_seen: dict[int, list[int]] = {}
         self.final: set[int] = set()  # threads read as the zombie was waited for: exact final values
         self.pids: set[int] = {pid}  # every process whose threads were read
+        # the main thread's affinity when it exited: a visit outside it (hwloc's CPUID probe moving the
+        # thread across every CPU during MPI_Init, a launcher before it pinned) is not where the work ran
+        self.main_allowed: set[int] = set()
 
     def sample(self, *, final: bool = False, others: Sequence[int] = ()) -> None:
         """Every thread's files. Before the exit the main thread is skipped once a read has shown that its
@@ -191,6 +211,7 @@ class TaskTracker:
                 seen.append(s.processor)
             if final:
                 self.final.add(tid)
+                self.main_allowed = _allowed_cpus(self.pid, self.proc)
         for pid in others:
             if pid == self.pid:
                 continue
@@ -208,14 +229,15 @@ class TaskTracker:
         """Every CPU a thread that did work was seen on: threads with at least `min_share` of the CPU time of
         all (a launcher before its exec, an MPI daemon that sleeps, a helper thread do not widen the set)."""
         total = sum(s.run_ns for s in self.last.values())
-        return sorted(
-            {
-                cpu
-                for tid, seen in self.cpus_seen.items()
-                if total == 0 or self.last[tid].run_ns >= min_share * total
-                for cpu in seen
-            }
-        )
+        out: set[int] = set()
+        for tid, seen in self.cpus_seen.items():
+            if total and self.last[tid].run_ns < min_share * total:
+                continue
+            if tid == self.pid and self.main_allowed:
+                out.update([c for c in seen if c in self.main_allowed] or seen)
+            else:
+                out.update(seen)
+        return sorted(out)
 
     def threads(self) -> list[TaskSample]:
         """Thread index order: the main thread (tid == pid) first, then by thread id (creation order)."""
