@@ -269,3 +269,7 @@ def test_what_the_fuzzers_found(tmp_path: Path) -> None:
         list(iterations_csv.fast_iteration_chunks(it, summary, higher_is_better=True))
     it.write_bytes(b',node,run,iteration,value,unit,"warmup,seconds\nn1,a,1,99.0,GFLOPS,false,1.0\n')
     check_iterations(it)  # a quoted header name spanning lines: still one line
+    it.write_bytes(b"\r" + ITERATIONS.encode())
+    check_iterations(it)  # a CR before the header: the line reader refuses it, the fast reader defers
+    with pytest.raises(FastReaderFallback):
+        list(iterations_csv.fast_iteration_chunks(it, summary, higher_is_better=True))

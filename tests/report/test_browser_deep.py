@@ -68,7 +68,7 @@ def test_deep_section_walks_the_chain(chromium, tmp_path):
     assert text.count("Counters:") == 3 and result.counters in text  # no PMU here: said, per chain
     assert "DIMMs:" in text  # stream's chain: the DIMM facts, or why they cannot be read here
     rows = chromium.execute_script(
-        "return Array.from(document.querySelectorAll('#deep tbody tr')).map("
+        "return Array.from(document.querySelectorAll('#deep table.follow-ups tbody tr')).map("
         "r => Array.from(r.cells).map(c => c.innerText))"
     )
     follow_ups = [f for s in result.steps for f in s.follow_ups]

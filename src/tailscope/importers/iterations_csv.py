@@ -315,7 +315,7 @@ def fast_iteration_chunks(
             first = fh.readline(MAX_LINE).decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
     except (OSError, UnicodeDecodeError):
         raise FastReaderFallback from None
-    if '"' in first or not first:
+    if '"' in first or "\r" in first or not first:  # a CR inside the header line: the line reader's call
         raise FastReaderFallback
     try:
         reader = pcsv.open_csv(

@@ -100,7 +100,7 @@ def _step(
         for f in follow_ups
     ]
     table = (
-        _table(["probe", "isolates", "found", "expected when healthy", "verdict"], rows)
+        _table(["probe", "isolates", "found", "expected when healthy", "verdict"], rows, css="follow-ups")
         if rows
         else "<p>No follow-up probe exists for this probe.</p>"
     )
