@@ -39,11 +39,31 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
+_active_trees = 0  # ProcessTrees not yet closed: the subreaper lasts as long as one of them
+
+
 def become_subreaper() -> bool:
     global _subreaper
     if not _subreaper:
         _subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
     return _subreaper
+
+
+def _tree_opened() -> None:
+    global _active_trees
+    _active_trees += 1
+    become_subreaper()
+
+
+def _tree_closed() -> None:
+    """The last tree closed: no longer a subreaper. A process that launched in-process (a test calling main(),
+    a Python user of this module) must not keep collecting its other children's orphans: only the tree's
+    own are reaped here, so another child's orphans would stay zombies under it (a SIGKILLed `tailscope
+    inject`'s tsinject, killed by its PR_SET_PDEATHSIG, stayed a zombie named tsinject)."""
+    global _active_trees, _subreaper
+    _active_trees = max(0, _active_trees - 1)
+    if _active_trees == 0 and _subreaper and _prctl(PR_SET_CHILD_SUBREAPER, 0):
+        _subreaper = False
 
 
 def cgroup2_mount(mountinfo: str = "/proc/self/mountinfo") -> Path | None:
@@ -170,7 +190,8 @@ class ProcessTree:
         self._home = _own_cgroup_dir() if self.cgroup is not None else None  # found here, outside the trial
         self.root_pid: int | None = None
         self.seen: set[int] = set()  # every pid found in the tree: only these are ever reaped here
-        become_subreaper()
+        _tree_opened()
+        self._open = True
         guard().hold("token", self.token)
 
     @property
@@ -329,6 +350,9 @@ class ProcessTree:
         if self.cgroup is not None:
             remove_cgroup(self.cgroup)
         guard().release("token", self.token)
+        if self._open:
+            self._open = False
+            _tree_closed()
 
 
 def _own_cgroup_dir() -> Path | None:
