@@ -19,7 +19,6 @@ import shutil
 import sys
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from tailscope.errors import InputError
 from tailscope.launch import Launched, launch
 from tailscope.node.read import cpu_ranges
 from tailscope.store.campaign import Campaign, safe_name, utcnow
+from tailscope.store.trial_rows import TrialRows
 
 KEEP_WORKDIRS = 8
 BINDING_VARIABLES = (
@@ -257,16 +257,6 @@ def _tree_counters(variant: AppVariant) -> Any:
     if name not in _RESOLVED:
         _RESOLVED[str(name)] = resolve(str(name))
     return TreeCounters(_RESOLVED[str(name)])
-
-
-@dataclass
-class TrialRows:
-    """The store rows of one trial, table by table (the runner's TrialRows takes them as they are)."""
-
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    iterations: list[dict[str, Any]] = field(default_factory=list)
-    counters: list[dict[str, Any]] = field(default_factory=list)
-    corunners: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Tracker:

@@ -40,6 +40,7 @@ from tailscope.store.campaign import Campaign, new_task_id, utcnow
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
 from tailscope.store.schema import TABLES
+from tailscope.store.trial_rows import TrialRows
 
 # Probe exit codes (docs/probes.md).
 EXIT_USAGE, EXIT_RESOURCE, EXIT_INVALID = 2, 3, 4
@@ -59,38 +60,6 @@ class Interrupted(Exception):
 class Trial:
     variant: ProbeVariant
     index: int
-
-
-@dataclass
-class TrialRows:
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    iterations: list[dict[str, Any]] = field(default_factory=list)
-    pages: list[dict[str, Any]] = field(default_factory=list)
-    counters: list[dict[str, Any]] = field(default_factory=list)
-    corunners: list[dict[str, Any]] = field(default_factory=list)
-
-    def clear(self) -> None:
-        for rows in (self.runs, self.iterations, self.pages, self.counters, self.corunners):
-            rows.clear()
-
-    def extend(self, other: TrialRows) -> None:
-        self.runs += other.runs
-        self.iterations += other.iterations
-        self.pages += other.pages
-        self.counters += other.counters
-        self.corunners += other.corunners
-
-    def tables(self) -> dict[str, pa.Table]:
-        return {
-            name: pa.Table.from_pylist(rows, schema=TABLES[name].schema)
-            for name, rows in (
-                ("runs", self.runs),
-                ("iterations", self.iterations),
-                ("pages", self.pages),
-                ("counters", self.counters),
-                ("corunners", self.corunners),
-            )
-        }
 
 
 @dataclass
@@ -370,9 +339,7 @@ class LocalRunner:
             first=vid not in self._app_started,
         )
         self._app_started.add(vid)
-        return TrialRows(
-            runs=found.runs, iterations=found.iterations, counters=found.counters, corunners=found.corunners
-        )
+        return found
 
     def _warm_up(self, trials: Sequence[Trial], collector: EvidenceCollector | None) -> None:
         """`--warmup N`: each application variant's N trials, run (through the same checks) but not kept."""
