@@ -69,8 +69,15 @@ def wait_for(predicate, timeout_s: float = 60.0, step_s: float = 0.05) -> bool:
 
 
 def tailscope_env(**extra: str) -> dict[str, str]:
+    """The environment for a `python -m tailscope` child: the same tailscope this test process imported.
+
+    Where that is the installed package (CI: `pip install .`), its native probes and libraries are beside it;
+    putting the source tree first instead made the child look for them in src/, where no build puts them.
+    """
+    import tailscope
+
     env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[2] / "src")
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    package_root = str(Path(tailscope.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra)
     return env
