@@ -72,6 +72,7 @@ def test_spec_is_parsed_with_paths_options_and_settings(tmp_path):
         (('page = "2m"', 'page = "3m"'), 14, "probes.page: expected one of"),
         (("[corunner]", "[corunners]"), 21, "corunners: unknown section"),
         (('nodes = "c[0000-0004]"', "nodes = = 1"), 6, "not valid TOML"),
+        (('nodes = "c[0000-0004]"', "node_count = true"), 6, "slurm.node_count: expected a whole number"),
     ],
 )
 def test_spec_errors_name_file_line_and_key(tmp_path, change, line, words):
