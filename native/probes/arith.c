@@ -399,64 +399,39 @@ static void operands(int op, double v[3])
 #define ARITH_FMA_SELF_REPLAY 0
 #endif
 
-/* The chain replayed on one scalar of the element type. */
-static double replay64(int op, uint64_t n)
-{
-    double v[3];
-    operands(op, v);
-    double x = v[0];
-    for (uint64_t i = 0; i < n; i++)
-        switch (op) {
-        case 0: x = x + v[1]; break;
-        case 1: x = x * v[1]; break;
-        case 2: x = v[1] / x; break;
-        case 3: x = ARITH_FMA_SELF_REPLAY ? fma(x, v[2], x) : fma(x, v[1], v[2]); break;
-        case 5: x = x - v[1]; break;
-        default: x = sqrt(x); break;
-        }
-    return x;
-}
-
-static float replay32(int op, uint64_t n)
-{
-    double v[3];
-    operands(op, v);
-    float x = (float)v[0], y = (float)v[1], z = (float)v[2];
-    for (uint64_t i = 0; i < n; i++)
-        switch (op) {
-        case 0: x = x + y; break;
-        case 1: x = x * y; break;
-        case 2: x = y / x; break;
-        case 3: x = ARITH_FMA_SELF_REPLAY ? fmaf(x, z, x) : fmaf(x, y, z); break;
-        case 5: x = x - y; break;
-        default: x = sqrtf(x); break;
-        }
-    return x;
-}
-
-#ifdef ARITH_HAVE_FP16
-/* FP16 replay: each operation computed exactly or correctly rounded in a wider type, then rounded to FP16
+/* The chain replayed on one scalar of the element type T: each operation computed in W and rounded to T once
+ * (W is T for FP32 and FP64; FP16: computed exactly or correctly rounded in a wider type, then rounded to FP16
  * once; double rounding is innocuous for +, x, /, sqrt from FP32 (24 >= 2 x 11 + 2 bits) and for fma from
- * FP64 (the product of two FP16 values is exact there, the sum one correctly rounded addition). */
-static _Float16 replay16(int op, uint64_t n)
+ * FP64 (the product of two FP16 values is exact there, the sum one correctly rounded addition)). */
+#define ARITH_REPLAY(name, T, W, FMA, SQRT)                                                                   \
+    static T name(int op, uint64_t n)                                                                         \
+    {                                                                                                         \
+        double v[3];                                                                                          \
+        operands(op, v);                                                                                      \
+        T x = (T)v[0], y = (T)v[1], z = (T)v[2];                                                              \
+        for (uint64_t i = 0; i < n; i++)                                                                      \
+            switch (op) {                                                                                     \
+            case 0: x = (T)((W)x + (W)y); break;                                                              \
+            case 1: x = (T)((W)x * (W)y); break;                                                              \
+            case 2: x = (T)((W)y / (W)x); break;                                                              \
+            case 3: x = ARITH_FMA_SELF_REPLAY ? FMA(x, z, x) : FMA(x, y, z); break;                           \
+            case 5: x = (T)((W)x - (W)y); break;                                                              \
+            default: x = SQRT(x); break;                                                                      \
+            }                                                                                                 \
+        return x;                                                                                             \
+    }
+ARITH_REPLAY(replay64, double, double, fma, sqrt)
+ARITH_REPLAY(replay32, float, float, fmaf, sqrtf)
+#ifdef ARITH_HAVE_FP16
+static _Float16 fma16(_Float16 a, _Float16 b, _Float16 c)
 {
-    double v[3];
-    operands(op, v);
-    _Float16 x = (_Float16)v[0], y = (_Float16)v[1], z = (_Float16)v[2];
-    for (uint64_t i = 0; i < n; i++)
-        switch (op) {
-        case 0: x = (_Float16)((float)x + (float)y); break;
-        case 1: x = (_Float16)((float)x * (float)y); break;
-        case 2: x = (_Float16)((float)y / (float)x); break;
-        case 3:
-            x = ARITH_FMA_SELF_REPLAY ? (_Float16)((double)x * (double)z + (double)x)
-                                      : (_Float16)((double)x * (double)y + (double)z);
-            break;
-        case 5: x = (_Float16)((float)x - (float)y); break;
-        default: x = (_Float16)sqrtf((float)x); break;
-        }
-    return x;
+    return (_Float16)((double)a * (double)b + (double)c);
 }
+static _Float16 sqrt16(_Float16 a)
+{
+    return (_Float16)sqrtf((float)a);
+}
+ARITH_REPLAY(replay16, _Float16, float, fma16, sqrt16)
 #endif
 
 int main(int argc, char **argv)
