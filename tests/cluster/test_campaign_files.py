@@ -19,7 +19,7 @@ from tailscope.store.campaign import Campaign
 from tailscope.store.views import connect
 from tailscope.verbs.verdict import verdict as cmd_verdict
 
-from .fleet import fleet_frame, write_frame
+from .fleet import fleet_frame, spec_fleet, write_frame
 
 SPEC = """\
 [campaign]
@@ -129,16 +129,10 @@ def test_step_script_stores_trials_of_a_terminated_runner(tmp_path):
 
 
 def _fleet_campaign(tmp_path: Path, *, slow: int | None = 2) -> Campaign:
-    spec = load_spec(_spec(tmp_path))
-    campaign = slurm.prepare(spec)
-    rng = np.random.default_rng(9)
     factor = np.ones(5)
     if slow is not None:
         factor[slow] = 0.8
-    frame = fleet_frame(factor, 4, 0.005, rng)
-    frame["variant"] = campaign.manifest.plans[0].variant
-    write_frame(campaign, frame)
-    return Campaign.open(campaign.root)
+    return spec_fleet(_spec(tmp_path), factor, 4, 0.005, np.random.default_rng(9))
 
 
 def test_collect_quarantines_a_damaged_chunk_and_resume_names_its_trials(tmp_path):
