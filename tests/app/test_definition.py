@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from store_tools import stored
 from tailscope.app.definition import load_definition
 from tailscope.app.variant import AppInputError
 from tailscope.campaign.spec import SpecError, load_spec
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.read import connect
 
 APP = f"""
 name = "widgets"
@@ -112,11 +111,7 @@ def test_spec_with_apps_and_no_probes_runs_through_resume(tmp_path, capsys):
     campaign = prepare(spec)
     assert "run --resume --campaign" in step_script(spec, campaign.root)
     assert main(["run", "--resume", "--campaign", str(campaign.root), "--node", "n1", "--no-progress"]) == 0
-    con = connect(Campaign.open(campaign.root))
-    try:
-        rows = con.execute("SELECT probe, trial, value, unit FROM runs ORDER BY probe, trial").fetchall()
-    finally:
-        con.close()
+    rows = stored(campaign.root, "SELECT probe, trial, value, unit FROM runs ORDER BY probe, trial")
     assert rows == [
         ("app:inline", 0, 7.0, "ops/s"),
         ("app:widgets", 0, 40.0, "widgets"),
