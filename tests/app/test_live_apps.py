@@ -24,6 +24,8 @@ from app_tools import run_words, tailscope_child, tailscope_env, wait_for
 
 from netns import LOOPBACK_ONLY
 from store_tools import stored
+from tailscope.analysis.causes.cpu_contention import MIN_EXCESS
+from tailscope.analysis.model import Settings
 from tailscope.cli import main
 
 pytestmark = pytest.mark.slow
@@ -111,29 +113,46 @@ def test_lammps_with_a_stress_ng_window(tmp_path):
     assert {r[4] for r in rows} == {cpu}
     analysis = _analyze_json(campaign)
     runs = {r["run_id"]: r for r in analysis["runs"]}
-    names = _corunner_names(campaign)
+    stress = _stress_ng_shares(campaign)
     inside = [r for r in rows if r[5] >= window_start + 0.3 and r[5] + r[6] <= window_end - 0.3]
     outside = [r for r in rows if r[5] + r[6] < window_start or r[5] > window_end + 1.0]
     assert len(inside) >= 3 and len(outside) >= 8, (len(inside), len(outside))
+    # What holds at any load: stress-ng's lost CPU time is recorded for every trial inside the window (at
+    # least the share cpu-contention names a co-runner from) and for no trial outside it.
     for trial, run_id, *_ in inside:
+        took = stress.get(run_id, 0.0)
+        assert took >= MIN_EXCESS, f"trial {trial} in the stress-ng window: stress-ng took {took:.1%}"
+    for trial, run_id, *_ in outside:
+        assert run_id not in stress, f"trial {trial} outside the window has a stress-ng co-runner"
+    # Whether a window trial is slow depends on what else the machine runs: on a busy one (load 9-50) the
+    # outside trials lost 15-60% of the CPU to others and stress-ng's share fell to ~13%, so a window trial
+    # could be faster than the node median and was rightly not flagged (analyze called the node too busy
+    # to judge). The outside trials are the control: a window trial slower than the slowest of them (and
+    # than the median of all trials, which that implies when 11 or more are outside) by more than the slow
+    # threshold is slow by tailscope's own rule, so it must be flagged, with stress-ng as its cause. On an
+    # idle machine every window trial is (stress-ng halves its CPU).
+    values = sorted(r[2] for r in rows)
+    median = (values[9] + values[10]) / 2
+    line = (1.0 - Settings().primary_threshold) * min(min(r[2] for r in outside), median)
+    stand_out = [r for r in inside if r[2] < line]
+    for trial, run_id, value, *_ in stand_out:
         verdict = runs[run_id]
-        assert verdict["flagged"], f"trial {trial} in the stress-ng window was not flagged"
+        assert verdict["flagged"], f"trial {trial} ({value:.1f}, below {line:.1f}) was not flagged"
         first = verdict["causes"][0]
         assert first["cause"] == "cpu-contention", (trial, verdict["causes"])
-        assert "stress-ng" in first["sentence"], first["sentence"]
-        assert any(n.startswith("stress-ng") for n in names.get(run_id, ()))
-    for trial, run_id, *_ in outside:
-        assert not any(n.startswith("stress-ng") for n in names.get(run_id, ())), f"trial {trial}"
-    # the one screen (`analyze`, as `check --app` prints it) names the cause and the co-runner
+        named = [c["comm"] for c in first["evidence"]["corunners"]]
+        assert any(n.startswith("stress-ng") for n in named), (trial, first["sentence"])
+    # the one screen (`analyze`, as `check --app` prints it) names the co-runner, and the cause when the
+    # window stood out
     screen = subprocess.run(
-        [sys.executable, "-m", "tailscope", "analyze", str(campaign)],
+        [sys.executable, "-m", "tailscope", "analyze", str(campaign), "--verbose"],
         capture_output=True,
         text=True,
         env=tailscope_env(),
         timeout=300,
     ).stdout
-    assert "cpu-contention" in screen and "stress-ng" in screen, screen
-
+    assert "stress-ng" in screen, screen
+    assert not stand_out or "cpu-contention" in screen, screen
 
 def _analyze_json(campaign: Path) -> dict:
     proc = subprocess.run(
@@ -147,10 +166,12 @@ def _analyze_json(campaign: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def _corunner_names(campaign: Path) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for run_id, comm in stored(campaign, "SELECT run_id, comm FROM corunners"):
-        out.setdefault(run_id, set()).add(comm)
+def _stress_ng_shares(campaign: Path) -> dict[str, float]:
+    """run_id -> the share of the probe CPUs stress-ng's processes took in that trial (runs with any)."""
+    out: dict[str, float] = {}
+    for run_id, comm, share in stored(campaign, "SELECT run_id, comm, share FROM corunners"):
+        if comm.startswith("stress-ng"):
+            out[run_id] = out.get(run_id, 0.0) + share
     return out
 
 
