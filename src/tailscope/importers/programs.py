@@ -71,11 +71,10 @@ def import_program(
                 {"name": f.name, "value": f.value, "unit": f.unit, "higher_is_better": f.higher_is_better}
                 for f in run.figures[1:]
             ]
-        check_node(node, f"{path}:{run.first_line}")
         row = run_row(
             campaign=load.campaign_id,
             task=task,
-            node=node,
+            node=check_node(node, f"{path}:{run.first_line}"),
             probe=probe,
             variant=variant,
             params=run.params,
