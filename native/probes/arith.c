@@ -81,9 +81,12 @@
  *   Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 resource not available, 4 validation failed.
  *
  * KERNELS
- *   arith_PRECISION_WIDTH_OP_{lat,thr} (arith_kernels.h): x86 intrinsics, compiled per function for their
- *   instruction set (scalar: SSE2 and, with FMA3, AVX2+FMA; SIMD: the widest of AVX-512F, AVX2+FMA, SSE2;
- *   TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width; FP16: AVX512-FP16, GCC >= 12). aarch64
+ *   arith_PRECISION_WIDTH_OP_{lat,thr}, written once (arith_kernels.h) and generated from one row per flavour
+ *   (ARITH_FLAVOURS below: precision, width, bits, lanes, instruction set, register and element types, how
+ *   the operations are spelled), which also makes the flavour's descriptor. x86: intrinsics, compiled per
+ *   function for their instruction set (scalar: SSE2 and, with FMA3, AVX2+FMA; SIMD: the widest of
+ *   AVX-512F, AVX2+FMA, SSE2; TAILSCOPE_KERNEL_ISA=avx2|sse2 forces a narrower SIMD width; FP16:
+ *   AVX512-FP16, GCC >= 12). aarch64
  *   (ACLE arm_neon.h, arm_sve.h; no -march needed, each kernel carries its target): scalar (fp64_scalar:
  *   fadd d, fp32_scalar: fadd s, fp16_scalar: fadd h), NEON (fp64_neon float64x2_t, fp32_neon float32x4_t,
  *   fp16_neon float16x8_t) and SVE (fp64_sve ... at the CPU's vector length, svcntd() x 64 bits: the
@@ -128,259 +131,39 @@
 
 typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 
-/* ---- flavours ----------------------------------------------------------------------------------------- */
+/* ---- flavours: one row each, the kernels and their descriptors generated from it (arith_kernels.h) ------- */
 #if TS_X86
 #define HIDE(v) __asm__ volatile("" : "+x"(v))
+#define TGT_SSE2 /* the x86-64 baseline: no attribute */
+#define TGT_AVX2 __attribute__((target("avx2,fma")))
+#define TGT_AVX512 __attribute__((target("avx512f")))
+#define TGT_FP16 __attribute__((target("avx512fp16")))
 
-/* FP64 scalar, SSE2 (no FMA) */
-#define FL fp64_scalar_sse2
-#define TGT
-#define VT __m128d
-#define ET double
-#define SET1(v) _mm_set1_pd(v)
-#define ADD(a, b) _mm_add_sd(a, b)
-#define SUB(a, b) _mm_sub_sd(a, b)
-#define MUL(a, b) _mm_mul_sd(a, b)
-#define DIV(a, b) _mm_div_sd(a, b)
-#define SQRT(a) _mm_sqrt_sd(a, a)
-#define STOREU(p, v) _mm_storeu_pd(p, v)
-#define ARITH_NO_FMA
-#include "arith_kernels.h"
-#undef ARITH_NO_FMA
-#undef FL
-#undef TGT
-/* FP64 scalar with FMA3 (VEX encoding) */
-#define FL fp64_scalar_fma
-#define TGT __attribute__((target("avx2,fma")))
-#define FMA(a, b, c) _mm_fmadd_sd(a, b, c)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-/* FP64 packed 128-bit, SSE2 */
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#define FL fp64_sse2
-#define TGT
-#define ADD(a, b) _mm_add_pd(a, b)
-#define SUB(a, b) _mm_sub_pd(a, b)
-#define MUL(a, b) _mm_mul_pd(a, b)
-#define DIV(a, b) _mm_div_pd(a, b)
-#define SQRT(a) _mm_sqrt_pd(a)
-#define ARITH_NO_FMA
-#include "arith_kernels.h"
-#undef ARITH_NO_FMA
-#undef FL
-#undef TGT
-#undef VT
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef STOREU
-/* FP64 256-bit, AVX2 + FMA */
-#define FL fp64_avx2
-#define TGT __attribute__((target("avx2,fma")))
-#define VT __m256d
-#define SET1(v) _mm256_set1_pd(v)
-#define ADD(a, b) _mm256_add_pd(a, b)
-#define SUB(a, b) _mm256_sub_pd(a, b)
-#define MUL(a, b) _mm256_mul_pd(a, b)
-#define DIV(a, b) _mm256_div_pd(a, b)
-#define SQRT(a) _mm256_sqrt_pd(a)
-#define FMA(a, b, c) _mm256_fmadd_pd(a, b, c)
-#define STOREU(p, v) _mm256_storeu_pd(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-/* FP64 512-bit, AVX-512F */
-#define FL fp64_avx512f
-#define TGT __attribute__((target("avx512f")))
-#define VT __m512d
-#define SET1(v) _mm512_set1_pd(v)
-#define ADD(a, b) _mm512_add_pd(a, b)
-#define SUB(a, b) _mm512_sub_pd(a, b)
-#define MUL(a, b) _mm512_mul_pd(a, b)
-#define DIV(a, b) _mm512_div_pd(a, b)
-#define SQRT(a) _mm512_sqrt_pd(a)
-#define FMA(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define STOREU(p, v) _mm512_storeu_pd(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef ET
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-
-/* FP32 scalar, SSE */
-#define FL fp32_scalar_sse2
-#define TGT
-#define VT __m128
-#define ET float
-#define SET1(v) _mm_set1_ps(v)
-#define ADD(a, b) _mm_add_ss(a, b)
-#define SUB(a, b) _mm_sub_ss(a, b)
-#define MUL(a, b) _mm_mul_ss(a, b)
-#define DIV(a, b) _mm_div_ss(a, b)
-#define SQRT(a) _mm_sqrt_ss(a)
-#define STOREU(p, v) _mm_storeu_ps(p, v)
-#define ARITH_NO_FMA
-#include "arith_kernels.h"
-#undef ARITH_NO_FMA
-#undef FL
-#undef TGT
-#define FL fp32_scalar_fma
-#define TGT __attribute__((target("avx2,fma")))
-#define FMA(a, b, c) _mm_fmadd_ss(a, b, c)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#define FL fp32_sse2
-#define TGT
-#define ADD(a, b) _mm_add_ps(a, b)
-#define SUB(a, b) _mm_sub_ps(a, b)
-#define MUL(a, b) _mm_mul_ps(a, b)
-#define DIV(a, b) _mm_div_ps(a, b)
-#define SQRT(a) _mm_sqrt_ps(a)
-#define ARITH_NO_FMA
-#include "arith_kernels.h"
-#undef ARITH_NO_FMA
-#undef FL
-#undef TGT
-#undef VT
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef STOREU
-#define FL fp32_avx2
-#define TGT __attribute__((target("avx2,fma")))
-#define VT __m256
-#define SET1(v) _mm256_set1_ps(v)
-#define ADD(a, b) _mm256_add_ps(a, b)
-#define SUB(a, b) _mm256_sub_ps(a, b)
-#define MUL(a, b) _mm256_mul_ps(a, b)
-#define DIV(a, b) _mm256_div_ps(a, b)
-#define SQRT(a) _mm256_sqrt_ps(a)
-#define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define STOREU(p, v) _mm256_storeu_ps(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-#define FL fp32_avx512f
-#define TGT __attribute__((target("avx512f")))
-#define VT __m512
-#define SET1(v) _mm512_set1_ps(v)
-#define ADD(a, b) _mm512_add_ps(a, b)
-#define SUB(a, b) _mm512_sub_ps(a, b)
-#define MUL(a, b) _mm512_mul_ps(a, b)
-#define DIV(a, b) _mm512_div_ps(a, b)
-#define SQRT(a) _mm512_sqrt_ps(a)
-#define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define STOREU(p, v) _mm512_storeu_ps(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef ET
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-
+/* Scalar flavours operate on the register's lowest element (vaddsd ...): STRIDE is the register's elements;
+ * fp*_scalar_fma is the VEX encoding with FMA3, fp*_scalar_sse2 the baseline without FMA. */
+/* X(FL, PRECISION, WIDTH, BITS, LANES, STRIDE, TGT, VT, ET, FAMILY, P, FMA) */
+#define ARITH_FLAVOURS_BASE(X)                                                                                 \
+    X(fp64_scalar_sse2, "fp64", "scalar", 64, 1, 2, TGT_SSE2, __m128d, double, X86, (_mm, sd, pd), no)        \
+    X(fp64_scalar_fma, "fp64", "scalar", 64, 1, 2, TGT_AVX2, __m128d, double, X86, (_mm, sd, pd), yes)        \
+    X(fp64_sse2, "fp64", "sse2", 128, 2, 2, TGT_SSE2, __m128d, double, X86, (_mm, pd, pd), no)                \
+    X(fp64_avx2, "fp64", "avx2", 256, 4, 4, TGT_AVX2, __m256d, double, X86, (_mm256, pd, pd), yes)            \
+    X(fp64_avx512f, "fp64", "avx512f", 512, 8, 8, TGT_AVX512, __m512d, double, X86, (_mm512, pd, pd), yes)    \
+    X(fp32_scalar_sse2, "fp32", "scalar", 32, 1, 4, TGT_SSE2, __m128, float, X86, (_mm, ss, ps), no)          \
+    X(fp32_scalar_fma, "fp32", "scalar", 32, 1, 4, TGT_AVX2, __m128, float, X86, (_mm, ss, ps), yes)          \
+    X(fp32_sse2, "fp32", "sse2", 128, 4, 4, TGT_SSE2, __m128, float, X86, (_mm, ps, ps), no)                  \
+    X(fp32_avx2, "fp32", "avx2", 256, 8, 8, TGT_AVX2, __m256, float, X86, (_mm256, ps, ps), yes)              \
+    X(fp32_avx512f, "fp32", "avx512f", 512, 16, 16, TGT_AVX512, __m512, float, X86, (_mm512, ps, ps), yes)
 /* FP16, AVX512-FP16 (Sapphire Rapids and later; GCC >= 12): scalar (vaddsh ...) and 512-bit (vaddph ...).
  * Run only where CPUID says the CPU has it; untested on such hardware here (Zen 5 has no AVX512-FP16). */
 #ifdef TS_HAVE_AVX512FP16
 #define ARITH_HAVE_FP16 1
-#define FL fp16_scalar
-#define TGT __attribute__((target("avx512fp16")))
-#define VT __m128h
-#define ET _Float16
-#define SET1(v) _mm_set1_ph(v)
-#define ADD(a, b) _mm_add_sh(a, b)
-#define SUB(a, b) _mm_sub_sh(a, b)
-#define MUL(a, b) _mm_mul_sh(a, b)
-#define DIV(a, b) _mm_div_sh(a, b)
-#define SQRT(a) _mm_sqrt_sh(a, a)
-#define FMA(a, b, c) _mm_fmadd_sh(a, b, c)
-#define STOREU(p, v) _mm_storeu_ph(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-#define FL fp16_avx512fp16
-#define VT __m512h
-#define SET1(v) _mm512_set1_ph(v)
-#define ADD(a, b) _mm512_add_ph(a, b)
-#define SUB(a, b) _mm512_sub_ph(a, b)
-#define MUL(a, b) _mm512_mul_ph(a, b)
-#define DIV(a, b) _mm512_div_ph(a, b)
-#define SQRT(a) _mm512_sqrt_ph(a)
-#define FMA(a, b, c) _mm512_fmadd_ph(a, b, c)
-#define STOREU(p, v) _mm512_storeu_ph(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef ET
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-#endif /* TS_HAVE_AVX512FP16 */
+#define ARITH_FLAVOURS_FP16(X)                                                                                 \
+    X(fp16_scalar, "fp16", "scalar", 16, 1, 8, TGT_FP16, __m128h, _Float16, X86, (_mm, sh, ph), yes)          \
+    X(fp16_avx512fp16, "fp16", "avx512fp16", 512, 32, 32, TGT_FP16, __m512h, _Float16, X86, (_mm512, ph, ph), yes)
+#else
+#define ARITH_FLAVOURS_FP16(X)
+#endif
+#define ARITH_FLAVOURS(X) ARITH_FLAVOURS_BASE(X) ARITH_FLAVOURS_FP16(X)
 
 #elif defined(__aarch64__)
 /* aarch64: scalar (d/s/h registers), NEON (128-bit v registers) and SVE (z registers, the CPU's vector length),
@@ -397,20 +180,14 @@ typedef void (*kernel_fn)(uint64_t steps, const void *in, void *out);
 #include <sys/auxv.h>
 #define ARITH_HAVE_FP16 1
 #define HIDE(v) __asm__ volatile("" : "+w"(v))
+#define TGT_BASE /* armv8-a: no attribute */
 #define TGT_FP16 __attribute__((target("arch=armv8.2-a+fp16")))
 #define TGT_SVE __attribute__((target("arch=armv8.2-a+sve")))
-#define ARITH_FMA_SELF /* fma: x = x * z + x (arith_kernels.h): FMLA without a register copy per operation */
+#define ARITH_FMA_SELF     /* fma: x = x * z + x (arith_kernels.h): FMLA without a register copy per operation */
+#define ARITH_OPAQUE_STEPS /* scalar: each result opaque (no SLP into NEON) */
 
-/* scalar: C operators on one element (fadd d0, d0, d1 ...), each result opaque (no SLP into NEON) */
-#define ARITH_OPAQUE_STEPS
-#define TGT
-#define SET1(v) (v)
-#define ADD(a, b) ((a) + (b))
-#define SUB(a, b) ((a) - (b))
-#define MUL(a, b) ((a) * (b))
-#define DIV(a, b) ((a) / (b))
-#define STOREU(p, v) (*(p) = (v))
-/* fsqrt itself: __builtin_sqrt keeps errno's call to sqrt() for negative inputs inside the loop */
+/* scalar: C operators on one element (fadd d0, d0, d1 ...). fsqrt itself: __builtin_sqrt keeps errno's call
+ * to sqrt() for negative inputs inside the loop */
 static inline double arith_fsqrt_d(double a)
 {
     double r;
@@ -423,245 +200,56 @@ static inline float arith_fsqrt_s(float a)
     __asm__("fsqrt %s0, %s1" : "=w"(r) : "w"(a));
     return r;
 }
-#define FL fp64_scalar
-#define VT double
-#define ET double
-#define SQRT(a) arith_fsqrt_d(a)
-#define FMA(a, b, c) __builtin_fma(a, b, c)
-#include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef SQRT
-#undef FMA
-#define FL fp32_scalar
-#define VT float
-#define ET float
-#define SQRT(a) arith_fsqrt_s(a)
-#define FMA(a, b, c) __builtin_fmaf(a, b, c)
-#include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef SQRT
-#undef FMA
-#undef TGT
-#define FL fp16_scalar
-#define TGT TGT_FP16
-#define VT _Float16
-#define ET _Float16
-#define SQRT(a) ((_Float16)vsqrth_f16(a))
-#define FMA(a, b, c) ((_Float16)vfmah_f16(c, a, b))
-#include "arith_kernels.h"
-#undef ARITH_OPAQUE_STEPS
-#undef FL
-#undef TGT
-#undef VT
-#undef ET
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
+TGT_FP16 static inline _Float16 arith_fsqrt_h(_Float16 a)
+{
+    return (_Float16)vsqrth_f16(a);
+}
+TGT_FP16 static inline _Float16 arith_fma_h(_Float16 a, _Float16 b, _Float16 c)
+{
+    return (_Float16)vfmah_f16(c, a, b);
+}
 
-/* NEON: 128-bit registers, 2 x FP64, 4 x FP32, 8 x FP16 (fadd v0.2d ...; vfmaq(c, a, b) = c + a x b) */
-#define FL fp64_neon
-#define TGT
-#define VT float64x2_t
-#define ET double
-#define SET1(v) vdupq_n_f64(v)
-#define ADD(a, b) vaddq_f64(a, b)
-#define SUB(a, b) vsubq_f64(a, b)
-#define MUL(a, b) vmulq_f64(a, b)
-#define DIV(a, b) vdivq_f64(a, b)
-#define SQRT(a) vsqrtq_f64(a)
-#define FMA(a, b, c) vfmaq_f64(c, a, b)
-#define STOREU(p, v) vst1q_f64(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-#define FL fp32_neon
-#define VT float32x4_t
-#define ET float
-#define SET1(v) vdupq_n_f32(v)
-#define ADD(a, b) vaddq_f32(a, b)
-#define SUB(a, b) vsubq_f32(a, b)
-#define MUL(a, b) vmulq_f32(a, b)
-#define DIV(a, b) vdivq_f32(a, b)
-#define SQRT(a) vsqrtq_f32(a)
-#define FMA(a, b, c) vfmaq_f32(c, a, b)
-#define STOREU(p, v) vst1q_f32(p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef ET
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-#define FL fp16_neon
-#define TGT TGT_FP16
-#define VT float16x8_t
-#define ET _Float16
-#define SET1(v) vdupq_n_f16(v)
-#define ADD(a, b) vaddq_f16(a, b)
-#define SUB(a, b) vsubq_f16(a, b)
-#define MUL(a, b) vmulq_f16(a, b)
-#define DIV(a, b) vdivq_f16(a, b)
-#define SQRT(a) vsqrtq_f16(a)
-#define FMA(a, b, c) vfmaq_f16(c, a, b)
-#define STOREU(p, v) vst1q_f16((float16_t *)(p), v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef ET
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-
+/* X(FL, PRECISION, WIDTH, BITS, LANES, STRIDE, TGT, VT, ET, FAMILY, P, FMA); NEON: 2 x FP64, 4 x FP32,
+ * 8 x FP16 */
+#define ARITH_FLAVOURS_BASE(X)                                                                                 \
+    X(fp64_scalar, "fp64", "scalar", 64, 1, 1, TGT_BASE, double, double, SCALAR_C,                            \
+      (arith_fsqrt_d, __builtin_fma), yes)                                                                    \
+    X(fp32_scalar, "fp32", "scalar", 32, 1, 1, TGT_BASE, float, float, SCALAR_C, (arith_fsqrt_s, __builtin_fmaf), \
+      yes)                                                                                                    \
+    X(fp16_scalar, "fp16", "scalar", 16, 1, 1, TGT_FP16, _Float16, _Float16, SCALAR_C, (arith_fsqrt_h, arith_fma_h), \
+      yes)                                                                                                    \
+    X(fp64_neon, "fp64", "neon", 128, 2, 2, TGT_BASE, float64x2_t, double, NEON, (64), yes)                   \
+    X(fp32_neon, "fp32", "neon", 128, 4, 4, TGT_BASE, float32x4_t, float, NEON, (32), yes)                    \
+    X(fp16_neon, "fp16", "neon", 128, 8, 8, TGT_FP16, float16x8_t, _Float16, NEON, (16), yes)
 #ifdef ARITH_HAVE_SVE
-/* SVE: the CPU's vector length (128-2048 bits), every lane active (svptrue; _x: inactive lanes don't care) */
-#define TGT TGT_SVE
-#define FL fp64_sve
-#define VT svfloat64_t
-#define ET double
-#define PG svptrue_b64()
-#define VLANES svcntd()
-#define SET1(v) svdup_f64(v)
-#define ADD(a, b) svadd_f64_x(PG, a, b)
-#define SUB(a, b) svsub_f64_x(PG, a, b)
-#define MUL(a, b) svmul_f64_x(PG, a, b)
-#define DIV(a, b) svdiv_f64_x(PG, a, b)
-#define SQRT(a) svsqrt_f64_x(PG, a)
-#define FMA(a, b, c) svmad_f64_x(PG, a, b, c)
-#define STOREU(p, v) svst1_f64(PG, p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef PG
-#undef VLANES
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-#define FL fp32_sve
-#define VT svfloat32_t
-#define ET float
-#define PG svptrue_b32()
-#define VLANES svcntw()
-#define SET1(v) svdup_f32(v)
-#define ADD(a, b) svadd_f32_x(PG, a, b)
-#define SUB(a, b) svsub_f32_x(PG, a, b)
-#define MUL(a, b) svmul_f32_x(PG, a, b)
-#define DIV(a, b) svdiv_f32_x(PG, a, b)
-#define SQRT(a) svsqrt_f32_x(PG, a)
-#define FMA(a, b, c) svmad_f32_x(PG, a, b, c)
-#define STOREU(p, v) svst1_f32(PG, p, v)
-#include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef PG
-#undef VLANES
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
-#define FL fp16_sve
-#define VT svfloat16_t
-#define ET _Float16
-#define PG svptrue_b16()
-#define VLANES svcnth()
-#define SET1(v) svdup_f16(v)
-#define ADD(a, b) svadd_f16_x(PG, a, b)
-#define SUB(a, b) svsub_f16_x(PG, a, b)
-#define MUL(a, b) svmul_f16_x(PG, a, b)
-#define DIV(a, b) svdiv_f16_x(PG, a, b)
-#define SQRT(a) svsqrt_f16_x(PG, a)
-#define FMA(a, b, c) svmad_f16_x(PG, a, b, c)
-#define STOREU(p, v) svst1_f16(PG, (float16_t *)(p), v)
-#include "arith_kernels.h"
-#undef FL
-#undef TGT
-#undef VT
-#undef ET
-#undef PG
-#undef VLANES
-#undef SET1
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef SQRT
-#undef FMA
-#undef STOREU
+/* SVE: the CPU's vector length (128-2048 bits): BITS, LANES and STRIDE are set at run time */
+#define ARITH_FLAVOURS_SVE(X)                                                                                  \
+    X(fp64_sve, "fp64", "sve", 0, 0, 0, TGT_SVE, svfloat64_t, double, SVE, (64, d), yes)                       \
+    X(fp32_sve, "fp32", "sve", 0, 0, 0, TGT_SVE, svfloat32_t, float, SVE, (32, w), yes)                        \
+    X(fp16_sve, "fp16", "sve", 0, 0, 0, TGT_SVE, svfloat16_t, _Float16, SVE, (16, h), yes)
 
 /* The SVE vector length in bits (call only where HWCAP_SVE is set). */
 TGT_SVE static int sve_bits(void)
 {
     return (int)svcntb() * 8;
 }
-#endif /* ARITH_HAVE_SVE */
+#else
+#define ARITH_FLAVOURS_SVE(X)
+#endif
+#define ARITH_FLAVOURS(X) ARITH_FLAVOURS_BASE(X) ARITH_FLAVOURS_SVE(X)
 
 #else /* portable scalar C: every operation a C operator or builtin on one scalar */
 #define HIDE(v) __asm__ volatile("" : "+m"(v))
-#define TGT
-#define SET1(v) (v)
-#define ADD(a, b) ((a) + (b))
-#define SUB(a, b) ((a) - (b))
-#define MUL(a, b) ((a) * (b))
-#define DIV(a, b) ((a) / (b))
-#define STOREU(p, v) (*(p) = (v))
-#define FL fp64_scalar_c
-#define VT double
-#define ET double
-#define SQRT(a) __builtin_sqrt(a)
-#define FMA(a, b, c) __builtin_fma(a, b, c)
-#include "arith_kernels.h"
-#undef FL
-#undef VT
-#undef ET
-#undef SQRT
-#undef FMA
-#define FL fp32_scalar_c
-#define VT float
-#define ET float
-#define SQRT(a) __builtin_sqrtf(a)
-#define FMA(a, b, c) __builtin_fmaf(a, b, c)
-#include "arith_kernels.h"
+#define TGT_BASE
+#define ARITH_FLAVOURS(X)                                                                                      \
+    X(fp64_scalar_c, "fp64", "scalar", 64, 1, 1, TGT_BASE, double, double, SCALAR_C,                          \
+      (__builtin_sqrt, __builtin_fma), yes)                                                                   \
+    X(fp32_scalar_c, "fp32", "scalar", 32, 1, 1, TGT_BASE, float, float, SCALAR_C,                            \
+      (__builtin_sqrtf, __builtin_fmaf), yes)
 #endif
+
+#include "arith_kernels.h"
+ARITH_FLAVOURS(ARITH_KERNELS)
 
 /* ---- the table of what runs ---------------------------------------------------------------------------- */
 static const char *const op_names[NOPS] = {"add", "mul", "div", "fma", "sqrt", "sub"};
@@ -669,8 +257,8 @@ static const char *const op_names[NOPS] = {"add", "mul", "div", "fma", "sqrt", "
 static const int op_order[NOPS] = {0, 5, 1, 2, 3, 4};
 
 typedef struct flavour {
-    const char *precision;  /* fp32 | fp64 */
-    const char *width;      /* scalar | sse2 | avx2 | avx512f */
+    const char *precision;  /* fp16 | fp32 | fp64 */
+    const char *width;      /* scalar | sse2 | avx2 | avx512f | avx512fp16 | neon | sve */
     const char *name;       /* fp64_avx512f: the kernels' prefix */
     int bits;               /* register bits used (scalar: the element's) */
     int lanes;              /* elements per register that the operation computes */
@@ -679,17 +267,13 @@ typedef struct flavour {
     kernel_fn lat[NOPS], thr[NOPS]; /* NULL: not available (fma without FMA3) */
 } flavour;
 
-#define KERNELS(fl)                                                                                            \
-    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, FMA_OR_NULL(fl, lat), arith_##fl##_sqrt_lat,  \
-     arith_##fl##_sub_lat},                                                                                    \
-    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, FMA_OR_NULL(fl, thr), arith_##fl##_sqrt_thr,  \
-     arith_##fl##_sub_thr}
-#define FMA_OR_NULL(fl, k) arith_##fl##_fma_##k
-#define NO_FMA_KERNELS(fl)                                                                                     \
-    {arith_##fl##_add_lat, arith_##fl##_mul_lat, arith_##fl##_div_lat, NULL, arith_##fl##_sqrt_lat,            \
-     arith_##fl##_sub_lat},                                                                                    \
-    {arith_##fl##_add_thr, arith_##fl##_mul_thr, arith_##fl##_div_thr, NULL, arith_##fl##_sqrt_thr,            \
-     arith_##fl##_sub_thr}
+/* every flavour this build has, in table order; FLAVOUR(fp64_avx2) is its row */
+#define ARITH_INDEX_(fl, ...) ARITH_FL_##fl,
+enum { ARITH_FLAVOURS(ARITH_INDEX_) ARITH_NFLAVOURS };
+#define ARITH_DESCRIBE_(fl, precision, width, bits, lanes, stride, tgt, vt, et, F, P, fma)                   \
+    {precision, width, #fl, bits, lanes, stride, sizeof(et), ARITH_FNS(fl, lat, fma), ARITH_FNS(fl, thr, fma)},
+static const flavour arith_flavours[ARITH_NFLAVOURS] = {ARITH_FLAVOURS(ARITH_DESCRIBE_)};
+#define FLAVOUR(fl) (&arith_flavours[ARITH_FL_##fl])
 
 typedef struct kernel {
     const flavour *f;
@@ -815,64 +399,39 @@ static void operands(int op, double v[3])
 #define ARITH_FMA_SELF_REPLAY 0
 #endif
 
-/* The chain replayed on one scalar of the element type. */
-static double replay64(int op, uint64_t n)
-{
-    double v[3];
-    operands(op, v);
-    double x = v[0];
-    for (uint64_t i = 0; i < n; i++)
-        switch (op) {
-        case 0: x = x + v[1]; break;
-        case 1: x = x * v[1]; break;
-        case 2: x = v[1] / x; break;
-        case 3: x = ARITH_FMA_SELF_REPLAY ? fma(x, v[2], x) : fma(x, v[1], v[2]); break;
-        case 5: x = x - v[1]; break;
-        default: x = sqrt(x); break;
-        }
-    return x;
-}
-
-static float replay32(int op, uint64_t n)
-{
-    double v[3];
-    operands(op, v);
-    float x = (float)v[0], y = (float)v[1], z = (float)v[2];
-    for (uint64_t i = 0; i < n; i++)
-        switch (op) {
-        case 0: x = x + y; break;
-        case 1: x = x * y; break;
-        case 2: x = y / x; break;
-        case 3: x = ARITH_FMA_SELF_REPLAY ? fmaf(x, z, x) : fmaf(x, y, z); break;
-        case 5: x = x - y; break;
-        default: x = sqrtf(x); break;
-        }
-    return x;
-}
-
-#ifdef ARITH_HAVE_FP16
-/* FP16 replay: each operation computed exactly or correctly rounded in a wider type, then rounded to FP16
+/* The chain replayed on one scalar of the element type T: each operation computed in W and rounded to T once
+ * (W is T for FP32 and FP64; FP16: computed exactly or correctly rounded in a wider type, then rounded to FP16
  * once; double rounding is innocuous for +, x, /, sqrt from FP32 (24 >= 2 x 11 + 2 bits) and for fma from
- * FP64 (the product of two FP16 values is exact there, the sum one correctly rounded addition). */
-static _Float16 replay16(int op, uint64_t n)
+ * FP64 (the product of two FP16 values is exact there, the sum one correctly rounded addition)). */
+#define ARITH_REPLAY(name, T, W, FMA, SQRT)                                                                   \
+    static T name(int op, uint64_t n)                                                                         \
+    {                                                                                                         \
+        double v[3];                                                                                          \
+        operands(op, v);                                                                                      \
+        T x = (T)v[0], y = (T)v[1], z = (T)v[2];                                                              \
+        for (uint64_t i = 0; i < n; i++)                                                                      \
+            switch (op) {                                                                                     \
+            case 0: x = (T)((W)x + (W)y); break;                                                              \
+            case 1: x = (T)((W)x * (W)y); break;                                                              \
+            case 2: x = (T)((W)y / (W)x); break;                                                              \
+            case 3: x = ARITH_FMA_SELF_REPLAY ? FMA(x, z, x) : FMA(x, y, z); break;                           \
+            case 5: x = (T)((W)x - (W)y); break;                                                              \
+            default: x = SQRT(x); break;                                                                      \
+            }                                                                                                 \
+        return x;                                                                                             \
+    }
+ARITH_REPLAY(replay64, double, double, fma, sqrt)
+ARITH_REPLAY(replay32, float, float, fmaf, sqrtf)
+#ifdef ARITH_HAVE_FP16
+static _Float16 fma16(_Float16 a, _Float16 b, _Float16 c)
 {
-    double v[3];
-    operands(op, v);
-    _Float16 x = (_Float16)v[0], y = (_Float16)v[1], z = (_Float16)v[2];
-    for (uint64_t i = 0; i < n; i++)
-        switch (op) {
-        case 0: x = (_Float16)((float)x + (float)y); break;
-        case 1: x = (_Float16)((float)x * (float)y); break;
-        case 2: x = (_Float16)((float)y / (float)x); break;
-        case 3:
-            x = ARITH_FMA_SELF_REPLAY ? (_Float16)((double)x * (double)z + (double)x)
-                                      : (_Float16)((double)x * (double)y + (double)z);
-            break;
-        case 5: x = (_Float16)((float)x - (float)y); break;
-        default: x = (_Float16)sqrtf((float)x); break;
-        }
-    return x;
+    return (_Float16)((double)a * (double)b + (double)c);
 }
+static _Float16 sqrt16(_Float16 a)
+{
+    return (_Float16)sqrtf((float)a);
+}
+ARITH_REPLAY(replay16, _Float16, float, fma16, sqrt16)
 #endif
 
 int main(int argc, char **argv)
@@ -894,16 +453,6 @@ int main(int argc, char **argv)
 
     /* flavours: scalar (with FMA3 when the CPU has it) and the widest SIMD */
 #if TS_X86
-    static const flavour f64s_sse2 = {"fp64", "scalar", "fp64_scalar_sse2", 64, 1, 2, 8, NO_FMA_KERNELS(fp64_scalar_sse2)};
-    static const flavour f64s_fma = {"fp64", "scalar", "fp64_scalar_fma", 64, 1, 2, 8, KERNELS(fp64_scalar_fma)};
-    static const flavour f32s_sse2 = {"fp32", "scalar", "fp32_scalar_sse2", 32, 1, 4, 4, NO_FMA_KERNELS(fp32_scalar_sse2)};
-    static const flavour f32s_fma = {"fp32", "scalar", "fp32_scalar_fma", 32, 1, 4, 4, KERNELS(fp32_scalar_fma)};
-    static const flavour f64_sse2 = {"fp64", "sse2", "fp64_sse2", 128, 2, 2, 8, NO_FMA_KERNELS(fp64_sse2)};
-    static const flavour f32_sse2 = {"fp32", "sse2", "fp32_sse2", 128, 4, 4, 4, NO_FMA_KERNELS(fp32_sse2)};
-    static const flavour f64_avx2 = {"fp64", "avx2", "fp64_avx2", 256, 4, 4, 8, KERNELS(fp64_avx2)};
-    static const flavour f32_avx2 = {"fp32", "avx2", "fp32_avx2", 256, 8, 8, 4, KERNELS(fp32_avx2)};
-    static const flavour f64_avx512 = {"fp64", "avx512f", "fp64_avx512f", 512, 8, 8, 8, KERNELS(fp64_avx512f)};
-    static const flavour f32_avx512 = {"fp32", "avx512f", "fp32_avx512f", 512, 16, 16, 4, KERNELS(fp32_avx512f)};
     __builtin_cpu_init();
     const bool fma3 = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
     bool isa_forced;
@@ -913,26 +462,21 @@ int main(int argc, char **argv)
     const flavour *flavours[6];
     int nflav = 0;
 #ifdef ARITH_HAVE_FP16
-    static const flavour f16s = {"fp16", "scalar", "fp16_scalar", 16, 1, 8, 2, KERNELS(fp16_scalar)};
-    static const flavour f16_512 = {"fp16", "avx512fp16", "fp16_avx512fp16", 512, 32, 32, 2,
-                                    KERNELS(fp16_avx512fp16)};
     if (fp16) {
-        flavours[nflav++] = &f16s;
-        flavours[nflav++] = &f16_512;
+        flavours[nflav++] = FLAVOUR(fp16_scalar);
+        flavours[nflav++] = FLAVOUR(fp16_avx512fp16);
     }
 #endif
-    flavours[nflav++] = fma3 ? &f32s_fma : &f32s_sse2;
-    flavours[nflav++] = isa == TS_ISA_AVX512F ? &f32_avx512 : isa == TS_ISA_AVX2 ? &f32_avx2 : &f32_sse2;
-    flavours[nflav++] = fma3 ? &f64s_fma : &f64s_sse2;
-    flavours[nflav++] = isa == TS_ISA_AVX512F ? &f64_avx512 : isa == TS_ISA_AVX2 ? &f64_avx2 : &f64_sse2;
+    flavours[nflav++] = fma3 ? FLAVOUR(fp32_scalar_fma) : FLAVOUR(fp32_scalar_sse2);
+    flavours[nflav++] = isa == TS_ISA_AVX512F ? FLAVOUR(fp32_avx512f)
+                        : isa == TS_ISA_AVX2  ? FLAVOUR(fp32_avx2)
+                                              : FLAVOUR(fp32_sse2);
+    flavours[nflav++] = fma3 ? FLAVOUR(fp64_scalar_fma) : FLAVOUR(fp64_scalar_sse2);
+    flavours[nflav++] = isa == TS_ISA_AVX512F ? FLAVOUR(fp64_avx512f)
+                        : isa == TS_ISA_AVX2  ? FLAVOUR(fp64_avx2)
+                                              : FLAVOUR(fp64_sse2);
     const char *isa_name = ts_isa_name(isa);
 #elif defined(__aarch64__)
-    static const flavour f16s = {"fp16", "scalar", "fp16_scalar", 16, 1, 1, 2, KERNELS(fp16_scalar)};
-    static const flavour f32s = {"fp32", "scalar", "fp32_scalar", 32, 1, 1, 4, KERNELS(fp32_scalar)};
-    static const flavour f64s = {"fp64", "scalar", "fp64_scalar", 64, 1, 1, 8, KERNELS(fp64_scalar)};
-    static const flavour f16n = {"fp16", "neon", "fp16_neon", 128, 8, 8, 2, KERNELS(fp16_neon)};
-    static const flavour f32n = {"fp32", "neon", "fp32_neon", 128, 4, 4, 4, KERNELS(fp32_neon)};
-    static const flavour f64n = {"fp64", "neon", "fp64_neon", 128, 2, 2, 8, KERNELS(fp64_neon)};
     const unsigned long hwcap = getauxval(AT_HWCAP);
     /* FEAT_FP16: scalar (HWCAP_FPHP) and vector (HWCAP_ASIMDHP) half-precision arithmetic */
     const bool fp16 = (hwcap & HWCAP_FPHP) && (hwcap & HWCAP_ASIMDHP);
@@ -940,9 +484,8 @@ int main(int argc, char **argv)
 #ifdef ARITH_HAVE_SVE
     const bool sve_built = true;
     const bool sve = (hwcap & HWCAP_SVE) != 0 && getenv("TAILSCOPE_ARITH_NO_SVE") == NULL;
-    static flavour v16 = {"fp16", "sve", "fp16_sve", 0, 0, 0, 2, KERNELS(fp16_sve)};
-    static flavour v32 = {"fp32", "sve", "fp32_sve", 0, 0, 0, 4, KERNELS(fp32_sve)};
-    static flavour v64 = {"fp64", "sve", "fp64_sve", 0, 0, 0, 8, KERNELS(fp64_sve)};
+    /* the SVE rows with the CPU's vector length */
+    flavour v16 = *FLAVOUR(fp16_sve), v32 = *FLAVOUR(fp32_sve), v64 = *FLAVOUR(fp64_sve);
     const int vbits = sve ? sve_bits() : 0;
     if (vbits > MAX_LANES * 16)
         ts_die(TS_EXIT_RUNTIME, "SVE vector length %d bits: longer than the architecture's 2048", vbits);
@@ -960,25 +503,23 @@ int main(int argc, char **argv)
     const flavour *flavours[9];
     int nflav = 0;
     if (fp16) {
-        flavours[nflav++] = &f16s;
-        flavours[nflav++] = &f16n;
+        flavours[nflav++] = FLAVOUR(fp16_scalar);
+        flavours[nflav++] = FLAVOUR(fp16_neon);
         if (sve)
             flavours[nflav++] = f16v;
     }
-    flavours[nflav++] = &f32s;
-    flavours[nflav++] = &f32n;
+    flavours[nflav++] = FLAVOUR(fp32_scalar);
+    flavours[nflav++] = FLAVOUR(fp32_neon);
     if (sve)
         flavours[nflav++] = f32v;
-    flavours[nflav++] = &f64s;
-    flavours[nflav++] = &f64n;
+    flavours[nflav++] = FLAVOUR(fp64_scalar);
+    flavours[nflav++] = FLAVOUR(fp64_neon);
     if (sve)
         flavours[nflav++] = f64v;
     const bool isa_forced = sve_built && getenv("TAILSCOPE_ARITH_NO_SVE") != NULL && (hwcap & HWCAP_SVE);
     const char *isa_name = sve ? "sve" : "neon";
 #else
-    static const flavour f32s = {"fp32", "scalar", "fp32_scalar_c", 32, 1, 1, 4, KERNELS(fp32_scalar_c)};
-    static const flavour f64s = {"fp64", "scalar", "fp64_scalar_c", 64, 1, 1, 8, KERNELS(fp64_scalar_c)};
-    const flavour *flavours[2] = {&f32s, &f64s};
+    const flavour *flavours[2] = {FLAVOUR(fp32_scalar_c), FLAVOUR(fp64_scalar_c)};
     const int nflav = 2;
     const bool isa_forced = false;
     const char *isa_name = "portable-c";

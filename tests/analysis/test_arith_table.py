@@ -84,6 +84,26 @@ def test_refused_and_missing_figures_are_named():
     assert next(line for line in blocks[1] if line.startswith("FMA")).split()[1:] == ["-"] * 4
 
 
+def test_refused_pairs_are_named_under_the_table_as_deep_names_them():
+    """`tailscope run arith` showed a refused pair only as "refused" cells; check --deep's finding named the
+    pair and the probe's reason. Both now print the one sentence (arith_table.refusals)."""
+    from tailscope.analysis.deep_judge import NodeReference, judge_arith
+
+    s = copy.deepcopy(X86)
+    refuse = (("scalar", "div", "throughput_above_latency"), ("avx512f", "add", "latency_below_floor"))
+    for width, op, why in refuse:
+        row = next(r for r in s["table"] if (r["precision"], r["width"], r["op"]) == ("fp64", width, op))
+        row.update(latency_cycles=None, rthroughput_cycles=None, refused=why)
+    sentence = ("arith refused as implausible after repeats: fp64 scalar div (throughput_above_latency), "
+                "fp64 avx512f add (latency_below_floor)")  # fmt: skip
+    lines = render_text(s)
+    assert lines[-2:] == ["", sentence]
+    assert next(line for line in lines if line.startswith("DIV")).split()[3:] == ["refused", "refused"]
+    ref = NodeReference(None, "a test CPU", None, "", None, 0)
+    assert sentence in judge_arith(s, ref).finding
+    assert not any("refused" in line for line in render_text(X86))  # nothing refused: no such line
+
+
 def test_x86_fp16_simd_shares_the_512_bit_table():
     """AVX512-FP16's width (avx512fp16) is the 512-bit registers of avx512f: one table, FP16 a column."""
     s = copy.deepcopy(X86)

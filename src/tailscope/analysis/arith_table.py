@@ -10,8 +10,9 @@ avx512f (x86 FP16's avx512fp16 with it, both 512 bits), neon, sve), so a KP920 r
                 Absolute Pipelined  Absolute Pipelined  Absolute Pipelined
     ADD                2       0.5         2       0.5         2       0.5
 
-A figure arith refused as implausible reads "refused", one it did not measure "-". Used by `tailscope run
-arith` (terminal) and the report's top-down section (check --deep's arith follow-up).
+A figure arith refused as implausible reads "refused", one it did not measure "-"; a line under the tables
+names each refused pair and the probe's reason (`refusals`, the same sentence check --deep's finding has).
+Used by `tailscope run arith` (terminal) and the report's top-down section (check --deep's arith follow-up).
 """
 
 from __future__ import annotations
@@ -80,6 +81,18 @@ def arith_tables(summary: Mapping[str, Any]) -> list[WidthTable]:
     return out
 
 
+def refusals(summary: Mapping[str, Any]) -> str | None:
+    """The sentence naming every pair arith refused as implausible, with the probe's reason
+    (native/probes/arith_cycles.h: throughput_above_latency, latency_below_floor, clock_moved), or None.
+    `tailscope run arith` prints it under its tables and `check --deep` puts it in arith's finding: the
+    tables' cells only read "refused"."""
+    rows = [r for r in summary.get("table") or [] if isinstance(r, Mapping) and r.get("refused")]
+    if not rows:
+        return None
+    named = ", ".join(f"{r.get('precision')} {r.get('width')} {r.get('op')} ({r['refused']})" for r in rows)
+    return f"arith refused as implausible after repeats: {named}"
+
+
 def _figure(value: float | None, note: str) -> str:
     if note:
         return note
@@ -104,6 +117,9 @@ def render_text(summary: Mapping[str, Any]) -> list[str]:
         for op, row in t.rows:
             cols = "".join(_pair(_figure(c.absolute, c.note), _figure(c.pipelined, c.note)) for c in row)
             lines.append(f"{op:<12s}{cols}".rstrip())
+    refused = refusals(summary)
+    if lines and refused:
+        lines += ["", refused]
     return lines
 
 

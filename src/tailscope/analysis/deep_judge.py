@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from tailscope.analysis.arith_table import refusals
 from tailscope.analysis.reference_tables import Part, part_of, this_node
 
 CLOCK_SLACK = 0.05  # the clock may read this far below the node's usual clock (noise) before it differs
@@ -140,9 +141,9 @@ def judge_arith(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
                 f"FP64 {r['width']} fma latency {_median(r['latency_cycles']):.2f} cycles, reciprocal "
                 f"throughput {_median(r['rthroughput_cycles']):.2f}"
             )
-    refused = [f"{r['precision']} {r['width']} {r['op']} ({r['refused']})" for r in rows if r.get("refused")]
+    refused = refusals(summary)
     if refused:
-        parts.append(f"arith refused as implausible after repeats: {', '.join(refused)}")
+        parts.append(refused)
     part = ref.part
     if part is None or not part.arith_latency:
         expected.append(f"no published instruction table for this part ({ref.cpu_words})")
