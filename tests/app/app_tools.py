@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 # The program under test: prints a line, forks a daemon that calls setsid and forks again (a classic
 # double-fork), writes the daemon's pid to the file named by $DAEMON_PID, then sleeps SLEEP seconds.
@@ -81,3 +83,14 @@ def tailscope_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra)
     return env
+
+
+def run_words(campaign: Path, trials: int, *words: str) -> list[str]:
+    """`tailscope run`'s command line: `trials` trials into `campaign`, no progress bar, then `words`."""
+    return ["run", "--no-progress", "--trials", str(trials), "--campaign", str(campaign), *words]
+
+
+def tailscope_child(*words: str, **popen: Any) -> subprocess.Popen:
+    """`python -m tailscope WORDS` as a child of the test, with `tailscope_env()` unless `env=` says."""
+    popen.setdefault("env", tailscope_env())
+    return subprocess.Popen([sys.executable, "-m", "tailscope", *words], **popen)

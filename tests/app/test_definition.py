@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from store_tools import stored
 from tailscope.app.definition import load_definition
 from tailscope.app.variant import AppInputError
 from tailscope.campaign.spec import SpecError, load_spec
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.read import connect
 
 APP = f"""
 name = "widgets"
@@ -54,6 +53,8 @@ def test_definition_becomes_the_same_variant_as_the_command_line(tmp_path, capsy
         ('argv = ["ls"]\nenv = { "1A" = "x" }\n', ":2: env: 1A: expected NAME"),
         ('argv = ["ls"\n', ": not valid TOML"),
         ('argv = ["ls"]\nname = "a b"\n', ":2: name: expected a word"),
+        ('argv = ["ls"]\nwarmup = true\n', ":2: warmup: expected a whole number from 0 to 1000"),
+        ('argv = ["ls"]\n\n[env]\n"A-B" = "1"\n', ":3: env: A-B: expected NAME"),  # the table's header
     ],
 )
 def test_bad_definitions_name_file_and_line(tmp_path, text, where):
@@ -61,6 +62,14 @@ def test_bad_definitions_name_file_and_line(tmp_path, text, where):
     with pytest.raises(AppInputError) as exc:
         load_definition(path)
     assert str(exc.value).startswith(str(path)) and where in str(exc.value), str(exc.value)
+
+
+def test_definition_that_is_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'argv = ["ls"]\nname = "caf\xe9"\n')
+    with pytest.raises(AppInputError) as exc:
+        load_definition(path)
+    assert str(exc.value) == f"{path}:2: not UTF-8 text (byte 25); TOML files are UTF-8"
 
 
 def test_check_app_file_refuses_bad_definition_before_running(tmp_path, capsys):
@@ -102,11 +111,7 @@ def test_spec_with_apps_and_no_probes_runs_through_resume(tmp_path, capsys):
     campaign = prepare(spec)
     assert "run --resume --campaign" in step_script(spec, campaign.root)
     assert main(["run", "--resume", "--campaign", str(campaign.root), "--node", "n1", "--no-progress"]) == 0
-    con = connect(Campaign.open(campaign.root))
-    try:
-        rows = con.execute("SELECT probe, trial, value, unit FROM runs ORDER BY probe, trial").fetchall()
-    finally:
-        con.close()
+    rows = stored(campaign.root, "SELECT probe, trial, value, unit FROM runs ORDER BY probe, trial")
     assert rows == [
         ("app:inline", 0, 7.0, "ops/s"),
         ("app:widgets", 0, 40.0, "widgets"),

@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-from app_tools import tailscope_env, wait_for
+from app_tools import run_words, tailscope_child, tailscope_env, wait_for
 
+from netns import LOOPBACK_ONLY
+from store_tools import stored
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.read import connect
 
 pytestmark = pytest.mark.slow
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")
@@ -36,14 +36,6 @@ def need(*programs: str) -> None:
     missing = [p for p in programs if shutil.which(p) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed (Debian: see packaging/debian-packages-test.txt)")
-
-
-def stored(campaign: Path, sql: str) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def trial_files(campaign: Path) -> dict[int, Path]:
@@ -70,16 +62,9 @@ def test_lammps_with_a_stress_ng_window(tmp_path):
     cpu = str(max(os.sched_getaffinity(0)))
     deck = melt_input(tmp_path, 700)
     campaign = tmp_path / "c"
-    argv = [
-        sys.executable,
-        "-m",
-        "tailscope",
-        "run",
-        "--no-progress",
-        "--trials",
-        "20",
-        "--campaign",
-        str(campaign),
+    argv = run_words(
+        campaign,
+        20,
         "--metric",
         "timesteps_per_s:timesteps/s:higher=" + PERF_LINE.pattern,
         "--metric",
@@ -93,10 +78,8 @@ def test_lammps_with_a_stress_ng_window(tmp_path):
         "lmp",
         "-in",
         str(deck),
-    ]
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=tailscope_env()
     )
+    proc = tailscope_child(*argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stress = None
     try:
         base = campaign / "app"
@@ -227,13 +210,9 @@ def test_gromacs_figures_from_md_log(tmp_path, capsys):
     campaign = tmp_path / "c"
     assert (
         main(
-            [
-                "run",
-                "--no-progress",
-                "--trials",
-                "10",
-                "--campaign",
-                str(campaign),
+            run_words(
+                campaign,
+                10,
                 "--metric-file",
                 "md.log",
                 "--metric",
@@ -246,7 +225,7 @@ def test_gromacs_figures_from_md_log(tmp_path, capsys):
                 "-nt",
                 "1",
                 "-nobackup",
-            ]
+            )
         )
         == 0
     )
@@ -282,13 +261,9 @@ def test_hpcc_three_trials_through_its_reader(tmp_path, monkeypatch):
     campaign = tmp_path / "c"
     assert (
         main(
-            [
-                "run",
-                "--no-progress",
-                "--trials",
-                "3",
-                "--campaign",
-                str(campaign),
+            run_words(
+                campaign,
+                3,
                 "--format",
                 "hpcc",
                 "--metric-file",
@@ -296,12 +271,7 @@ def test_hpcc_three_trials_through_its_reader(tmp_path, monkeypatch):
                 "--prepare",
                 f"cp {inf} hpccinf.txt",
                 "--",
-                "unshare",
-                "--net",
-                "sh",
-                "-c",
-                'ip link set lo up && exec "$@"',
-                "sh",
+                *LOOPBACK_ONLY,
                 "mpirun",
                 "-np",
                 "1",
@@ -309,7 +279,7 @@ def test_hpcc_three_trials_through_its_reader(tmp_path, monkeypatch):
                 "btl",
                 "self,vader",
                 "hpcc",
-            ]
+            )
         )
         == 0
     )

@@ -14,21 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from app_tools import running, tailscope_env, wait_for
+from app_tools import run_words, running, tailscope_child, tailscope_env, wait_for
 
+from store_tools import stored
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.read import connect
 
 PY = sys.executable
-
-
-def stored(campaign: Path, sql: str) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def prog(tmp_path: Path, body: str, name: str = "app.py") -> str:
@@ -37,8 +28,8 @@ def prog(tmp_path: Path, body: str, name: str = "app.py") -> str:
     return str(path)
 
 
-def run(*args: str) -> int:
-    return main(["run", "--no-progress", *args])
+def run(campaign: Path, trials: int, *words: str) -> int:
+    return main(run_words(campaign, trials, *words))
 
 
 # --- the command line ----------------------------------------------------------------------------------
@@ -117,10 +108,8 @@ def test_cmd_words_are_never_tailscope_options(tmp_path, capsys):
     campaign = tmp_path / "c"
     assert (
         run(
-            "--trials",
-            "1",
-            "--campaign",
-            str(campaign),
+            campaign,
+            1,
             "--metric",
             "n=args: .*--trials (\\d+)",
             "--",
@@ -153,10 +142,8 @@ def test_figures_equal_what_the_program_printed(tmp_path):
     campaign = tmp_path / "c"
     assert (
         run(
-            "--trials",
-            "2",
-            "--campaign",
-            str(campaign),
+            campaign,
+            2,
             "--metric",
             "perf:widgets/s=Performance: ([0-9.]+)",
             "--metric",
@@ -193,7 +180,7 @@ def test_figures_equal_what_the_program_printed(tmp_path):
 def test_default_figure_is_wall_time(tmp_path):
     app = prog(tmp_path, "time.sleep(0.2)\n")
     campaign = tmp_path / "c"
-    assert run("--trials", "2", "--campaign", str(campaign), "--", PY, app) == 0
+    assert run(campaign, 2, "--", PY, app) == 0
     for metric, value, unit, hib, wall in stored(
         campaign, "SELECT metric, value, unit, higher_is_better, wall_s FROM runs"
     ):
@@ -207,10 +194,8 @@ def test_metric_file_of_the_trial_directory(tmp_path):
     campaign = tmp_path / "c"
     assert (
         run(
-            "--trials",
-            "1",
-            "--campaign",
-            str(campaign),
+            campaign,
+            1,
             "--metric-file",
             "result.txt",
             "--metric",
@@ -229,7 +214,7 @@ def test_metric_file_of_the_trial_directory(tmp_path):
 def test_first_trial_without_its_metric_stores_nothing(tmp_path, capsys):
     app = prog(tmp_path, "print('nothing to see')\n")
     campaign = tmp_path / "c"
-    assert run("--trials", "3", "--campaign", str(campaign), "--metric", "x=value (\\d+)", "--", PY, app) == 2
+    assert run(campaign, 3, "--metric", "x=value (\\d+)", "--", PY, app) == 2
     err = capsys.readouterr().err
     assert "metric x: no line of the output matched" in err and "nothing stored" in err
     assert not campaign.exists()
@@ -238,7 +223,7 @@ def test_first_trial_without_its_metric_stores_nothing(tmp_path, capsys):
 def test_nan_metric_in_the_first_trial_is_exit_2(tmp_path, capsys):
     app = prog(tmp_path, "print('value nan')\n")
     campaign = tmp_path / "c"
-    assert run("--trials", "2", "--campaign", str(campaign), "--metric", "x=value (\\S+)", "--", PY, app) == 2
+    assert run(campaign, 2, "--metric", "x=value (\\S+)", "--", PY, app) == 2
     assert "'nan' is not a finite number" in capsys.readouterr().err
     assert not campaign.exists()
 
@@ -262,19 +247,7 @@ if t == 4:
     )
     campaign = tmp_path / "c"
     code = run(
-        "--trials",
-        "5",
-        "--campaign",
-        str(campaign),
-        "--timeout",
-        "2",
-        "--sanity",
-        "ALL OK",
-        "--metric",
-        "x=value (\\d+)",
-        "--",
-        PY,
-        app,
+        campaign, 5, "--timeout", "2", "--sanity", "ALL OK", "--metric", "x=value (\\d+)", "--", PY, app
     )
     assert code == 1
     rows = dict((t, (s, e)) for t, s, e in stored(campaign, "SELECT trial, status, error FROM runs"))
@@ -291,10 +264,8 @@ def test_env_variants_interleaved_and_keep_commas(tmp_path):
     campaign = tmp_path / "c"
     assert (
         run(
-            "--trials",
-            "3",
-            "--campaign",
-            str(campaign),
+            campaign,
+            3,
             "--metric",
             "n=n (\\d+)",
             "--env",
@@ -328,10 +299,8 @@ print('input', open('input.txt').read().strip())
     campaign = tmp_path / "c"
     assert (
         run(
-            "--trials",
-            "2",
-            "--campaign",
-            str(campaign),
+            campaign,
+            2,
             "--warmup",
             "2",
             "--prepare",
@@ -353,7 +322,7 @@ print('input', open('input.txt').read().strip())
 
 def test_failed_prepare_is_a_failed_trial(tmp_path):
     campaign = tmp_path / "c"
-    assert run("--trials", "1", "--campaign", str(campaign), "--prepare", "exit 4", "--", "true") == 1
+    assert run(campaign, 1, "--prepare", "exit 4", "--", "true") == 1
     ((status, error),) = stored(campaign, "SELECT status, error FROM runs")
     assert status == "failed" and error.startswith("--prepare 'exit 4' exited with status 4")
 
@@ -367,14 +336,12 @@ def test_default_name_skips_launchers(tmp_path):
     assert default_name(["srun", "--cpu-bind=cores", "nice", "-n", "5", "hpcc"]) == "hpcc"
     campaign = tmp_path / "c"
     app = prog(tmp_path, "print('ok')\n", name="stream")
-    assert run("--trials", "1", "--campaign", str(campaign), "--", "env", "A=1", PY, app) == 0
+    assert run(campaign, 1, "--", "env", "A=1", PY, app) == 0
     # the application called `python...`: never the probe stream, whatever its name
     ((probe,),) = stored(campaign, "SELECT probe FROM runs")
     assert probe.startswith("app:python")
     # a program that does not exist behind a launcher is refused too, before anything runs
-    assert (
-        run("--trials", "1", "--campaign", str(tmp_path / "d"), "--", "env", "A=1", str(tmp_path / "x")) == 2
-    )
+    assert run(tmp_path / "d", 1, "--", "env", "A=1", str(tmp_path / "x")) == 2
     assert not (tmp_path / "d").exists()
 
 
@@ -383,12 +350,7 @@ def test_tree_is_not_its_own_corunner(tmp_path):
     the application's own, never a co-runner of it."""
     busy = prog(tmp_path, "end = time.time() + 0.8\nwhile time.time() < end: pass\n", name="busy.py")
     campaign = tmp_path / "c"
-    assert (
-        run(
-            "--trials", "2", "--campaign", str(campaign), "--", "sh", "-c", f"{PY} {busy} & {PY} {busy}; wait"
-        )
-        == 0
-    )
+    assert run(campaign, 2, "--", "sh", "-c", f"{PY} {busy} & {PY} {busy}; wait") == 0
     rows = stored(campaign, "SELECT cmdline FROM corunners")
     assert not [r for r in rows if r[0] and "busy.py" in r[0]], rows
     (cpus,) = stored(campaign, "SELECT cpus FROM runs LIMIT 1")[0]
@@ -414,26 +376,10 @@ time.sleep(30 if t == 2 and not os.path.exists({str(marker)!r} + 'resumed') else
 """,
     )
     campaign = tmp_path / "c"
-    proc = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "tailscope",
-            "run",
-            "--no-progress",
-            "--trials",
-            "4",
-            "--campaign",
-            str(campaign),
-            "--metric",
-            "x=value (\\d+)",
-            "--",
-            PY,
-            app,
-        ],
+    proc = tailscope_child(
+        *run_words(campaign, 4, "--metric", "x=value (\\d+)", "--", PY, app),
         stderr=subprocess.PIPE,
         text=True,
-        env=tailscope_env(),
         preexec_fn=_as_from_a_shell,
     )
     assert wait_for(lambda: Path(f"{marker}2").exists(), 120)
@@ -458,21 +404,8 @@ def test_sigkill_of_run_leaves_no_process_of_the_trial(tmp_path, daemonize):
     that forks a setsid daemon (a real SIGKILL, the process table checked afterwards)."""
     pidfile = tmp_path / "daemon.pid"
     campaign = tmp_path / "c"
-    proc = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "tailscope",
-            "run",
-            "--no-progress",
-            "--trials",
-            "3",
-            "--campaign",
-            str(campaign),
-            "--",
-            *daemonize,
-            "600",
-        ],
+    proc = tailscope_child(
+        *run_words(campaign, 3, "--", *daemonize, "600"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=tailscope_env(DAEMON_PID=str(pidfile)),
@@ -500,7 +433,7 @@ def test_daemon_left_by_a_trial_is_named_and_killed(tmp_path, daemonize):
     campaign = tmp_path / "c"
     os.environ["DAEMON_PID"] = str(pidfile)
     try:
-        assert run("--trials", "1", "--campaign", str(campaign), "--", *daemonize, "0.1") == 0
+        assert run(campaign, 1, "--", *daemonize, "0.1") == 0
     finally:
         del os.environ["DAEMON_PID"]
     daemon = int(pidfile.read_text())
@@ -527,7 +460,7 @@ def test_slow_start_is_not_counted(tmp_path):
     """(sanity of the clock: the trial's wall time is the command's, not tailscope's start-up)"""
     campaign = tmp_path / "c"
     t0 = time.monotonic()
-    assert run("--trials", "1", "--campaign", str(campaign), "--", "true") == 0
+    assert run(campaign, 1, "--", "true") == 0
     ((wall,),) = stored(campaign, "SELECT wall_s FROM runs")
     assert 0 < wall < time.monotonic() - t0
 
@@ -537,43 +470,13 @@ def test_reference_judges_the_node_whatever_its_peers_do(tmp_path, capsys):
     only the reference can say so); inside it, the check passes."""
     app = prog(tmp_path, "print('value 500')\n")
     low = tmp_path / "low"
-    assert (
-        run(
-            "--trials",
-            "5",
-            "--campaign",
-            str(low),
-            "--reference",
-            "1000:-5,+5",
-            "--metric",
-            "x=value (\\d+)",
-            "--",
-            PY,
-            app,
-        )
-        == 0
-    )
+    assert run(low, 5, "--reference", "1000:-5,+5", "--metric", "x=value (\\d+)", "--", PY, app) == 0
     capsys.readouterr()
     assert main(["analyze", str(low), "--max-busy-share", "1"]) == 1
     out = capsys.readouterr().out
     assert "degraded - reference: median 500 is outside the reference 1000 (950 to 1050)" in out
     fine = tmp_path / "fine"
-    assert (
-        run(
-            "--trials",
-            "5",
-            "--campaign",
-            str(fine),
-            "--reference",
-            "510:-5,+5",
-            "--metric",
-            "x=value (\\d+)",
-            "--",
-            PY,
-            app,
-        )
-        == 0
-    )
+    assert run(fine, 5, "--reference", "510:-5,+5", "--metric", "x=value (\\d+)", "--", PY, app) == 0
     capsys.readouterr()
     assert main(["analyze", str(fine), "--max-busy-share", "1", "--verbose"]) == 0
     assert "median 500 is within the reference 510 (484.5 to 535.5)" in capsys.readouterr().out
@@ -584,21 +487,7 @@ def test_events_count_the_whole_tree(tmp_path):
     starts: two children each burning ~0.3 s of CPU show in task_clock (software events: no PMU needed)."""
     busy = prog(tmp_path, "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n", name="b.py")
     campaign = tmp_path / "c"
-    assert (
-        run(
-            "--trials",
-            "1",
-            "--campaign",
-            str(campaign),
-            "--events",
-            "software",
-            "--",
-            "sh",
-            "-c",
-            f"{PY} {busy} & {PY} {busy}; wait",
-        )
-        == 0
-    )
+    assert run(campaign, 1, "--events", "software", "--", "sh", "-c", f"{PY} {busy} & {PY} {busy}; wait") == 0
     found = dict(stored(campaign, "SELECT event, value FROM counters WHERE source = 'perf'"))
     assert found["task_clock"] >= 0.6e9 * 0.95, found  # ns: both children's CPU time, not the shell's alone
     assert found["page_faults"] > 0 and "context_switches" in found
@@ -606,9 +495,7 @@ def test_events_count_the_whole_tree(tmp_path):
 
 def test_events_that_do_not_resolve_are_refused(tmp_path, capsys):
     campaign = tmp_path / "c"
-    assert (
-        run("--trials", "1", "--campaign", str(campaign), "--events", "no-such-event-xyz", "--", "true") == 2
-    )
+    assert run(campaign, 1, "--events", "no-such-event-xyz", "--", "true") == 2
     assert "--events no-such-event-xyz" in capsys.readouterr().err
     assert not campaign.exists()
 
@@ -617,7 +504,7 @@ def test_daemons_left_are_reported_once(tmp_path, daemonize, capsys):
     pidfile = tmp_path / "daemon.pid"
     os.environ["DAEMON_PID"] = str(pidfile)
     try:
-        assert run("--trials", "1", "--campaign", str(tmp_path / "c"), "--", *daemonize, "0.1") == 0
+        assert run(tmp_path / "c", 1, "--", *daemonize, "0.1") == 0
     finally:
         del os.environ["DAEMON_PID"]
     err = capsys.readouterr().err
@@ -655,8 +542,15 @@ out.write(b"final 77\\n")
         )
         campaign = tmp_path / f"c-{name}"
         proc = subprocess.run(
-            ["/usr/bin/time", "-f", "%M", PY, "-m", "tailscope", "run", "--no-progress", "--trials", "1",
-             "--campaign", str(campaign), "--metric", "f=final (\\d+)", "--", PY, app],
+            [
+                "/usr/bin/time",
+                "-f",
+                "%M",
+                PY,
+                "-m",
+                "tailscope",
+                *run_words(campaign, 1, "--metric", "f=final (\\d+)", "--", PY, app),
+            ],
             capture_output=True,
             text=True,
             env=tailscope_env(),
@@ -684,17 +578,17 @@ def test_format_reader_takes_the_last_result_and_detection_hints(tmp_path, capsy
     importers' fixture) gives the last run's figures; without --format the output's format is named."""
     log = PROGRAMS / "lammps-melt-cpu-two-runs.log"
     campaign = tmp_path / "c"
-    assert run("--trials", "1", "--campaign", str(campaign), "--", "cat", str(log)) == 0
+    assert run(campaign, 1, "--", "cat", str(log)) == 0
     assert "the output looks like lammps's: `--format lammps`" in capsys.readouterr().err
     fmt = tmp_path / "f"
-    assert run("--trials", "1", "--campaign", str(fmt), "--format", "lammps", "--", "cat", str(log)) == 0
+    assert run(fmt, 1, "--format", "lammps", "--", "cat", str(log)) == 0
     ((metric, value, unit, summary),) = stored(fmt, "SELECT metric, value, unit, summary FROM runs")
     assert (metric, value, unit) == ("loop_time", 2.35482, "s")
     figures = {f["name"]: f["value"] for f in json.loads(summary)["figures"]}
     assert figures["timesteps_per_s"] == 106.165
     # a format that does not match the output: the first trial stops the run, nothing stored
     bad = tmp_path / "b"
-    assert run("--trials", "2", "--campaign", str(bad), "--format", "gromacs", "--", "cat", str(log)) == 2
+    assert run(bad, 2, "--format", "gromacs", "--", "cat", str(log)) == 2
     assert not bad.exists()
 
 
@@ -703,7 +597,7 @@ def test_format_table_output_keeps_every_row(tmp_path):
     row's figure is kept with its size."""
     table = PROGRAMS / "osu-5.8-latency.txt"
     campaign = tmp_path / "c"
-    assert run("--trials", "1", "--campaign", str(campaign), "--format", "osu", "--", "cat", str(table)) == 0
+    assert run(campaign, 1, "--format", "osu", "--", "cat", str(table)) == 0
     ((value, summary),) = stored(campaign, "SELECT value, summary FROM runs")
     rows = [line.split() for line in table.read_text().splitlines() if line[:1].isdigit()]
     figures = json.loads(summary)["figures"]
@@ -749,10 +643,8 @@ def test_monitor_and_report_on_an_application_campaign(tmp_path, capsys):
     campaign = tmp_path / "c"
     assert (
         run(
-            "--trials",
-            "3",
-            "--campaign",
-            str(campaign),
+            campaign,
+            3,
             "--monitor",
             "--monitor-interval",
             "100ms",

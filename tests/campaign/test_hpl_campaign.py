@@ -11,20 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from store_tools import stored
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.views import connect
 
 XHPL = Path(__file__).parents[1] / "importers" / "fixtures" / "xhpl-2.3-three-runs.out"
 SMALL = ["--n", "160", "--cpus", "0", "--no-pages"]
-
-
-def stored(campaign: Path, sql: str) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def test_failed_residual_is_an_invalid_trial_like_an_imported_one(tmp_path, capsys, monkeypatch):

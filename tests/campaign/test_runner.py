@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from store_tools import stored
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.views import connect
 
 # Small, fast l2sum trials (a 256 KiB chunk per thread, 40 passes): ~20-40 ms per process.
 FAST = ["--chunk-bytes", "256k", "--sums", "40", "--sums-per-iteration", "4", "--cpus", "0"]
@@ -36,14 +35,6 @@ def tailscope(*args: str, **kwargs) -> subprocess.Popen:
         preexec_fn=_as_from_a_shell,
         **kwargs,
     )
-
-
-def stored(campaign: Path, sql: str) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def test_run_stores_trials_iterations_and_node_facts(tmp_path, capsys):

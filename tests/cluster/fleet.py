@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tailscope.campaign import slurm
+from tailscope.campaign.spec import load_spec
 from tailscope.store.campaign import Campaign
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
@@ -62,6 +65,17 @@ def write_frame(campaign: Campaign, frame: pd.DataFrame, task: str = "task") -> 
         table = pa.Table.from_pydict(rows, schema=None)
         with load_into(campaign.root, "test") as load:
             load.write_tables({"runs": _conformable(table)}, node=str(node))
+
+
+def spec_fleet(
+    spec: Path, node_factor: np.ndarray, runs: int, noise: float, rng: np.random.Generator
+) -> Campaign:
+    """The Slurm campaign `spec` prepares, holding a fleet_frame of its first probe as its nodes would."""
+    prepared = slurm.prepare(load_spec(spec))
+    frame = fleet_frame(node_factor, runs, noise, rng)
+    frame["variant"] = prepared.manifest.plans[0].variant
+    write_frame(prepared, frame)
+    return Campaign.open(prepared.root)
 
 
 def _conformable(table: pa.Table) -> pa.Table:

@@ -13,41 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from spec_examples import CLUSTER_SPEC
 from tailscope.campaign import slurm
 from tailscope.campaign.spec import SpecError, load_spec
 from tailscope.store.campaign import Campaign
 from tailscope.store.views import connect
 from tailscope.verbs.verdict import verdict as cmd_verdict
 
-from .fleet import fleet_frame, write_frame
-
-SPEC = """\
-[campaign]
-directory = "camp"
-
-[slurm]
-partition = "batch"
-nodes = "c[0000-0004]"
-constraint = "skx"
-time_limit = "00:30:00"
-sbatch_options = ["--account=ops"]
-
-[[probes]]
-probe = "l2sum"
-trials = 4
-page = "2m"
-options = { sums = 50, cpus = "0-1" }
-
-[cluster]
-alpha_drain = 0.01
-bins = 2
-
-[corunner]
-c0001 = "stress-ng --cpu 1"
-"""
+from .fleet import fleet_frame, spec_fleet, write_frame
 
 
-def _spec(tmp_path: Path, text: str = SPEC) -> Path:
+def _spec(tmp_path: Path, text: str = CLUSTER_SPEC) -> Path:
     path = tmp_path / "spec.toml"
     path.write_text(text)
     return path
@@ -64,7 +40,7 @@ def test_spec_is_parsed_with_paths_options_and_settings(tmp_path):
 
 @pytest.mark.parametrize(
     ("change", "line", "words"),
-    [
+    [  # line: the changed line of CLUSTER_SPEC
         (("trials = 4", "trials = 0"), 13, "probes.trials: expected the trials per node"),
         (("sums = 50", "sumz = 50"), 15, "probes.sumz: l2sum has no option 'sumz'"),
         (('time_limit = "00:30:00"', 'time_limit = "half an hour"'), 8, "slurm.time_limit"),
@@ -72,10 +48,11 @@ def test_spec_is_parsed_with_paths_options_and_settings(tmp_path):
         (('page = "2m"', 'page = "3m"'), 14, "probes.page: expected one of"),
         (("[corunner]", "[corunners]"), 21, "corunners: unknown section"),
         (('nodes = "c[0000-0004]"', "nodes = = 1"), 6, "not valid TOML"),
+        (('nodes = "c[0000-0004]"', "node_count = true"), 6, "slurm.node_count: expected a whole number"),
     ],
 )
 def test_spec_errors_name_file_line_and_key(tmp_path, change, line, words):
-    path = _spec(tmp_path, SPEC.replace(*change))
+    path = _spec(tmp_path, CLUSTER_SPEC.replace(*change))
     with pytest.raises(SpecError) as err:
         load_spec(path)
     assert str(err.value).startswith(f"{path}:{line}: ") and words in str(err.value)
@@ -104,7 +81,8 @@ def test_scripts_allocate_exclusively_and_bind_one_step_per_node(tmp_path):
 
 def test_step_script_stores_trials_of_a_terminated_runner(tmp_path):
     """The co-runner branch: SIGTERM to the whole step leaves the runner time to store; co-runner ends."""
-    spec = load_spec(_spec(tmp_path, SPEC.replace('c0001 = "stress-ng --cpu 1"', 'c0001 = "sleep 299.125"')))
+    sleeper = CLUSTER_SPEC.replace('c0001 = "stress-ng --cpu 1"', 'c0001 = "sleep 299.125"')
+    spec = load_spec(_spec(tmp_path, sleeper))
     campaign = slurm.prepare(spec)
     text = (campaign.root / "slurm" / "step.sh").read_text()
     fake = tmp_path / "fake_runner.sh"
@@ -129,16 +107,10 @@ def test_step_script_stores_trials_of_a_terminated_runner(tmp_path):
 
 
 def _fleet_campaign(tmp_path: Path, *, slow: int | None = 2) -> Campaign:
-    spec = load_spec(_spec(tmp_path))
-    campaign = slurm.prepare(spec)
-    rng = np.random.default_rng(9)
     factor = np.ones(5)
     if slow is not None:
         factor[slow] = 0.8
-    frame = fleet_frame(factor, 4, 0.005, rng)
-    frame["variant"] = campaign.manifest.plans[0].variant
-    write_frame(campaign, frame)
-    return Campaign.open(campaign.root)
+    return spec_fleet(_spec(tmp_path), factor, 4, 0.005, np.random.default_rng(9))
 
 
 def test_collect_quarantines_a_damaged_chunk_and_resume_names_its_trials(tmp_path):
@@ -210,7 +182,7 @@ def test_verdict_outputs_name_the_slow_node(tmp_path, capsys):
 
 
 def test_campaign_event_set_goes_to_every_probe_without_its_own(tmp_path):
-    text = SPEC.replace("[cluster]", '[events]\nset = "software"\n\n[cluster]')
+    text = CLUSTER_SPEC.replace("[cluster]", '[events]\nset = "software"\n\n[cluster]')
     (entry,) = load_spec(_spec(tmp_path, text)).probes
     assert entry.variant.params["events"] == "software"
     text = text.replace('cpus = "0-1" }', 'cpus = "0-1", events = "other" }')
@@ -241,7 +213,7 @@ def test_report_has_a_cluster_section_naming_the_drained_node(tmp_path):
 def test_cli_rejects_a_bad_spec_with_file_line_and_exit_2(tmp_path, capsys):
     from tailscope.cli import main
 
-    path = _spec(tmp_path, SPEC.replace("trials = 4", "trials = -1"))
+    path = _spec(tmp_path, CLUSTER_SPEC.replace("trials = 4", "trials = -1"))
     assert main(["campaign", "submit", str(path), "--dry-run"]) == 2
     assert f"{path}:13: probes.trials: expected" in capsys.readouterr().err
     assert not (tmp_path / "camp").exists()

@@ -11,13 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailscope.campaign import slurm
-from tailscope.campaign.spec import load_spec
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
 from tailscope.verbs.settings import judging_settings
 
-from .fleet import fleet_frame, write_frame
+from .fleet import spec_fleet
 
 SPEC = """\
 [campaign]
@@ -43,11 +40,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("judging")
     spec_path = tmp / "spec.toml"
     spec_path.write_text(SPEC)
-    prepared = slurm.prepare(load_spec(spec_path))
-    frame = fleet_frame(np.ones(4), 12, 0.005, np.random.default_rng(3))
-    frame["variant"] = prepared.manifest.plans[0].variant
-    write_frame(prepared, frame)
-    return Campaign.open(prepared.root).root
+    return spec_fleet(spec_path, np.ones(4), 12, 0.005, np.random.default_rng(3)).root
 
 
 def _report_state(path: Path) -> str:

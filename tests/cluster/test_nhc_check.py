@@ -17,10 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailscope.campaign import slurm
-from tailscope.campaign.spec import load_spec
-
-from .fleet import fleet_frame, write_frame
+from .fleet import spec_fleet
 
 CHECK = Path(__file__).resolve().parents[2] / "scripts" / "nhc" / "tailscope.nhc"
 SPEC = """\
@@ -69,13 +66,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("fleet")
     spec_path = tmp / "spec.toml"
     spec_path.write_text(SPEC)
-    campaign = slurm.prepare(load_spec(spec_path))
     factor = np.ones(5)
     factor[2] = 0.8
-    frame = fleet_frame(factor, 4, 0.005, np.random.default_rng(9))
-    frame["variant"] = campaign.manifest.plans[0].variant
-    write_frame(campaign, frame)
-    return campaign.root
+    return spec_fleet(spec_path, factor, 4, 0.005, np.random.default_rng(9)).root
 
 
 def test_slow_node_dies_with_tailscopes_reason(fleet: Path) -> None:

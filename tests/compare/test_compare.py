@@ -15,14 +15,13 @@ import pyarrow as pa
 import pytest
 from scipy.stats import binomtest
 
+from store_tools import stored
 from tailscope.analysis.model import Settings
 from tailscope.cli import main
 from tailscope.compare import compare
 from tailscope.probes.catalogue import ProbeVariant
-from tailscope.store.campaign import Campaign
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
-from tailscope.store.views import connect
 from tailscope.verbs.workflow import analyze_campaign, write_report
 
 BASE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -175,11 +174,7 @@ def test_run_page_list_interleaves_and_the_report_draws_both(tmp_path, capsys):
         ["run", "l2sum", "--page", "thp,4k", "--trials", "6", "--campaign", str(root), "--no-progress", *FAST]
     )
     assert code in (0, 1), capsys.readouterr().err
-    con = connect(Campaign.open(root))
-    try:
-        order = con.execute("SELECT page_policy FROM runs ORDER BY started_at").fetchall()
-    finally:
-        con.close()
+    order = stored(root, "SELECT page_policy FROM runs ORDER BY started_at")
     assert [p for (p,) in order] == ["thp", "4k"] * 6
     analysis = analyze_campaign(root, Settings())
     # one name from --page to the report: the parameter, the stored column (the default thp too), the model

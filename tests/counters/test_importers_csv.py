@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from store_tools import stored
 from tailscope.cli import main
 from tailscope.importers import ImportInputError, likwid_csv, perf_csv
 from tailscope.store.campaign import Campaign
@@ -47,13 +48,9 @@ PER_SOCKET = """     0.200259289,S0,2,415.04,msec,task-clock,415033799,100.00,2.
 
 
 def samples(campaign: Path) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(
-            "SELECT sample, pmu, unit, event, value FROM samples ORDER BY pmu, unit, event, sample"
-        ).fetchall()
-    finally:
-        con.close()
+    return stored(
+        campaign, "SELECT sample, pmu, unit, event, value FROM samples ORDER BY pmu, unit, event, sample"
+    )
 
 
 def test_aggregated_with_not_counted_and_not_supported(tmp_path: Path) -> None:

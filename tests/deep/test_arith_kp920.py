@@ -8,9 +8,8 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
-from tailscope.analysis.deep_judge import NodeReference, judge_arith
+from tailscope.analysis.deep_judge import Judgement, NodeReference, judge_arith
 from tailscope.analysis.reference_tables import cpu_identity, part_of
 
 KP920 = json.loads((Path(__file__).parent / "fixtures" / "kp920_arith.json").read_text())["summary"]
@@ -25,9 +24,13 @@ def _ref() -> NodeReference:
     return NodeReference(part, "CPU implementer 0x48 part 0xd01", 2.6e9, "cpuinfo_max_freq", 2.6e9, 6)
 
 
-def _row(summary: dict[str, Any], precision: str, width: str, op: str) -> dict[str, Any]:
+def _judged_with(precision: str, width: str, op: str, figure: str, median: float) -> Judgement:
+    """The seed's KP920 run with one instruction's `figure` (latency_cycles, rthroughput_cycles) changed."""
+    summary = copy.deepcopy(KP920)
     key = (precision, width, op)
-    return next(r for r in summary["table"] if (r["precision"], r["width"], r["op"]) == key)
+    row = next(r for r in summary["table"] if (r["precision"], r["width"], r["op"]) == key)
+    row[figure]["median"] = median
+    return judge_arith(summary, _ref())
 
 
 def test_the_seeds_kp920_figures_are_as_expected():
@@ -40,17 +43,13 @@ def test_the_seeds_kp920_figures_are_as_expected():
 
 def test_fp64_fma_throughput_halved_again_is_a_finding_with_both_figures():
     """NEON FP64 FMA at 2 cycles per instruction (the seed's KP920 does 1): a finding naming 2.00 and 1."""
-    halved = copy.deepcopy(KP920)
-    _row(halved, "fp64", "neon", "fma")["rthroughput_cycles"]["median"] = 2.0
-    j = judge_arith(halved, _ref())
+    j = _judged_with("fp64", "neon", "fma", "rthroughput_cycles", 2.0)
     assert j.differs is True
     assert "fp64 neon fma reciprocal throughput 2.00 cycles, published 1 cycles for Kunpeng 920" in j.finding
 
 
 def test_sub_rows_are_judged():
     """SUB (new in arith) maps to the seed's SUB row: a 4-cycle scalar FP32 SUB differs from its 2."""
-    slow = copy.deepcopy(KP920)
-    _row(slow, "fp32", "scalar", "sub")["latency_cycles"]["median"] = 4.0
-    j = judge_arith(slow, _ref())
+    j = _judged_with("fp32", "scalar", "sub", "latency_cycles", 4.0)
     assert j.differs is True
     assert "fp32 scalar sub latency 4.00 cycles, published 2 cycles" in j.finding

@@ -10,9 +10,8 @@ import pytest
 
 from tailscope.analysis.model import Settings
 from tailscope.importers.iterations_csv import import_iterations
-from tailscope.probes.catalogue import ProbeVariant
 from tailscope.verbs.deep import degraded, follow_up_variants, run_deep
-from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign
+from tailscope.verbs.workflow import analyze_campaign
 
 
 def test_degraded_names_the_probe_with_slow_runs(tmp_path):
@@ -39,14 +38,8 @@ def test_follow_ups_per_component():
         assert len(cpus) == len(os.sched_getaffinity(0)) and all(cpus)  # stream on 1..all cores
 
 
-def test_run_deep_writes_the_chain(tmp_path):
-    campaign = tmp_path / "c"
-    run_campaign(
-        RunRequest(
-            variants=((ProbeVariant("l2sum", {"sums": 20}), 2),), campaign_dir=campaign, show_progress=False
-        )
-    )
-    analysis = analyze_campaign(campaign, Settings())
+def test_run_deep_writes_the_chain(l2sum_analyzed):
+    campaign, analysis = l2sum_analyzed
     forced = ["l2sum", "dgemm", "fwq"]
     result = run_deep(campaign, analysis, force=forced, show_progress=False)
     steps = {s.probe: s for s in result.steps}

@@ -8,21 +8,12 @@ import signal
 import threading
 import time
 
-from tailscope.analysis.model import Settings
-from tailscope.probes.catalogue import ProbeVariant
 from tailscope.store.campaign import Campaign
 from tailscope.verbs.deep import DeepInterrupted, run_deep
-from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign
 
 
-def test_sigint_during_the_follow_ups_is_an_interruption(tmp_path):
-    campaign = tmp_path / "c"
-    run_campaign(
-        RunRequest(
-            variants=((ProbeVariant("l2sum", {"sums": 20}), 2),), campaign_dir=campaign, show_progress=False
-        )
-    )
-    analysis = analyze_campaign(campaign, Settings())
+def test_sigint_during_the_follow_ups_is_an_interruption(l2sum_analyzed):
+    campaign, analysis = l2sum_analyzed
     commits = len(Campaign.open(campaign).commit_records())
     claims = campaign / "claims"
     sent = threading.Event()

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from store_tools import stored
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.views import connect
 
 FAST = ["--chunk-bytes", "256k", "--sums", "40", "--sums-per-iteration", "4", "--cpus", "0", "--no-pages"]
 
 
 def os_rows(campaign: Path) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(
-            "SELECT r.trial, c.pmu, c.unit, c.event, c.value FROM counters c JOIN runs r USING (run_id) "
-            "WHERE c.source = 'os' ORDER BY r.trial"
-        ).fetchall()
-    finally:
-        con.close()
+    return stored(
+        campaign,
+        "SELECT r.trial, c.pmu, c.unit, c.event, c.value FROM counters c JOIN runs r USING (run_id) "
+        "WHERE c.source = 'os' ORDER BY r.trial",
+    )
 
 
 def test_evidence_is_stored_by_default_and_not_with_no_evidence(tmp_path, capsys):

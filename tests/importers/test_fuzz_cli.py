@@ -22,37 +22,12 @@ from pathlib import Path
 import pytest
 from test_fuzz_every_importer import ITERATIONS, LIKWID, PERF, PERFCOUNTS
 
+from spec_examples import FLEET_SPEC
 from tailscope.cli import main
 
 MUTATIONS = int(os.environ.get("TAILSCOPE_FUZZ", "300"))
 FIXTURES = Path(__file__).parent / "fixtures"
 
-SPEC = """\
-[campaign]
-directory = "campaigns/fleet"
-name = "fleet"
-
-[slurm]
-nodes = "n[1-3]"
-partition = "batch"
-time_limit = "01:00:00"
-sbatch_options = ["--account=ops"]
-
-[[probes]]
-probe = "l2sum"
-trials = 50
-page = "2m"
-options = { sums = 50, cpus = "0-1" }
-
-[thresholds]
-max_slow_rate = 0.01
-
-[cluster]
-alpha_drain = 0.01
-
-[corunner]
-n2 = "stress-ng --cpu 1"
-"""
 SPEC_DIRECTORY_LINE = 'directory = "campaigns/fleet"'  # kept: a mutated path could point anywhere
 
 TOKENS = [
@@ -197,7 +172,7 @@ def test_import_fuzz_through_main(fmt: str, work: Path, capsys: pytest.CaptureFi
 def test_spec_fuzz_through_main(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tmp_path = work
     spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC)
+    spec.write_text(FLEET_SPEC)
     code, err = run_main(["campaign", "submit", "--dry-run", str(spec)], capsys)
     assert code == 0, err
     spec.unlink()
@@ -205,7 +180,7 @@ def test_spec_fuzz_through_main(work: Path, capsys: pytest.CaptureFixture[str]) 
     rng = random.Random("spec-fuzz")
     outcomes = {0: 0, 2: 0, 130: 0}
     for _ in range(MUTATIONS):
-        data = mutate(SPEC, rng)
+        data = mutate(FLEET_SPEC, rng)
         if SPEC_DIRECTORY_LINE.encode() not in data:  # keep the campaign where the test can look
             data = SPEC_DIRECTORY_LINE.encode() + b"\n" + data
             with contextlib.suppress(ValueError):
@@ -224,7 +199,7 @@ def test_spec_fuzz_through_main(work: Path, capsys: pytest.CaptureFixture[str]) 
 @pytest.mark.parametrize(
     ("argv", "name", "data", "words"),
     [(["import", "hpl", "--node", "n1", "--campaign"], "xhpl.out", None, "73: scaled residual"),
-     (["campaign", "submit", "--dry-run"], "spec.toml", SPEC.encode().replace(b'"fleet"', b'"fl\xed"'),
+     (["campaign", "submit", "--dry-run"], "spec.toml", FLEET_SPEC.encode().replace(b'"fleet"', b'"fl\xed"'),
       "3: not UTF-8")],
     ids=["hpl residual 4.123--5678e-03", "spec not UTF-8"],
 )  # fmt: skip

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from store_tools import stored
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.views import connect
 
 
 def write(tmp_path, text: str, name: str = "hpl.csv"):
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def rows(campaign_dir, sql: str):
-    return connect(Campaign.open(campaign_dir)).execute(sql).fetchall()
 
 
 def test_rates_use_harmonic_mean_and_warmups_are_excluded(tmp_path, capsys):
@@ -30,21 +25,21 @@ def test_rates_use_harmonic_mean_and_warmups_are_excluded(tmp_path, capsys):
     )
     assert main(["import", "iterations", str(csv), "--campaign", str(tmp_path / "c")]) == 0
     assert "imported 2 runs (4 iterations, 2 nodes)" in capsys.readouterr().out
-    got = rows(
+    got = stored(
         tmp_path / "c", "SELECT node, trial, value, unit, higher_is_better, probe FROM runs ORDER BY node"
     )
     # harmonic mean of 100 and 50 = 2 / (1/100 + 1/50) = 66.666...
     assert got[0][:2] == ("n1", 0) and got[0][2] == pytest.approx(200 / 3)
     assert got[0][3:] == ("GFLOPS", True, "imported:hpl")
     assert got[1][:3] == ("n2", 0, 80.0)
-    its = rows(tmp_path / "c", "SELECT iteration, warmup, value FROM iterations ORDER BY value")
+    its = stored(tmp_path / "c", "SELECT iteration, warmup, value FROM iterations ORDER BY value")
     assert its == [(0, True, 1.0), (2, False, 50.0), (1, False, 80.0), (1, False, 100.0)]
 
 
 def test_times_use_arithmetic_mean_and_direction_from_unit(tmp_path):
     csv = write(tmp_path, "node,run,iteration,value,unit\nn1,r1,0,2.0,s\nn1,r1,1,4.0,s\nn1,r2,0,3.0,s\n")
     assert main(["import", "iterations", str(csv), "--campaign", str(tmp_path / "c"), "--name", "app"]) == 0
-    got = rows(tmp_path / "c", "SELECT trial, value, higher_is_better FROM runs ORDER BY trial")
+    got = stored(tmp_path / "c", "SELECT trial, value, higher_is_better FROM runs ORDER BY trial")
     assert got == [(0, 3.0, False), (1, 3.0, False)]
 
 
@@ -89,7 +84,7 @@ def test_bad_csv_is_one_line_exit_2_and_stores_nothing(tmp_path, capsys, text, e
     assert err.startswith("tailscope: error: ") and "\n" not in err
     assert re.search(expected, err), err
     assert sorted(p.name for p in (campaign / "shards" / "runs").iterdir()) == before
-    assert rows(campaign, "SELECT node, value FROM runs") == [("n9", 5.0)]
+    assert stored(campaign, "SELECT node, value FROM runs") == [("n9", 5.0)]
 
 
 def test_reimport_is_refused(tmp_path, capsys):

@@ -8,17 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from store_tools import stored
 from tailscope.cli import main
-from tailscope.store.campaign import Campaign
-from tailscope.store.views import connect
-
-
-def query(campaign: Path, sql: str) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def metrics_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -61,7 +52,7 @@ def test_likwid4_core_columns_with_program_output(tmp_path: Path, capsys: pytest
     campaign = tmp_path / "c"
     assert main(["import", "likwid-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
     assert "likwid 4.x" in capsys.readouterr().out
-    rows = query(campaign, "SELECT pmu, unit, event, value, width FROM counters ORDER BY pmu, event, unit")
+    rows = stored(campaign, "SELECT pmu, unit, event, value, width FROM counters ORDER BY pmu, event, unit")
     expected = [
         ("cpu", 0, "FP_ARITH_INST_RETIRED_SCALAR_DOUBLE", 123456.0, 64),
         ("cpu_fixed", 0, "CPU_CLK_UNHALTED_CORE", 5e9, 64),
@@ -74,7 +65,7 @@ def test_likwid4_core_columns_with_program_output(tmp_path: Path, capsys: pytest
         ("thermal", 1, "TEMP_CORE", 47.0, None),
     ]
     assert rows == expected
-    assert query(campaign, "SELECT trial, value, tsc_hz FROM runs") == [(0, 2.0, 2.5e9)]
+    assert stored(campaign, "SELECT trial, value, tsc_hz FROM runs") == [(0, 2.0, 2.5e9)]
     m = metrics_json(capsys, str(campaign), "--trial", "0")
     assert m["cpus"]["0"]["ipc"] == pytest.approx(0.8) and m["cpus"]["1"]["ipc"] == pytest.approx(0.75)
     assert m["cpus"]["0"]["ghz"] == pytest.approx(2.5) and m["cpus"]["1"]["ghz"] == pytest.approx(2.0)
@@ -135,7 +126,7 @@ def test_likwid5_mem_stores_one_row_per_memory_channel(
     path.write_text(text)
     campaign = tmp_path / "c"
     assert main(["import", "likwid-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
-    rows = query(campaign, "SELECT pmu, unit, event, value FROM counters")
+    rows = stored(campaign, "SELECT pmu, unit, event, value FROM counters")
     assert {(p, u, e): v for p, u, e, v in rows} == expect and len(rows) == len(expect)
     # box 7 of socket 0 read 0 reads: still a row (a dead channel is what this is for)
     assert ("uncore_imc:0", 7, "CAS_COUNT_RD", 0.0) in rows
@@ -157,14 +148,14 @@ def test_likwid_twice_is_refused_and_stores_nothing_more(
     campaign = tmp_path / "c"
     args = ["import", "likwid-csv", str(path), "--campaign", str(campaign), "--node", "n1"]
     assert main(args) == 0
-    before = query(campaign, "SELECT count(*) FROM counters")
+    before = stored(campaign, "SELECT count(*) FROM counters")
     copy = tmp_path / "copy-of-mem.csv"
     copy.write_bytes(path.read_bytes())
     assert main(["import", "likwid-csv", str(copy), "--campaign", str(campaign), "--node", "n1"]) == 2
     err = capsys.readouterr().err
     assert "already imported" in err and "mem.csv" in err and err[-1] == "\n" and err.count("\n") == 1
-    assert query(campaign, "SELECT count(*) FROM runs") == [(1,)]
-    assert query(campaign, "SELECT count(*) FROM counters") == before
+    assert stored(campaign, "SELECT count(*) FROM runs") == [(1,)]
+    assert stored(campaign, "SELECT count(*) FROM counters") == before
 
 
 @pytest.mark.parametrize(
@@ -224,7 +215,7 @@ def test_perf_system_wide_has_its_own_metrics_section(
     campaign = tmp_path / "c"
     assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
     assert "guessed" not in capsys.readouterr().out
-    rows = query(campaign, "SELECT sample, pmu, unit, event, value FROM samples ORDER BY event, sample")
+    rows = stored(campaign, "SELECT sample, pmu, unit, event, value FROM samples ORDER BY event, sample")
     assert rows == [
         (0, "software", None, "cpu-clock", 0.0),
         (1, "software", None, "cpu-clock", pytest.approx(8004.12e6)),
@@ -269,7 +260,7 @@ def test_perf_cycles_with_modifier_counts_as_cycles(
     campaign = tmp_path / "c"
     assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
     assert "start time guessed from the file's modification time" in capsys.readouterr().out
-    rows = query(
+    rows = stored(
         campaign, "SELECT pmu, unit, event, value FROM samples WHERE sample = 1 ORDER BY unit, event"
     )
     assert rows == [
@@ -303,7 +294,7 @@ def test_perf_hybrid_core_and_atom_are_kept_apart(tmp_path: Path, capsys: pytest
     path.write_text(PERF_HYBRID)
     campaign = tmp_path / "c"
     assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
-    rows = query(campaign, "SELECT pmu, event, value FROM samples WHERE sample = 1 ORDER BY pmu, event")
+    rows = stored(campaign, "SELECT pmu, event, value FROM samples WHERE sample = 1 ORDER BY pmu, event")
     assert rows == [
         ("cpu_atom", "cycles", 1e10),
         ("cpu_atom", "instructions", 8e9),
@@ -332,7 +323,7 @@ def test_perf_uncore_boxes_one_row_per_box(tmp_path: Path, capsys: pytest.Captur
     path.write_text("\n".join(lines) + "\n")
     campaign = tmp_path / "c"
     assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
-    rows = query(campaign, "SELECT pmu, unit, event, value FROM samples WHERE sample = 1 ORDER BY pmu, unit")
+    rows = stored(campaign, "SELECT pmu, unit, event, value FROM samples WHERE sample = 1 ORDER BY pmu, unit")
     assert rows == [
         (f"uncore_imc:{s}", b, "cas_count_read", float(100 * (b + 1) + s)) for s in (0, 1) for b in range(4)
     ]
@@ -388,11 +379,11 @@ def test_bom_is_accepted_by_every_text_importer(tmp_path: Path) -> None:
     assert main(["import", "perf-csv", str(tmp_path / "perf.csv"), "--campaign", c, "--node", "p"]) == 0
     assert main(["import", "likwid-csv", str(tmp_path / "lk.csv"), "--campaign", c, "--node", "l"]) == 0
     assert main(["import", "perfcounts", str(tmp_path / "h.perfcounts.lua"), "--campaign", c]) == 0
-    assert query(Path(c), "SELECT sample, value FROM samples WHERE node = 'h' ORDER BY sample") == [
+    assert stored(Path(c), "SELECT sample, value FROM samples WHERE node = 'h' ORDER BY sample") == [
         (0, 5.0),
         (1, 7.0),
     ]
-    assert query(Path(c), "SELECT count(*) FROM iterations") == [(1,)]
+    assert stored(Path(c), "SELECT count(*) FROM iterations") == [(1,)]
 
 
 def test_perf_per_cpu_uncore_boxes_get_their_socket_from_the_cpu(tmp_path: Path) -> None:
@@ -408,7 +399,7 @@ def test_perf_per_cpu_uncore_boxes_get_their_socket_from_the_cpu(tmp_path: Path)
     path.write_text("\n".join(lines) + "\n")
     campaign = tmp_path / "c"
     assert main(["import", "perf-csv", str(path), "--campaign", str(campaign), "--node", "n1"]) == 0
-    rows = query(campaign, "SELECT pmu, unit, value FROM samples WHERE sample = 1 ORDER BY pmu, unit")
+    rows = stored(campaign, "SELECT pmu, unit, value FROM samples WHERE sample = 1 ORDER BY pmu, unit")
     assert rows == [
         ("cpu", 0, 5.0), ("cpu", 24, 6.0),
         ("uncore_imc:0", 0, 100.0), ("uncore_imc:0", 1, 200.0),

@@ -18,6 +18,8 @@ import sys
 import pytest
 from probe_runs import ProbeRun, online_cpus, run_probe
 
+from netns import LOOPBACK_ONLY, require_loopback_namespace
+
 QUICK: dict[str, tuple[str, ...]] = {
     "l2sum": ("--sums", "20", "--no-pages"),
     "stream": ("--elements", "200000", "--reps", "2", "--no-pages"),
@@ -233,17 +235,14 @@ def test_tailscope_run_refuses_cpus_outside_the_inherited_mask(tmp_path):
 def _mpi(
     *args: str, env: dict[str, str], mask: str | None = None, launcher: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
-    import shutil
-
     from tailscope.native import NativeMissingError, native_path
 
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.skip("a network namespace needs root, unshare and ip")
+    require_loopback_namespace()
     try:
         exe = str(native_path("mpi-p2p"))
     except NativeMissingError:
         pytest.skip("mpi-p2p was not built (no MPI found at build time)")
-    argv = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *launcher, exe, *args]
+    argv = [*LOOPBACK_ONLY, *launcher, exe, *args]
     if mask is not None:
         argv = ["taskset", "-c", mask, *argv]
     full = {k: v for k, v in os.environ.items() if k != "TAILSCOPE_TEST_CORRUPT"}

@@ -4,23 +4,22 @@ loopback up (notes/next-wave.md: Open MPI's launcher needs an interface that is 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
 from probe_runs import ProbeRun, _decode, check_order, online_cpus
 
+from netns import LOOPBACK_ONLY, require_loopback_namespace
 from tailscope.native import NativeMissingError, native_path
 
 
 def mpi_probe(*args: str, env: dict[str, str] | None = None, expect: int = 0) -> ProbeRun:
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.skip("a network namespace needs root, unshare and ip")
+    require_loopback_namespace()
     try:
         exe = str(native_path("mpi-p2p"))
     except NativeMissingError:
         pytest.skip("mpi-p2p was not built (no MPI found at build time)")
-    argv = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", exe, *args]
+    argv = [*LOOPBACK_ONLY, exe, *args]
     full_env = {k: v for k, v in os.environ.items() if k != "TAILSCOPE_TEST_CORRUPT"}
     full_env.update(env or {})
     proc = subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=300, check=False)

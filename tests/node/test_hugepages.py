@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from store_tools import stored
 from tailscope.node import facts as node_facts
 from tailscope.node.hugepages import (
     GIB,
@@ -233,8 +234,6 @@ def test_the_1g_offset_sweep_recipe_runs_here(tmp_path):
     """The advice's sweep, small: reserve one 1 GiB page at run time, two offsets, one trial each; the array
     is on one 1 GiB frame at the offset asked; the reservation is put back."""
     from tailscope.cli import main
-    from tailscope.store.campaign import Campaign
-    from tailscope.store.views import connect
 
     knob = Path("/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages")
     if not knob.exists():
@@ -251,14 +250,11 @@ def test_the_1g_offset_sweep_recipe_runs_here(tmp_path):
     finally:
         knob.write_text(f"{before}\n")
     assert int(knob.read_text()) == before
-    con = connect(Campaign.open(campaign))
-    try:
-        rows = con.execute(
-            "SELECT r.config, p.virtual_address, p.physical_address, p.page_size "
-            "FROM runs r JOIN pages p USING (run_id) WHERE r.status = 'ok'"
-        ).fetchall()
-    finally:
-        con.close()
+    rows = stored(
+        campaign,
+        "SELECT r.config, p.virtual_address, p.physical_address, p.page_size "
+        "FROM runs r JOIN pages p USING (run_id) WHERE r.status = 'ok'",
+    )
     offsets = sorted(json.loads(config)["offset"] for config, *_ in rows)
     assert offsets == [0, 256 << 20]
     for _, va, pa, size in rows:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from store_tools import write_iterations_csv
 from tailscope.cli import main
 from tailscope.verbs.workflow import csv_text_cell
 
@@ -23,14 +24,9 @@ FAST = ["--chunk-bytes", "256k", "--sums", "40", "--sums-per-iteration", "4", "-
 
 def _import(root: Path, nodes: list[str], unit: str = "GB/s") -> Path:
     rng = np.random.default_rng(3)
-    path = root / "it.csv"
-    with open(path, "w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(["node", "run", "iteration", "value", "unit"])
-        for node in nodes:
-            for run in range(6):
-                for it in range(3):
-                    out.writerow([node, run, it, f"{100 * (1 + rng.normal(0, 0.01)):.4f}", unit])
+    path = write_iterations_csv(
+        root / "it.csv", nodes, 6, 3, lambda *_: f"{100 * (1 + rng.normal(0, 0.01)):.4f}", unit
+    )
     argv = ["--campaign", str(root / "c"), "--name", "=cmd", "--higher-is-better"]
     assert main(["import", "iterations", str(path), *argv]) == 0
     return root / "c"

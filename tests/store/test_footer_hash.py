@@ -7,7 +7,6 @@ even without the hash (campaigns written before it)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from store_tools import write_iterations_csv
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
 from tailscope.store.errors import StoreError
@@ -25,14 +25,9 @@ FLIPS = 300
 
 
 def _import(root: Path, name: str, nodes: list[str]) -> None:
-    path = root / f"{name}.csv"
-    with open(path, "w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(["node", "run", "iteration", "value", "unit"])
-        for node in nodes:
-            for run in range(3):
-                for it in range(4):
-                    out.writerow([node, run, it, 100 + run + it / 10, "s"])
+    path = write_iterations_csv(
+        root / f"{name}.csv", nodes, 3, 4, lambda _, run, it: 100 + run + it / 10, "s"
+    )
     assert main(["import", "iterations", str(path), "--campaign", str(root / "c"), "--name", name]) == 0
 
 

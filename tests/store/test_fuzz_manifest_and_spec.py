@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from spec_examples import FLEET_SPEC
 from tailscope.campaign.spec import SpecError, load_spec
 from tailscope.store.errors import StoreError
 from tailscope.store.manifest import Manifest
@@ -38,28 +39,6 @@ VALID_MANIFEST: dict[str, Any] = {
     "sample_headers": {"n1": {"imported:perfcounts": {"tsc_hz": 2.1e9}}},
 }  # fmt: skip
 
-VALID_SPEC = """\
-[campaign]
-directory = "campaigns/fleet"
-name = "fleet"
-
-[slurm]
-nodes = "n[1-3]"
-partition = "batch"
-time_limit = "01:00:00"
-sbatch_options = ["--account=ops"]
-
-[[probes]]
-probe = "l2sum"
-trials = 50
-page = "2m"
-
-[thresholds]
-max_slow_rate = 0.01
-
-[corunner]
-n2 = "stress-ng --cpu 1 --timeout 10"
-"""
 
 ODD_VALUES: list[Any] = [
     None, True, False, 0, -1, 2**63, 2**64 + 1, 1e308, -1e308, float("nan"), float("inf"), "", "x", "\n",
@@ -141,7 +120,7 @@ def fuzz_spec(tmp_path: Path, count: int, seed: int) -> tuple[int, int]:
     path = tmp_path / "fleet.toml"
     accepted = refused = 0
     for _ in range(count):
-        path.write_text(_mutate_text(VALID_SPEC, rng))
+        path.write_text(_mutate_text(FLEET_SPEC, rng))
         try:
             load_spec(path)
         except SpecError as exc:
@@ -157,7 +136,7 @@ def test_valid_inputs_are_accepted(tmp_path):
     path = tmp_path / "campaign.json"
     path.write_text(json.dumps(VALID_MANIFEST))
     assert Manifest.load(path).plans[1].params == {"groups": ["L2"]}
-    (tmp_path / "fleet.toml").write_text(VALID_SPEC)
+    (tmp_path / "fleet.toml").write_text(FLEET_SPEC)
     assert load_spec(tmp_path / "fleet.toml").name == "fleet"
 
 
@@ -195,7 +174,7 @@ def test_fuzz_spec_10000(tmp_path):
     ],
 )
 def test_control_characters_in_the_spec_are_refused_naming_key_and_line(tmp_path, section, key, value):
-    lines = VALID_SPEC.splitlines()
+    lines = FLEET_SPEC.splitlines()
     start = lines.index(f"[{section}]")
     for i in range(start + 1, len(lines)):
         if lines[i].startswith(f"{key} ="):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from store_tools import stored
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
 from tailscope.store.errors import StoreError
@@ -30,14 +31,6 @@ def tailscope(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tailscope", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def rows(campaign: Path, sql: str) -> list[tuple]:
-    con = connect(Campaign.open(campaign))
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def write_iterations(path: Path, nodes: dict[str, int], *, last_iteration: str | None = None) -> None:
@@ -58,15 +51,15 @@ def test_glob_characters_in_a_campaign_path_read_that_campaign_only(tmp_path, ca
     assert main(["run", "l2sum", "--trials", "5", "--campaign", "c4", *FAST]) == 0
     assert main(["run", "l2sum", "--trials", "4", "--campaign", "c[4]", *FAST]) == 0
     # the third run did 4 new trials of its own campaign: nothing skipped as "done" from c4's shards
-    assert [r[0] for r in rows(Path("c[4]"), "SELECT trial FROM runs ORDER BY trial")] == list(range(6))
-    assert rows(Path("c4"), "SELECT count(*) FROM runs")[0][0] == 5
+    assert [r[0] for r in stored(Path("c[4]"), "SELECT trial FROM runs ORDER BY trial")] == list(range(6))
+    assert stored(Path("c4"), "SELECT count(*) FROM runs")[0][0] == 5
     capsys.readouterr()
     assert main(["analyze", "c[4]", "--json"]) in (0, 1, 3)
     out = json.loads(capsys.readouterr().out)
     assert sum(len(p.get("runs", [])) for p in out.get("probes", [])) in (0, 6) or "6" in json.dumps(out)
     for odd in ("back\\slash", "star*", "q?", "{a,b}"):
         assert main(["run", "l2sum", "--trials", "1", "--campaign", odd, *FAST]) == 0
-        assert rows(Path(odd), "SELECT count(*) FROM runs")[0][0] == 1
+        assert stored(Path(odd), "SELECT count(*) FROM runs")[0][0] == 1
 
 
 # --- 2. imports are all or nothing ----------------------------------------------------------------
@@ -81,7 +74,7 @@ def test_failed_import_stores_nothing_and_creates_nothing(tmp_path, capsys):
     good = tmp_path / "good.csv"
     write_iterations(good, {"n1": 2, "n2": 2})
     assert main(["import", "iterations", str(good), "--campaign", str(campaign)]) == 0
-    assert rows(campaign, "SELECT count(*), count(DISTINCT node) FROM runs")[0] == (4, 2)
+    assert stored(campaign, "SELECT count(*), count(DISTINCT node) FROM runs")[0] == (4, 2)
     # into an existing campaign: the failure leaves it byte for byte as it was
     manifest = (campaign / "campaign.json").read_bytes()
     files = sorted(p.name for p in campaign.rglob("*") if p.is_file())
@@ -96,7 +89,7 @@ def test_a_255_character_node_name_imports_and_a_longer_one_is_refused(tmp_path,
     path = tmp_path / "long.csv"
     write_iterations(path, {"n" * 255: 2})
     assert main(["import", "iterations", str(path), "--campaign", str(tmp_path / "c")]) == 0
-    assert rows(tmp_path / "c", "SELECT max(length(node)), count(*) FROM runs")[0] == (255, 2)
+    assert stored(tmp_path / "c", "SELECT max(length(node)), count(*) FROM runs")[0] == (255, 2)
     write_iterations(path, {"n" * 300: 2})
     capsys.readouterr()
     assert main(["import", "iterations", str(path), "--campaign", str(tmp_path / "d")]) == 2
@@ -131,7 +124,7 @@ def test_two_concurrent_runs_never_run_one_trial_twice(tmp_path):
     for proc in (first, second):
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
-    got = rows(campaign, "SELECT count(*), count(DISTINCT trial) FROM runs_all")[0]
+    got = stored(campaign, "SELECT count(*), count(DISTINCT trial) FROM runs_all")[0]
     assert got == (12, 12)
 
 
@@ -153,7 +146,7 @@ def test_a_run_whose_trials_are_all_held_says_who_holds_them(tmp_path, capsys):
     finally:
         claim.release()
     assert main(["run", "--resume", "--campaign", str(campaign), "--no-progress"]) == 0
-    assert rows(campaign, "SELECT count(*), count(DISTINCT trial) FROM runs_all")[0] == (6, 6)
+    assert stored(campaign, "SELECT count(*), count(DISTINCT trial) FROM runs_all")[0] == (6, 6)
 
 
 def _node() -> str:
@@ -185,9 +178,9 @@ def test_parallel_imports_get_distinct_trial_numbers(tmp_path):
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-    trials = sorted(r[0] for r in rows(campaign, "SELECT trial FROM runs_all"))
+    trials = sorted(r[0] for r in stored(campaign, "SELECT trial FROM runs_all"))
     assert trials == list(range(8))
-    assert rows(campaign, "SELECT count(*) FROM runs")[0][0] == 8
+    assert stored(campaign, "SELECT count(*) FROM runs")[0][0] == 8
 
 
 def _add_plan(root: str, index: int) -> None:
@@ -256,10 +249,10 @@ def test_truncated_shard_is_quarantined_by_collect_and_resume_redoes_its_trials(
     err = capsys.readouterr().err
     assert "campaign collect" in err and str(shard) in err
     assert main(["campaign", "collect", str(campaign)]) in (0, 1)
-    assert rows(campaign, "SELECT count(*) FROM runs")[0][0] == 0  # the whole chunk went aside
+    assert stored(campaign, "SELECT count(*) FROM runs")[0][0] == 0  # the whole chunk went aside
     assert main(["run", "--resume", "--campaign", str(campaign), "--no-progress"]) == 0
-    got = rows(campaign, "SELECT count(DISTINCT run_id) FROM iterations")[0][0]
-    assert got == 4 and rows(campaign, "SELECT count(*) FROM runs")[0][0] == 4
+    got = stored(campaign, "SELECT count(DISTINCT run_id) FROM iterations")[0][0]
+    assert got == 4 and stored(campaign, "SELECT count(*) FROM runs")[0][0] == 4
 
 
 # --- 5. OS errors are one line --------------------------------------------------------------------
@@ -397,7 +390,7 @@ def test_run_on_another_node_runs_n_trials_not_the_old_plan_plus_n(tmp_path):
     campaign = tmp_path / "c"
     assert main(["run", "l2sum", "--trials", "5", "--campaign", str(campaign), "--node", "a", *FAST]) == 0
     assert main(["run", "l2sum", "--trials", "2", "--campaign", str(campaign), "--node", "b", *FAST]) == 0
-    got = dict(rows(campaign, "SELECT node, count(*) FROM runs GROUP BY node"))
+    got = dict(stored(campaign, "SELECT node, count(*) FROM runs GROUP BY node"))
     assert got == {"a": 5, "b": 2}
 
 
@@ -451,12 +444,12 @@ def test_killed_monitored_run_leaves_no_monitor_and_resume_stores_its_samples(tm
     assert not _tsmon_pids(campaign), "tsmon outlived its SIGKILLed parent"
     monitor_files = list((campaign / "monitor").glob("*.tsmon.jsonl"))
     assert len(monitor_files) == 1
-    assert rows(campaign, "SELECT count(*) FROM samples")[0][0] == 0
+    assert stored(campaign, "SELECT count(*) FROM samples")[0][0] == 0
     assert main(["run", "--resume", "--campaign", str(campaign), "--no-progress"]) == 0
-    assert rows(campaign, "SELECT count(*) FROM samples")[0][0] > 0
-    again = rows(campaign, "SELECT count(*) FROM samples")[0][0]
+    assert stored(campaign, "SELECT count(*) FROM samples")[0][0] > 0
+    again = stored(campaign, "SELECT count(*) FROM samples")[0][0]
     assert main(["run", "--resume", "--campaign", str(campaign), "--no-progress"]) == 0
-    assert rows(campaign, "SELECT count(*) FROM samples")[0][0] == again  # stored once, not twice
+    assert stored(campaign, "SELECT count(*) FROM samples")[0][0] == again  # stored once, not twice
 
 
 def test_an_empty_import_creates_no_campaign(tmp_path):

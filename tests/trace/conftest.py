@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from trace_tools import COMPILERS, JACOBI, make_sysfs
+from trace_tools import COMPILERS, JACOBI, build_openmp, make_sysfs
 
 from tailscope.native import NativeMissingError, native_library
 
@@ -24,12 +22,7 @@ def tool_library() -> Path:
 def jacobi(request, tmp_path_factory) -> tuple[str, Path]:
     """(compiler, binary) of the jacobi example, -O2 -g."""
     name = request.param
-    cc = next((shutil.which(c) for c in COMPILERS[name] if shutil.which(c)), None)
-    if cc is None:
-        pytest.skip(f"{name} not installed (Debian: see packaging/debian-packages-test.txt)")
-    out = tmp_path_factory.mktemp(f"jacobi-{name}") / "jacobi"
-    subprocess.run([cc, "-O2", "-g", "-fopenmp", "-o", str(out), str(JACOBI)], check=True)
-    return name, out
+    return name, build_openmp(name, JACOBI, tmp_path_factory.mktemp(f"jacobi-{name}") / "jacobi")
 
 
 @pytest.fixture

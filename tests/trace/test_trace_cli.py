@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from chrome_check import check_chrome
 from otf2_check import check_archive
+from trace_tools import needs_otf2_print
 
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
@@ -61,7 +62,7 @@ def test_runtime_detection_and_link_dir(jacobi, tmp_path):
         assert runtime.family == "llvm" and plan.env == {}
 
 
-@pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")
+@needs_otf2_print
 def test_two_socket_topology_gives_remote_messages(jacobi, tool_library, pinned, sysfs_2s, tmp_path, capsys):
     _, binary = jacobi
     campaign = tmp_path / "c"

@@ -5,7 +5,6 @@ the store round trip, and both exports checked (otf2-print, our own OTF2 reader,
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pandas as pd
 import pytest
 from chrome_check import check_chrome
 from otf2_check import check_archive
-from trace_tools import JACOBI, pragma_lines
+from trace_tools import JACOBI, needs_otf2_print, pragma_lines
 
 from tailscope.store.campaign import Campaign
 from tailscope.store.views import connect
@@ -150,7 +149,7 @@ def test_store_round_trip_and_run_row(traced):
     assert trials == [(outcome.run_id, 0), (again.run_id, 1)]
 
 
-@pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")
+@needs_otf2_print
 def test_otf2_and_chrome_exports(traced):
     _, outcome = traced
     subprocess.run(["otf2-print", "--silent", str(outcome.otf2)], check=True, capture_output=True)

@@ -10,13 +10,11 @@ merged."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from trace_tools import COMPILERS, pragma_lines
+from trace_tools import COMPILERS, build_openmp, needs_otf2_print, otf2_definitions, pragma_lines
 
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
@@ -36,12 +34,7 @@ ITERATIONS = 5
 @pytest.fixture(scope="module", params=sorted(COMPILERS))
 def built(request, tmp_path_factory) -> tuple[str, Path]:
     name = request.param
-    cc = next((shutil.which(c) for c in COMPILERS[name] if shutil.which(c)), None)
-    if cc is None:
-        pytest.skip(f"{name} not installed (Debian: see packaging/debian-packages-test.txt)")
-    binary = tmp_path_factory.mktemp(f"regions-{name}") / f"regions-{name}"
-    subprocess.run([cc, "-O2", "-g", "-fopenmp", "-o", str(binary), str(SOURCE)], check=True)
-    return name, binary
+    return name, build_openmp(name, SOURCE, tmp_path_factory.mktemp(f"regions-{name}") / f"regions-{name}")
 
 
 def _trace(binary: Path, campaign: Path, *extra: str, touched: str = "first"):
@@ -164,12 +157,10 @@ def test_forked_child_keeps_its_regions(forked):
         assert nbytes >= size * MIB
 
 
-@pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")
+@needs_otf2_print
 def test_otf2_regions_carry_source_file_and_line(traced):
     _, outcome = traced
-    out = subprocess.run(
-        ["otf2-print", "-G", str(outcome.otf2)], check=True, capture_output=True, text=True
-    ).stdout
+    out = otf2_definitions(outcome.otf2)
     regions = re.findall(r'^REGION .*Name: "([^"]*)".*File: "([^"]*)".*Begin: (\d+), End: (\d+)', out, re.M)
     assert regions, out
     par = outcome.regions[outcome.regions["kind"] == "parallel"]
@@ -182,12 +173,10 @@ def test_otf2_regions_carry_source_file_and_line(traced):
         assert Path(file).name == "regions.c" and begin == end == line, (label, by_name[label])
 
 
-@pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed")
+@needs_otf2_print
 def test_otf2_forked_child_threads_are_locations(forked):
     _, outcome = forked
-    out = subprocess.run(
-        ["otf2-print", "-G", str(outcome.otf2)], check=True, capture_output=True, text=True
-    ).stdout
+    out = otf2_definitions(outcome.otf2)
     locations = re.findall(r'^LOCATION .*Name: "([^"]*)"', out, re.M)
     r = outcome.regions
     pid = int(r.loc[~r.index.isin(_parent(outcome).index), "process"].iloc[0])

@@ -1,13 +1,37 @@
-"""Helpers of the trace tests: the jacobi source, its pragma lines, fake sysfs topologies."""
+"""Helpers of the trace tests: OpenMP programs built with each compiler, their pragma lines, otf2-print,
+fake sysfs topologies."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 JACOBI = REPO / "native" / "ompt" / "jacobi.c"
 FIXTURES = Path(__file__).parent / "fixtures"
 COMPILERS = {"gcc": ["gcc"], "clang": ["clang-14", "clang"]}
+needs_otf2_print = pytest.mark.skipif(
+    shutil.which("otf2-print") is None, reason="otf2-print (Debian otf2-tools) not installed"
+)
+
+
+def build_openmp(compiler: str, source: Path, binary: Path) -> Path:
+    """`source` built -O2 -g -fopenmp into `binary` by `compiler` (a key of COMPILERS); skip without it."""
+    cc = next((shutil.which(c) for c in COMPILERS[compiler] if shutil.which(c)), None)
+    if cc is None:
+        pytest.skip(f"{compiler} not installed (Debian: see packaging/debian-packages-test.txt)")
+    subprocess.run([cc, "-O2", "-g", "-fopenmp", "-o", str(binary), str(source)], check=True)
+    return binary
+
+
+def otf2_definitions(archive: Path) -> str:
+    """`otf2-print -G`: the archive's global definitions (regions, locations) as text."""
+    return subprocess.run(
+        ["otf2-print", "-G", str(archive)], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def pragma_lines(source: Path, text: str) -> list[int]:

@@ -24,15 +24,16 @@ and what was expected (exit 2).
 from __future__ import annotations
 
 import re
-import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tailscope import tomlfile
 from tailscope.app.errors import AppInputError
 from tailscope.app.figures import FigureSpec
 from tailscope.app.variant import PREFIX, AppVariant, app_params, default_name
 from tailscope.errors import InputError
+from tailscope.tomlfile import Table
 
 KEYS = {
     "name", "argv", "trials", "timeout", "metrics", "metric_file", "sanity", "iteration_regex", "reference",
@@ -41,39 +42,19 @@ KEYS = {
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _APP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
 
-Fail = Callable[[str | None, str], Exception]  # (key, message) -> the error to raise
-
 
 def load_definition(path: Path) -> tuple[AppVariant, int | None]:
     """The application of a definition file and its trials (None when the file gives none)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise AppInputError(f"{path}: cannot read the application definition ({exc.strerror})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise AppInputError(f"{path}:{line.group(1) if line else 1}: not valid TOML ({exc})") from None
-    lines = text.splitlines()
-
-    def fail(key: str | None, message: str) -> Exception:
-        number = next(
-            (i for i, raw in enumerate(lines, 1) if key and re.match(rf"\s*{re.escape(key)}\s*=", raw)), 1
-        )
-        return AppInputError(f"{path}:{number}: {key + ': ' if key else ''}{message}")
-
-    return parse_definition(data, fail, base=path.parent)
+    data, file = tomlfile.load(path, "the application definition", AppInputError)
+    return parse_definition(data, file.table(None), base=file.path.parent)
 
 
 def parse_definition(
-    data: Mapping[str, Any], fail: Fail, *, base: Path | None = None
+    data: Mapping[str, Any], checks: Table, *, base: Path | None = None
 ) -> tuple[AppVariant, int | None]:
-    """An application from a table of the keys above; `fail(key, message)` makes the error."""
-    for key in data:
-        if key not in KEYS:
-            raise fail(key, f"unknown key; expected one of {', '.join(sorted(KEYS))}")
+    """An application from a table of the keys above; `checks` is that table's, in its file."""
+    fail = checks.error
+    checks.known(data, sorted(KEYS))
     argv = data.get("argv")
     if not isinstance(argv, list) or not argv or not all(isinstance(w, str) and w for w in argv):
         raise fail("argv", 'expected the command as a list of words, e.g. ["lmp", "-in", "in.lj"]')
@@ -82,27 +63,17 @@ def parse_definition(
     name = data.get("name", default_name(argv))
     if not isinstance(name, str) or not _APP_NAME.match(name) or len(name) > 64:
         raise fail("name", "expected a word of letters, digits and _ . + - (up to 64)")
-    trials = data.get("trials")
-    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 1):
-        raise fail("trials", "expected a whole number >= 1")
-    timeout = data.get("timeout")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-    ):
-        raise fail("timeout", "expected seconds > 0")
-    warmup = data.get("warmup")
-    if warmup is not None and (
-        isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= 1000
-    ):
-        raise fail("warmup", "expected a whole number from 0 to 1000")
+    trials = checks.whole("trials", data.get("trials"))
+    timeout = checks.seconds("timeout", data.get("timeout"))
+    warmup = checks.whole("warmup", data.get("warmup"), low=0, high=1000)
     metrics = data.get("metrics", [])
     if isinstance(metrics, str):
         metrics = [metrics]
     if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
         raise fail("metrics", "expected a list of 'NAME[:UNIT][:higher|lower]=REGEX' strings")
-    for key in ("metric_file", "sanity", "iteration_regex", "reference", "format", "prepare", "cleanup"):
-        if key in data and not (isinstance(data[key], str) and data[key]):
-            raise fail(key, "expected a non-empty string")
+    checks.strings(
+        data, ("metric_file", "sanity", "iteration_regex", "reference", "format", "prepare", "cleanup")
+    )
     env = data.get("env", {})
     if not isinstance(env, dict):
         raise fail("env", 'expected a table of variables, e.g. { OMP_NUM_THREADS = "2" }')
@@ -127,7 +98,7 @@ def parse_definition(
         prepare=data.get("prepare"),
         cleanup=data.get("cleanup"),
         warmup=warmup,
-        timeout_s=float(timeout) if timeout is not None else None,
+        timeout_s=timeout,
     )
     variant = AppVariant(PREFIX + name, params)
     try:

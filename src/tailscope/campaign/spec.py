@@ -48,12 +48,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailscope import tomlfile
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
 from tailscope.app.variant import AppVariant
@@ -61,6 +61,7 @@ from tailscope.errors import InputError
 from tailscope.options import type_words
 from tailscope.probes.catalogue import PROBES, ProbeVariant
 from tailscope.store.params import PARAM_RENAMES
+from tailscope.tomlfile import TomlFile
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
 _SECTIONS = {"campaign", "slurm", "probes", "apps", "events", "thresholds", "cluster", "corunner"}
@@ -76,6 +77,7 @@ _SLURM_KEYS = {
     "sbatch_options",
 }
 _PROBE_KEYS = {"probe", "trials", "page", "options"}
+_TRIALS = "expected the trials per node as a whole number >= 1"
 
 
 class SpecError(InputError, ValueError):
@@ -128,28 +130,14 @@ class CampaignSpec:
 
 
 def load_spec(path: Path) -> CampaignSpec:
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read the campaign spec ({exc.strerror})") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:  # TOML is UTF-8: name the line of the first byte that is not
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise SpecError(f"{path}:{line}: not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise SpecError(f"{path}:{line.group(1) if line else 1}: not valid TOML ({exc})") from exc
-    return parse_spec(data, path, text)
+    data, file = tomlfile.load(path, "the campaign spec", SpecError)
+    return _parse(data, file)
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _refuse_control_characters(value: object, where: _Locator, section: str | None, key: str | None) -> None:
+def _refuse_control_characters(value: object, where: TomlFile, section: str | None, key: str | None) -> None:
     """Every string of the spec ends up in job.sh or on an sbatch/srun command line: a newline or another
     control character would inject shell lines, so it is refused, naming the key and its line."""
     if isinstance(value, str):
@@ -172,11 +160,13 @@ def _refuse_control_characters(value: object, where: _Locator, section: str | No
 
 
 def parse_spec(data: Mapping[str, Any], path: Path, text: str = "") -> CampaignSpec:
-    where = _Locator(path, text)
+    return _parse(data, TomlFile(Path(path), text, SpecError))
+
+
+def _parse(data: Mapping[str, Any], where: TomlFile) -> CampaignSpec:
+    path = where.path
     _refuse_control_characters(data, where, None, None)
-    for key in data:
-        if key not in _SECTIONS:
-            raise where.error(None, key, f"unknown section; expected one of {', '.join(sorted(_SECTIONS))}")
+    where.table(None).known(data, sorted(_SECTIONS), what="section")
     campaign = _table(data, "campaign", where)
     directory = campaign.get("directory")
     if not isinstance(directory, str) or not directory:
@@ -189,18 +179,15 @@ def parse_spec(data: Mapping[str, Any], path: Path, text: str = "") -> CampaignS
         raise where.error("campaign", "name", "expected a string")
 
     slurm = _table(data, "slurm", where, required=False)
-    for key in slurm:
-        if key not in _SLURM_KEYS:
-            raise where.error("slurm", key, f"unknown key; expected one of {', '.join(sorted(_SLURM_KEYS))}")
+    checks = where.table("slurm")
+    checks.known(slurm, sorted(_SLURM_KEYS))
     nodes = slurm.get("nodes")
     if nodes is not None:
         if isinstance(nodes, list) and nodes and all(isinstance(n, str) and n for n in nodes):
             nodes = tuple(nodes)
         elif not (isinstance(nodes, str) and nodes):
             raise where.error("slurm", "nodes", 'expected a hostlist like "n[1-3]" or a list of node names')
-    node_count = slurm.get("node_count")
-    if node_count is not None and (not isinstance(node_count, int) or node_count < 1):
-        raise where.error("slurm", "node_count", "expected a whole number >= 1")
+    node_count = checks.whole("node_count", slurm.get("node_count"))
     if nodes is None and node_count is None:
         raise where.error("slurm", "nodes", "expected nodes (a hostlist) or node_count")
     time_limit = slurm.get("time_limit")
@@ -211,17 +198,11 @@ def parse_spec(data: Mapping[str, Any], path: Path, text: str = "") -> CampaignS
     steps = slurm.get("steps", "parallel")
     if steps not in ("parallel", "serial"):
         raise where.error("slurm", "steps", 'expected "parallel" or "serial"')
-    trial_timeout = slurm.get("trial_timeout")
-    if trial_timeout is not None and (
-        isinstance(trial_timeout, bool) or not isinstance(trial_timeout, int | float) or trial_timeout <= 0
-    ):
-        raise where.error("slurm", "trial_timeout", "expected seconds > 0")
+    trial_timeout = checks.seconds("trial_timeout", slurm.get("trial_timeout"))
     extra = slurm.get("sbatch_options", [])
     if not isinstance(extra, list) or not all(isinstance(o, str) and o.startswith("-") for o in extra):
         raise where.error("slurm", "sbatch_options", 'expected a list of options like ["--account=ops"]')
-    for key in ("partition", "constraint", "cpu_bind"):
-        if key in slurm and not (isinstance(slurm[key], str) and slurm[key]):
-            raise where.error("slurm", key, "expected a non-empty string")
+    checks.strings(slurm, ("partition", "constraint", "cpu_bind"))
 
     events = _table(data, "events", where, required=False).get("set")
     if events is not None and not (isinstance(events, str) and events):
@@ -257,7 +238,7 @@ def parse_spec(data: Mapping[str, Any], path: Path, text: str = "") -> CampaignS
         time_limit=time_limit,
         steps=steps,
         cpu_bind=slurm.get("cpu_bind", "cores"),
-        trial_timeout=float(trial_timeout) if trial_timeout is not None else None,
+        trial_timeout=trial_timeout,
         sbatch_options=tuple(extra),
         events=events,
         settings=settings,
@@ -266,28 +247,23 @@ def parse_spec(data: Mapping[str, Any], path: Path, text: str = "") -> CampaignS
     )
 
 
-def _probes(data: Mapping[str, Any], where: _Locator, events: str | None) -> tuple[ProbeEntry, ...]:
+def _probes(data: Mapping[str, Any], where: TomlFile, events: str | None) -> tuple[ProbeEntry, ...]:
     entries = data.get("probes")
     if not isinstance(entries, list) or not entries:
         raise where.error(None, "probes", "expected at least one [[probes]] table")
     out = []
     seen: set[str] = set()
+    checks = where.table("probes")
     for entry in entries:
         if not isinstance(entry, dict):
             raise where.error(None, "probes", "expected [[probes]] tables")
-        for key in entry:
-            if key not in _PROBE_KEYS:
-                raise where.error(
-                    "probes", key, f"unknown key; expected one of {', '.join(sorted(_PROBE_KEYS))}"
-                )
+        checks.known(entry, sorted(_PROBE_KEYS))
         probe = entry.get("probe")
         if probe not in PROBES:
             raise where.error(
                 "probes", "probe", f"unknown probe {probe!r}; expected one of {', '.join(PROBES)}"
             )
-        trials = entry.get("trials")
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise where.error("probes", "trials", "expected the trials per node as a whole number >= 1")
+        trials = checks.whole("trials", entry.get("trials"), expected=_TRIALS, required=True)
         options = dict(entry.get("options", {}))
         if "page" in entry:  # the spec's word (as --page); the parameter is page_policy
             options["page"] = entry["page"]
@@ -327,7 +303,7 @@ def _probes(data: Mapping[str, Any], where: _Locator, events: str | None) -> tup
     return tuple(out)
 
 
-def _apps(data: Mapping[str, Any], where: _Locator, path: Path) -> tuple[ProbeEntry, ...]:
+def _apps(data: Mapping[str, Any], where: TomlFile, path: Path) -> tuple[ProbeEntry, ...]:
     """[[apps]]: the site's applications, each from its definition file or inline (app/definition.py)."""
     from tailscope.app.definition import load_definition, parse_definition
 
@@ -336,6 +312,7 @@ def _apps(data: Mapping[str, Any], where: _Locator, path: Path) -> tuple[ProbeEn
         raise where.error(None, "apps", "expected [[apps]] tables")
     out = []
     seen: set[str] = set()
+    checks = where.table("apps")
     for entry in entries:
         table = dict(entry)
         trials = table.pop("trials", None)
@@ -347,12 +324,10 @@ def _apps(data: Mapping[str, Any], where: _Locator, path: Path) -> tuple[ProbeEn
                 raise where.error("apps", "file", "expected the definition file's path as a string")
             variant, own = load_definition(path.parent / file)
         else:
-            variant, own = parse_definition(
-                table, lambda key, message: where.error("apps", key, message), base=path.parent
-            )
-        trials = trials if trials is not None else own
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise where.error("apps", "trials", "expected the trials per node as a whole number >= 1")
+            variant, own = parse_definition(table, checks, base=path.parent)
+        trials = checks.whole(
+            "trials", trials if trials is not None else own, expected=_TRIALS, required=True
+        )
         if variant.variant_id in seen:
             raise where.error("apps", "argv", f"{variant.probe} with the same settings is listed twice")
         seen.add(variant.variant_id)
@@ -360,23 +335,23 @@ def _apps(data: Mapping[str, Any], where: _Locator, path: Path) -> tuple[ProbeEn
     return tuple(out)
 
 
-def _cluster_settings(table: Mapping[str, Any], where: _Locator) -> ClusterSettings:
-    base = ClusterSettings()
+def _cluster_settings(table: Mapping[str, Any], where: TomlFile) -> ClusterSettings:
+    checks = where.table("cluster")
+    known = [f.name for f in dataclasses.fields(ClusterSettings)]
     values: dict[str, Any] = {}
     for key, value in table.items():
-        known = [f.name for f in dataclasses.fields(base)]
-        if key not in known:
-            raise where.error("cluster", key, f"unknown key; expected one of {', '.join(known)}")
+        checks.known((key,), known)
         if key == "bins":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise where.error("cluster", key, "expected a whole number >= 0 (0 = choose)")
+            checks.whole(
+                key, value, low=0, expected="expected a whole number >= 0 (0 = choose)", required=True
+            )
         elif isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
             raise where.error("cluster", key, "expected a number in [0, 1)")
         values[key] = value
     return ClusterSettings(**values)
 
 
-def _table(data: Mapping[str, Any], name: str, where: _Locator, *, required: bool = True) -> dict[str, Any]:
+def _table(data: Mapping[str, Any], name: str, where: TomlFile, *, required: bool = True) -> dict[str, Any]:
     value = data.get(name)
     if value is None:
         if required:
@@ -385,37 +360,3 @@ def _table(data: Mapping[str, Any], name: str, where: _Locator, *, required: boo
     if not isinstance(value, dict):
         raise where.error(None, name, f"expected [{name}] to be a table")
     return value
-
-
-class _Locator:
-    """Finds the line of `key` (inside `[section]` when given) in the spec text, for error messages."""
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
-        self.lines = text.splitlines()
-
-    def line_of(self, section: str | None, key: str | None) -> int:
-        current: str | None = None
-        first_section_line = None
-        for number, raw in enumerate(self.lines, start=1):
-            line = raw.strip()
-            header = re.match(r"^\[\[?\s*([A-Za-z0-9_.-]+)\s*\]\]?", line)
-            if header:
-                current = header.group(1).split(".")[0]
-                if section is not None and current == section and first_section_line is None:
-                    first_section_line = number
-                if key is not None and section is None and current == key:
-                    return number
-                continue
-            if key is None:
-                continue
-            if (section is None or current == section) and re.match(rf"^{re.escape(key)}\s*=", line):
-                return number
-            if current == section and re.search(rf"[{{,]\s*{re.escape(key)}\s*=", line):
-                return number
-        return first_section_line or 1
-
-    def error(self, section: str | None, key: str | None, message: str) -> SpecError:
-        label = ".".join(p for p in (section, key) if p)
-        prefix = f"{label}: " if label else ""
-        return SpecError(f"{self.path}:{self.line_of(section, key)}: {prefix}{message}")

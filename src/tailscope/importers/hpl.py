@@ -76,7 +76,6 @@ class HplReader(LineReader):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: list[ProgramRun] = []
         self.pending: dict[str, Any] | None = None
 
     def take(self, number: int, line: str) -> None:

@@ -57,7 +57,6 @@ class LammpsReader(LineReader):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: list[ProgramRun] = []
         self.cpu_column: int | None = None  # index of CPU in the current thermo header
         self.width = 0
         self.cpu_times: list[float] = []
@@ -133,10 +132,6 @@ class LammpsReader(LineReader):
             )
         )
 
-    def close(self) -> list[ProgramRun]:
-        self.flush()
-        return self.runs
-
     def expected(self) -> str:
         return "no LAMMPS 'Loop time of T on N procs for S steps with A atoms' line"
 
@@ -158,7 +153,6 @@ class GromacsReader(LineReader):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: list[ProgramRun] = []
         self.params: dict[str, int] = {}
         self.wall: tuple[float, int] | None = None
         self.header = 0  # line of the '(ns/day) (hour/ns)' header
@@ -209,9 +203,6 @@ class GromacsReader(LineReader):
             )
             self.params, self.wall, self.header = {}, None, 0
 
-    def close(self) -> list[ProgramRun]:
-        return self.runs
-
     def expected(self) -> str:
         return (
             "no GROMACS 'Performance: NS/DAY HOUR/NS' line (mdrun prints it at the end of md.log and stderr)"
@@ -245,7 +236,6 @@ class StreamReader(LineReader):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: list[ProgramRun] = []
         self.current: _StreamRun | None = None
         self.params: dict[str, int] = {}
 
@@ -300,10 +290,6 @@ class StreamReader(LineReader):
             )
         )
 
-    def close(self) -> list[ProgramRun]:
-        self.flush()
-        return self.runs
-
     def expected(self) -> str:
         return "no STREAM result table (expected 'Function    Best Rate MB/s ...' then 'Triad:' rows)"
 
@@ -324,7 +310,6 @@ class NpbReader(LineReader):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: list[ProgramRun] = []
         self.block: dict[str, tuple[str, int]] | None = None
         self.name = ""
         self.first = 0
@@ -389,10 +374,6 @@ class NpbReader(LineReader):
             )
         )
 
-    def close(self) -> list[ProgramRun]:
-        self.flush()
-        return self.runs
-
     def expected(self) -> str:
         return "no NPB result block (expected 'XX Benchmark Completed.' and 'Mop/s total = ...')"
 
@@ -418,7 +399,6 @@ class OsuReader(LineReader):
 
     def __init__(self) -> None:
         super().__init__()
-        self.runs: list[ProgramRun] = []
         self.test = ""
         self.columns: list[tuple[str, str, bool]] = []  # (name, unit, higher is better)
 
@@ -457,9 +437,6 @@ class OsuReader(LineReader):
                 figures=figures, params={"test": self.test, "size": size}, first_line=number, last_line=number
             )
         )
-
-    def close(self) -> list[ProgramRun]:
-        return self.runs
 
     def expected(self) -> str:
         return (

@@ -150,13 +150,15 @@ class LineError(Exception):
 
 class LineReader:
     """Base of the readers: keeps the last line number fed and the first complaint, raised at `finish` with
-    the file's name (so `feed` can be called before the caller knows where the text comes from)."""
+    the file's name (so `feed` can be called before the caller knows where the text comes from), and the
+    runs read so far (`runs`; a reader whose result spans lines keeps it pending until `flush`)."""
 
     format = ""
 
     def __init__(self) -> None:
         self.last = 0
         self.error: LineError | None = None
+        self.runs: list[ProgramRun] = []
 
     def feed(self, number: int, line: str) -> None:
         self.last = number
@@ -181,8 +183,13 @@ class LineReader:
             raise ImportInputError(f"{where}: {self.expected()}")
         return runs
 
-    def close(self) -> list[ProgramRun]:  # pragma: no cover - every reader defines it
-        raise NotImplementedError
+    def flush(self) -> None:
+        """Store the result still pending, if any (the readers that keep one define it)."""
+
+    def close(self) -> list[ProgramRun]:
+        """The runs read, once the output has ended."""
+        self.flush()
+        return self.runs
 
     def expected(self) -> str:  # pragma: no cover - every reader defines it
         return f"no {self.format} result lines"

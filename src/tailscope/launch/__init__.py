@@ -225,12 +225,8 @@ def launch(
             for key, _ in sel.select(max(0.0, min(waits))):
                 if key.data == "exit":
                     exited = True
-                    continue
-                data = os.read(key.fd, 65536)
-                if data:
-                    streams[key.data].feed(data)
                 else:
-                    sel.unregister(key.fileobj)
+                    _read_stream(sel, key, streams)
             if not exited:
                 exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
                 aside.step(pid)
@@ -325,12 +321,19 @@ def _drain(sel: selectors.BaseSelector, streams: dict[str, _Stream]) -> None:
         for key, _ in sel.select(max(0.0, end - time.monotonic())):
             if key.data == "exit":
                 sel.unregister(key.fileobj)
-                continue
-            data = os.read(key.fd, 65536)
-            if data:
-                streams[key.data].feed(data)
             else:
-                sel.unregister(key.fileobj)
+                _read_stream(sel, key, streams)
+
+
+def _read_stream(
+    sel: selectors.BaseSelector, key: selectors.SelectorKey, streams: dict[str, _Stream]
+) -> None:
+    """One read of a ready output pipe into its stream; at its end of file the pipe leaves the selector."""
+    data = os.read(key.fd, 65536)
+    if data:
+        streams[key.data].feed(data)
+    else:
+        sel.unregister(key.fileobj)
 
 
 def _start_time(pid: int) -> str:

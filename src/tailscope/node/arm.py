@@ -20,6 +20,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from tailscope.node.read import cpuinfo_block
+
 IMPLEMENTERS = {
     0x41: "Arm",
     0x42: "Broadcom",
@@ -95,7 +97,7 @@ def read_midr(sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: str | No
         return int((sys_cpu / "cpu0" / "regs" / "identification" / "midr_el1").read_text().strip(), 16)
     except (OSError, ValueError):
         pass
-    fields = _first_block(cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo"))
+    fields = cpuinfo_block(cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo"))
     try:
         # the kernel prints "CPU architecture: 8" for every Armv8+ core; its MIDR field holds 0xF ("by CPUID")
         return (
@@ -123,7 +125,7 @@ def emulation(machine: str | None = None, cpuinfo: str | None = None) -> str | N
     machine = machine or platform.machine()
     if machine not in ("aarch64", "arm64"):
         return None
-    fields = _first_block(cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo"))
+    fields = cpuinfo_block(cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo"))
     if "vendor_id" in fields or "flags" in fields:  # an x86 host's cpuinfo
         return f"emulated aarch64 on {fields.get('model name') or fields.get('vendor_id') or 'another CPU'}"
     return None
@@ -138,7 +140,7 @@ def collect(sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: str | None
     if machine not in ("aarch64", "arm64") or facts["emulation"]:
         return facts
     midr = read_midr(sys_cpu, text)
-    fields = _first_block(text)
+    fields = cpuinfo_block(text)
     firmware = " ".join(
         _read(path)
         for path in (
@@ -167,15 +169,3 @@ def _read(path: str) -> str:
         return Path(path).read_text(errors="replace").strip()
     except OSError:
         return ""
-
-
-def _first_block(text: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if fields:
-                break
-            continue
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    return fields

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tailscope.node.read import SYS_CPU, parse_cpu_list, parse_size, read_int, read_text
+from tailscope.node.read import SYS_CPU, cpuinfo_block, parse_cpu_list, parse_size, read_int, read_text
 
 
 def node_name() -> str:
@@ -27,15 +27,7 @@ def node_name() -> str:
 
 
 def cpuinfo() -> dict[str, Any]:
-    text = read_text("/proc/cpuinfo") or ""
-    first: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if first:
-                break
-            continue
-        key, _, value = line.partition(":")
-        first[key.strip()] = value.strip()
+    first = cpuinfo_block(read_text("/proc/cpuinfo") or "")
 
     def as_int(key: str) -> int | None:
         try:

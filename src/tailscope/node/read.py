@@ -1,6 +1,7 @@
 """Reading /proc and sysfs: a file that is absent or unreadable gives None, never an exception.
 
-The small readers every node module shares (facts, knobs, hugepages, addr's detection); they import nothing.
+The small readers every node module shares (facts, arm, knobs, hugepages, addr's detection); they import
+nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,20 @@ def bracketed(text: str | None) -> str | None:
         return None
     match = re.search(r"\[([^\]]+)\]", text)
     return match.group(1) if match else text
+
+
+def cpuinfo_block(text: str) -> dict[str, str]:
+    """The fields of /proc/cpuinfo's first block (its first processor), `key : value` lines up to the first
+    blank line after them; a key written twice keeps its first value."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
 
 
 def cpu_ranges(cpus: Sequence[int]) -> str:
