@@ -1,6 +1,13 @@
-"""Measuring whether the machine is quiet enough for a test that compares quiet and disturbed trials."""
+"""Measuring whether the machine is quiet enough for a test that compares quiet and disturbed trials, and
+the co-runner that disturbs them."""
 
 from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +50,39 @@ def require_quiet_cpus(cpus: list[int], minimum: float = 0.85) -> dict[int, floa
             "the quiet/disturbed contrast this test judges cannot be measured here"
         )
     return measured
+
+
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of process `pid` in clock ticks (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+@contextmanager
+def corunner_on(cpu: int, preexec_fn: Callable[[], None] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """stress-ng's CPU stressor pinned to `cpu`, entered once its worker has run: stress-ng forks the worker
+    a moment after it starts, and on a busy machine that moment can come after the first trials meant to be
+    disturbed have run."""
+    argv = ["stress-ng", "--cpu", "1", "--taskset", str(cpu), "--quiet", "--timeout", "300s"]
+    proc = subprocess.Popen(argv, preexec_fn=preexec_fn)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                workers = [int(c) for c in children.read_text().split()]
+            except FileNotFoundError:
+                workers = []
+            if any(_cpu_ticks(w) > 0 for w in workers):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"stress-ng (exit {proc.returncode}) ran no worker on CPU {cpu} within 60 s")
+            time.sleep(0.01)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -47,7 +47,8 @@
  *   cycles per operation than one, and no core beats its architecture's latency floor (arith_cycles.h: add
  *   2, mul 3, fma 4, div 5, sqrt 5 cycles on x86-64 and aarch64). A pair that breaks either, or whose clock
  *   moved more than 3% inside a kernel, is measured again, at most 3 times; one still implausible is
- *   refused: table figures null with "refused", a warning "arith_refused" naming both figures,
+ *   refused: table figures null with "refused", a warning "arith_refused" naming both figures of the
+ *   attempt the verdict judged (the last) and of the first,
  *   summary.checks per CPU and pair (outcome, attempts). A throughput up to 3% above latency (noise on an
  *   unpipelined divider) is reported equal to the latency with rthroughput_capped_to_latency. A refused
  *   headline fails validation (exit 4). The summary's table pools every CPU's timed iterations.
@@ -649,6 +650,7 @@ int main(int argc, char **argv)
         for (int pair = 0; pair < npairs; pair++) {
             const int op = ks[2 * pair].op;
             enum arith_verdict v = ARITH_OK;
+            double last[2] = {0.0, 0.0}; /* the attempt the verdict judged */
             for (int attempt = 1; attempt <= ARITH_ATTEMPTS; attempt++) {
                 double med[2], move = 0.0;
                 for (int m = 0; m < 2; m++) {
@@ -746,6 +748,8 @@ int main(int argc, char **argv)
                     lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair)] = med[0];
                     lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair) + 1] = med[1];
                 }
+                last[0] = med[0];
+                last[1] = med[1];
                 /* a clock that moved inside a kernel asks for a repeat, never for a refusal */
                 v = emulated ? ARITH_EMULATED : arith_judge(op, med[0], med[1], attempt < ARITH_ATTEMPTS ? move : 0.0);
                 attempts[t * npairs + pair] = attempt;
@@ -757,12 +761,14 @@ int main(int argc, char **argv)
             verdict[t * npairs + pair] = v;
             if (v == ARITH_THR_ABOVE_LAT || v == ARITH_BELOW_FLOOR)
                 ts_probe_warn(&p, "arith_refused",
-                              "CPU %d %s %s %s: %s (latency %.2f, reciprocal throughput %.2f cycles, floor %.0f) "
-                              "after %d attempts: not reported (the core was shared or its clock moved)",
+                              "CPU %d %s %s %s: %s after %d attempts (last: latency %.2f, reciprocal throughput "
+                              "%.2f cycles; first: %.2f, %.2f; floor %.0f): not reported (the core was shared or "
+                              "its clock moved)",
                               p.cpus[t], ks[2 * pair].f->precision, ks[2 * pair].f->width, op_names[op],
-                              arith_verdict_name(v), lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair)],
+                              arith_verdict_name(v), ARITH_ATTEMPTS, last[0], last[1],
+                              lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair)],
                               lat_first[2 * ((size_t)t * (size_t)npairs + (size_t)pair) + 1],
-                              arith_latency_floor(op), ARITH_ATTEMPTS);
+                              arith_latency_floor(op));
         }
         arith_pmu_close(&pmu);
     }

@@ -135,14 +135,95 @@ def test_deep_section_shows_the_arith_follow_ups_table():
 
 
 def test_tailscope_run_arith_prints_the_table(tmp_path):
-    """`tailscope run arith` ends with the tables of its trial (the probe built from this tree)."""
+    """`tailscope run arith` ends with the tables of its trials (the probe built from this tree), pooled."""
     done = subprocess.run(
-        [sys.executable, "-m", "tailscope", "run", "arith", "--trials", "1", "--ops", "512", "--no-progress",
+        [sys.executable, "-m", "tailscope", "run", "arith", "--trials", "2", "--ops", "512", "--no-progress",
          "--campaign", str(tmp_path / "c")],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode in (0, 3), done.stderr[-2000:]
     out = done.stdout.splitlines()
-    blocks = _blocks(out[out.index("arith, scalar, cycles per instruction") :])
-    assert blocks[0][0] == "arith, scalar, cycles per instruction"
+    title = "arith, scalar, cycles per instruction, median of 2 trials"  # every trial, not the last one
+    blocks = _blocks(out[out.index(title) :])
     _check_shape(blocks[0], [p for p in ("FP16", "FP32", "FP64") if p in blocks[0][1]])
+
+
+# three real runs with --cpus 0,1, one after another; the probe itself refused fp64 scalar fma on CPU 0 in the
+# first and fp32 avx512f add on CPU 1 in the second (latency_below_floor), each pooled from the other CPU
+CPUS01 = json.loads((FIXTURES / "arith_x86_cpus01_3trials.json").read_text())["trials"]
+FIGURES = ("latency_cycles", "rthroughput_cycles")
+MARKED = "; figures marked * are from the trials and CPUs that did not refuse them"
+
+
+def _refuse(summary: dict[str, Any], width: str, op: str, why: str, cpus: tuple[int, ...]) -> None:
+    """Refuse fp64 WIDTH OP on CPUS as the probe does: checks refused per CPU, the table row null and
+    named only where every CPU refused it."""
+    for c in summary["checks"]:
+        if (c["precision"], c["width"], c["op"]) == ("fp64", width, op) and c["cpu"] in cpus:
+            c.update(refused=True, outcome=why, attempts=3)
+    if set(cpus) == {c["cpu"] for c in summary["clock"]}:
+        key = ("fp64", width, op)
+        row = next(r for r in summary["table"] if (r["precision"], r["width"], r["op"]) == key)
+        row.update(latency_cycles=None, rthroughput_cycles=None, refused=why)
+
+
+def _cells(lines: list[str], title: str, op: str) -> list[str]:
+    block = next(b for b in _blocks(lines) if b and b[0] == title)
+    return next(line for line in block if line.startswith(op)).split()[1:]
+
+
+def test_a_pair_refused_in_some_trials_is_named_with_how_many():
+    """`run arith` tabled only the last successful trial: a pair refused in an earlier one was never named.
+    Every trial now counts: the sentence says in how many trials a pair was refused, and its figures (the
+    median of the other trials' medians) carry a * that the sentence explains."""
+    trials = [copy.deepcopy(CPUS01[2]) for _ in range(10)]  # the recorded trial the probe refused nothing in
+    for t in (2, 5, 7):
+        _refuse(trials[t], "scalar", "div", "throughput_above_latency", (0, 1))
+    lines = render_text(trials)
+    sentence = ("arith refused as implausible after repeats: fp64 scalar div in 3 of 10 trials, on every CPU "
+                "(0,1) (throughput_above_latency)" + MARKED)  # fmt: skip
+    assert lines[-1] == sentence
+    title = "arith, scalar, cycles per instruction, median of 10 trials"
+    lat, thr = (_median(CPUS01[2], "fp64", "scalar", "div", c) for c in FIGURES)
+    assert _cells(lines, title, "DIV")[2:] == [f"{lat:.2f}*", f"{thr:.2f}*"]  # FP64: from the 7 other trials
+    assert "*" not in "".join(_cells(lines, title, "ADD"))
+    # the last trial refused it: its cells are no longer what the table shows
+    trials[-1], trials[2] = trials[2], trials[-1]
+    assert _cells(render_text(trials), title, "DIV")[2:] == [f"{lat:.2f}*", f"{thr:.2f}*"]
+    assert render_text(trials)[-1] == sentence
+    for t in trials:  # refused in every trial: no figures, no *
+        _refuse(t, "scalar", "div", "throughput_above_latency", (0, 1))
+    assert _cells(render_text(trials), title, "DIV")[2:] == ["refused", "refused"]
+    assert render_text(trials)[-1] == sentence.replace("3 of 10", "10 of 10").removesuffix(MARKED)
+
+
+def test_a_pair_refused_on_some_cpus_is_named_with_the_cpus():
+    """With --cpus 0,1 the probe refused fp64 scalar fma on CPU 0 and pooled CPU 1's figures: the table
+    showed them as measured and nothing said CPU 0 refused the pair (run and check --deep alike)."""
+    from tailscope.analysis.deep_judge import NodeReference, judge_arith
+
+    lines = render_text(CPUS01[0])  # as the probe wrote it
+    sentence = ("arith refused as implausible after repeats: fp64 scalar fma on CPU 0 of CPUs 0,1 "
+                "(latency_below_floor)" + MARKED)  # fmt: skip
+    assert lines[-1] == sentence
+    lat = _median(CPUS01[0], "fp64", "scalar", "fma", "latency_cycles")
+    assert _cells(lines, "arith, scalar, cycles per instruction", "FMA")[2] == f"{lat:.2f}*"
+    ref = NodeReference(None, "a test CPU", None, "", None, 0)
+    assert sentence in judge_arith(CPUS01[0], ref).finding
+    assert f"{lat:.2f}*" in arith_tables_html(table_data(CPUS01[0]))  # the report's copy of the table
+
+
+def test_refusals_over_trials_and_cpus_name_each_cpu_and_trial_count():
+    """The three recorded trials: each refusal with its trial count and CPU; a pair refused on CPU 0 in one
+    trial and on CPU 1 in another names both CPUs with their counts."""
+    trials = copy.deepcopy(CPUS01)
+    head = "arith refused as implausible after repeats: "
+    assert render_text(trials)[-1] == head + (
+        "fp32 avx512f add in 1 of 3 trials, on CPU 1 of CPUs 0,1 (latency_below_floor), "
+        "fp64 scalar fma in 1 of 3 trials, on CPU 0 of CPUs 0,1 (latency_below_floor)" + MARKED
+    )
+    _refuse(trials[2], "scalar", "fma", "clock_moved", (1,))
+    assert render_text(trials)[-1].endswith(
+        "fp64 scalar fma in 2 of 3 trials, on CPU 0 in 1 and CPU 1 in 1 of CPUs 0,1 "
+        "(latency_below_floor, clock_moved)" + MARKED
+    )

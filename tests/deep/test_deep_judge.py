@@ -157,3 +157,21 @@ def test_every_table_row_cites_a_source_and_is_well_formed():
                     low, high = row[key]
                     assert 0 < low <= high, (pid, row)
             assert len(row["source"]) > 20, (pid, row)
+
+
+def test_deep_names_a_pair_refused_in_any_trial_and_on_any_cpu():
+    """check --deep judged arith's last successful trial only: three recorded trials with --cpus 0,1 whose
+    first and second had a pair refused on one CPU (the probe's own refusals) read as if nothing had been
+    refused. The finding now has run's sentence over every trial, and the stored table marks the pairs."""
+    from tailscope.analysis.arith_table import refusals, table_data
+
+    fixtures = Path(__file__).parents[1] / "analysis" / "fixtures"
+    trials = json.loads((fixtures / "arith_x86_cpus01_3trials.json").read_text())["trials"]
+    finding, _, _ = _evidence("arith", trials, [1.0, 1.0, 1.0], _ref(None))
+    assert "fp64 scalar fma in 1 of 3 trials, on CPU 0 of CPUs 0,1 (latency_below_floor)" in finding
+    assert "fp32 avx512f add in 1 of 3 trials, on CPU 1 of CPUs 0,1 (latency_below_floor)" in finding
+    assert refusals(trials) in finding  # the one sentence, as `run arith` prints it
+    scalar = table_data(trials)[0]
+    assert scalar["title"].endswith("median of 3 trials")
+    fma = dict(scalar["rows"])["FMA"][scalar["precisions"].index("fp64")]
+    assert fma[2] == "partial"

@@ -114,14 +114,28 @@ def cgroup_of(pid: int) -> str:
     return str(cpu_hierarchy().cgroup_of(pid))
 
 
-@pytest.mark.root
-def test_sigkill_of_inject_cpu_quota_removes_its_cgroup_and_frees_the_victim(
-    env: dict[str, str], cpu_root: Path, victim: subprocess.Popen[bytes]
-) -> None:
+def quota_on(victim: subprocess.Popen[bytes], env: dict[str, str]) -> tuple[str, subprocess.Popen[str], Path]:
+    """`tailscope inject cpu-quota` on the victim, once the victim is in the cgroup it made: (the victim's
+    own cgroup, the tailscope process, that cgroup)."""
     origin = cgroup_of(victim.pid)
     proc = tailscope("inject", "cpu-quota", "--pid", str(victim.pid), "--intensity", "0.5", env=env)
     group = Path(str(ready_line(proc)["cgroup"]))
     assert group.is_dir() and cgroup_of(victim.pid) == str(group)
+    return origin, proc, group
+
+
+def inject_restore(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tailscope", "inject", "--restore"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+
+
+@pytest.mark.root
+def test_sigkill_of_inject_cpu_quota_removes_its_cgroup_and_frees_the_victim(
+    env: dict[str, str], cpu_root: Path, victim: subprocess.Popen[bytes]
+) -> None:
+    origin, proc, group = quota_on(victim, env)
     err = sigkill(proc)
     wait_for("the cgroup removed", lambda: not group.exists())
     assert cgroup_of(victim.pid) == origin
@@ -173,14 +187,8 @@ def test_sigkill_of_inject_thp_fragment_puts_the_sysctl_back_and_stops_tsinject(
 def test_inject_restore_after_the_helper_died_too_and_never_a_live_run(
     env: dict[str, str], cpu_root: Path, victim: subprocess.Popen[bytes]
 ) -> None:
-    origin = cgroup_of(victim.pid)
-    proc = tailscope("inject", "cpu-quota", "--pid", str(victim.pid), "--intensity", "0.5", env=env)
-    group = Path(str(ready_line(proc)["cgroup"]))
-    # a live run: --restore touches nothing
-    out = subprocess.run(
-        [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
-    )  # fmt: skip
+    origin, proc, group = quota_on(victim, env)
+    out = inject_restore(env)  # a live run: --restore touches nothing
     assert out.returncode == 0 and out.stdout.startswith("nothing to restore"), out
     assert f"pid {proc.pid} still runs" in out.stdout
     assert group.is_dir() and cgroup_of(victim.pid) == str(group)
@@ -191,17 +199,11 @@ def test_inject_restore_after_the_helper_died_too_and_never_a_live_run(
     sigkill(proc)
     time.sleep(0.5)
     assert group.is_dir() and cgroup_of(victim.pid) == str(group)  # still changed
-    out = subprocess.run(
-        [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
-    )  # fmt: skip
+    out = inject_restore(env)
     assert out.returncode == 0, out
     assert f"restored what pid {proc.pid} left: cgroup {group} removed" in out.stdout
     assert not group.exists() and cgroup_of(victim.pid) == origin
-    again = subprocess.run(
-        [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
-    )  # fmt: skip
+    again = inject_restore(env)
     assert again.stdout.startswith("nothing to restore")
 
 
@@ -234,10 +236,7 @@ def test_read_only_verbs_and_help_never_touch_the_journal_restore_does(tmp_path:
     for argv in (["inject", "--help"], ["validate", "--help"], ["inject", "cpuoccupy", "--cpus", ""]):
         subprocess.run([sys.executable, "-m", "tailscope", *argv], capture_output=True, timeout=60, env=env)
     assert entry.exists() and target.read_text() == "changed\n"
-    out = subprocess.run(
-        [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
+    out = inject_restore(env)
     assert out.returncode == 0, out
     assert out.stdout.splitlines() == [
         f"restored what pid {me.pid} left: {target} back to 'original'",

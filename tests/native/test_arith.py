@@ -159,6 +159,8 @@ def test_every_pair_checked_and_refusals_named(table):
     refused = [c for c in checks if c["refused"]]
     warned = [w for w in run.of("warning") if w["code"] == "arith_refused"]
     assert len(warned) == len(refused)
+    for w in warned:  # the figures the verdict judged (the last attempt's), then the first attempt's
+        assert "after 3 attempts (last: latency " in w["message"] and "; first: " in w["message"], w
     for c in checks:
         row = rows[(c["precision"], c["width"], c["op"])]
         assert 1 <= c["attempts"] <= 3

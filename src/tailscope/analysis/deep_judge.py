@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from tailscope.analysis.arith_table import refusals
+from tailscope.analysis.arith_table import Trials, pooled_table, refusals
 from tailscope.analysis.reference_tables import Part, part_of, this_node
 
 CLOCK_SLACK = 0.05  # the clock may read this far below the node's usual clock (noise) before it differs
@@ -128,12 +128,14 @@ def judge_clock(clock: Mapping[str, Any], ref: NodeReference) -> tuple[list[str]
     return parts, expected, bad
 
 
-def judge_arith(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
-    """arith: the clock against the node's usual one and the nominal, each instruction against the part's
-    published latency (and scalar reciprocal throughput) range."""
-    clock = (summary.get("clock") or [{}])[0]
+def judge_arith(trials: Trials, ref: NodeReference) -> Judgement:
+    """arith: the clock (of its last trial) against the node's usual one and the nominal, each instruction
+    (the trials' pooled table, arith_table.pooled_table) against the part's published latency (and scalar
+    reciprocal throughput) range; every pair refused in any trial or on any CPU named."""
+    last = trials if isinstance(trials, Mapping) else trials[-1] if trials else {}
+    clock = (last.get("clock") or [{}])[0]
     parts, expected, bad = judge_clock(clock, ref)
-    rows = [r for r in summary.get("table", []) if isinstance(r, Mapping)]
+    rows = pooled_table(trials)
     for r in rows:
         fp64_fma = r.get("precision") == "fp64" and r.get("op") == "fma"
         if fp64_fma and _median(r.get("latency_cycles")) is not None:
@@ -141,7 +143,7 @@ def judge_arith(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
                 f"FP64 {r['width']} fma latency {_median(r['latency_cycles']):.2f} cycles, reciprocal "
                 f"throughput {_median(r['rthroughput_cycles']):.2f}"
             )
-    refused = refusals(summary)
+    refused = refusals(trials)
     if refused:
         parts.append(refused)
     part = ref.part

@@ -13,11 +13,9 @@ large). A trial that is discarded (Ctrl-C, an error) leaves neither.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,8 @@ from tailscope.app.variant import AppVariant
 from tailscope.errors import InputError
 from tailscope.launch import Launched, launch
 from tailscope.node.read import cpu_ranges
-from tailscope.store.campaign import Campaign, safe_name, utcnow
+from tailscope.store.campaign import Campaign, safe_name
+from tailscope.store.runs_row import TrialRun
 from tailscope.store.trial_rows import TrialRows
 
 KEEP_WORKDIRS = 8
@@ -104,8 +103,7 @@ def run_app_trial(
     env = {**os.environ, **variant.env, "TAILSCOPE_TRIAL": str(index)}
     kept = False
     try:
-        run_id = uuid.uuid4().hex
-        started_at = utcnow()
+        run = TrialRun(campaign.campaign_id, node, task, variant, index)
         scan = Scan(spec)
         reason: str | None = None
         prepare = variant.params.get("prepare")
@@ -187,27 +185,11 @@ def run_app_trial(
         if warmup:
             return None
         rows = TrialRows()
-        rows.runs.append(
-            _runs_row(
-                campaign,
-                variant,
-                index,
-                node,
-                task,
-                run_id,
-                started_at,
-                done,
-                status,
-                error,
-                figures,
-                cpus,
-                work,
-            )
-        )
+        rows.runs.append(_runs_row(run, variant, done, status, error, figures, cpus, work))
         if figures is not None and status == "ok":
             rows.iterations = [
                 {
-                    "run_id": run_id,
+                    "run_id": run.run_id,
                     "iteration": i,
                     "thread": None,
                     "kernel": None,
@@ -223,9 +205,9 @@ def run_app_trial(
                 for i, v in enumerate(figures.iterations)
             ]
         if counters is not None:
-            rows.counters += counters.rows(run_id)
+            rows.counters += counters.rows(run.run_id)
         if evidence is not None and done is not None:
-            found = evidence.finish(run_id, variant.variant_id, cpus, done.rusage)
+            found = evidence.finish(run.run_id, variant.variant_id, cpus, done.rusage)
             rows.counters += found.counters
             rows.corunners = found.corunners
         kept = True
@@ -303,13 +285,8 @@ def _bound_workdirs(base: Path) -> None:
 
 
 def _runs_row(
-    campaign: Campaign,
+    run: TrialRun,
     variant: AppVariant,
-    index: int,
-    node: str,
-    task: str,
-    run_id: str,
-    started_at: Any,
     done: Launched | None,
     status: str,
     error: str | None,
@@ -340,37 +317,23 @@ def _runs_row(
     summary: dict[str, Any] = {}
     if figures is not None and figures.figures:
         summary["figures"] = figures.figures
-    return {
-        "run_id": run_id,
-        "campaign": campaign.campaign_id,
-        "node": node,
-        "probe": variant.probe,
-        "variant": variant.variant_id,
-        "params": variant.params_json,
-        "trial": index,
-        "page_policy": None,
-        "cpus": cpu_ranges(cpus) if cpus else None,
-        "threads": None,
-        "started_at": started_at,
-        "wall_s": done.wall_s if done is not None else None,
-        "tsc_start": None,
-        "tsc_end": None,
-        "tsc_hz": None,
-        "mono_start_ns": done.mono_start_ns if done is not None else None,
-        "mono_end_ns": done.mono_end_ns if done is not None else None,
-        "realtime_start_ns": done.realtime_start_ns if done is not None else None,
-        "seconds": done.wall_s if done is not None else None,
-        "metric": head[0] if head else spec.metric,
-        "value": float(head[1]) if ok and head else None,
-        "unit": head[2] if head else spec.unit,
-        "higher_is_better": bool(head[3]) if head else spec.higher_is_better,
-        "status": status,
-        "error": error,
-        "source": "app",
-        "task": task,
-        "config": json.dumps(config, sort_keys=True),
-        "summary": json.dumps(summary, sort_keys=True) if summary else None,
-    }
+    return run.row(
+        cpus=cpu_ranges(cpus) if cpus else None,
+        wall_s=done.wall_s if done is not None else None,
+        mono_start_ns=done.mono_start_ns if done is not None else None,
+        mono_end_ns=done.mono_end_ns if done is not None else None,
+        realtime_start_ns=done.realtime_start_ns if done is not None else None,
+        seconds=done.wall_s if done is not None else None,
+        metric=head[0] if head else spec.metric,
+        value=float(head[1]) if ok and head else None,
+        unit=head[2] if head else spec.unit,
+        higher_is_better=bool(head[3]) if head else spec.higher_is_better,
+        status=status,
+        error=error,
+        source="app",
+        config=config,
+        summary=summary or None,
+    )
 
 
 __all__ = ["AppInputError", "FirstTrialError", "run_app_trial", "variant_dir"]

@@ -10,12 +10,10 @@ this node's facts): a run that stores nothing leaves nothing behind.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +37,7 @@ from tailscope.probes.parse import ProbeOutput, ProbeOutputError, parse_probe_ou
 from tailscope.store.campaign import Campaign, new_task_id, utcnow
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
+from tailscope.store.runs_row import TrialRun
 from tailscope.store.schema import TABLES
 from tailscope.store.trial_rows import TrialRows
 
@@ -46,6 +45,8 @@ from tailscope.store.trial_rows import TrialRows
 EXIT_USAGE, EXIT_RESOURCE, EXIT_INVALID = 2, 3, 4
 # Stop a campaign after this many consecutive trials fail the same way: 1000 identical failures help nobody.
 MAX_CONSECUTIVE_FAILURES = 3
+# The result record's clocks, stored in the runs row as the probe reported them (docs/probes.md).
+RESULT_TIMES = ("tsc_start", "tsc_end", "mono_start_ns", "mono_end_ns", "realtime_start_ns", "seconds")
 
 
 class ProbeUsageError(InputError):
@@ -161,8 +162,7 @@ def run_trial(
     With `evidence`, what else ran on the probe's CPUs is read around the process (tailscope.evidence)."""
     variant = trial.variant
     spec = variant.spec
-    run_id = uuid.uuid4().hex
-    started_at = utcnow()
+    run = TrialRun(campaign.campaign_id, node, task, variant, trial.index)
     proc_events = _proc_events(variant)
     proc_before = procfs.snapshot(proc_events) if proc_events else {}
     status, error, out = "ok", None, None
@@ -193,43 +193,29 @@ def run_trial(
     config = out.config if out else {}
     rows = TrialRows()
     rows.runs.append(
-        {
-            "run_id": run_id,
-            "campaign": campaign.campaign_id,
-            "node": node,
-            "probe": variant.probe,
-            "variant": variant.variant_id,
-            "params": variant.params_json,
-            "trial": trial.index,
-            "page_policy": config.get("page_policy", variant.page_policy),
-            "cpus": cpu_ranges(config["cpus"]) if config.get("cpus") else None,
-            "threads": config.get("threads"),
-            "started_at": started_at,
-            "wall_s": wall_s,
-            "tsc_start": result.get("tsc_start"),
-            "tsc_end": result.get("tsc_end"),
-            "tsc_hz": config.get("tsc_hz"),
-            "mono_start_ns": result.get("mono_start_ns"),
-            "mono_end_ns": result.get("mono_end_ns"),
-            "realtime_start_ns": result.get("realtime_start_ns"),
-            "seconds": result.get("seconds"),
-            "metric": result.get("metric", spec.metric),
-            "value": float(result["value"]) if status == "ok" else None,
-            "unit": result.get("unit", spec.unit),
-            "higher_is_better": bool(result.get("higher_is_better", spec.higher_is_better)),
-            "status": status,
-            "error": error,
-            "source": "probe",
-            "task": task,
-            "config": json.dumps(config, sort_keys=True) if config else None,
-            "summary": json.dumps(result.get("summary"), sort_keys=True) if result.get("summary") else None,
-        }
+        run.row(
+            page_policy=config.get("page_policy", variant.page_policy),
+            cpus=cpu_ranges(config["cpus"]) if config.get("cpus") else None,
+            threads=config.get("threads"),
+            tsc_hz=config.get("tsc_hz"),
+            wall_s=wall_s,
+            **{name: result.get(name) for name in RESULT_TIMES},
+            metric=result.get("metric", spec.metric),
+            value=float(result["value"]) if status == "ok" else None,
+            unit=result.get("unit", spec.unit),
+            higher_is_better=bool(result.get("higher_is_better", spec.higher_is_better)),
+            status=status,
+            error=error,
+            source="probe",
+            config=config or None,
+            summary=result.get("summary") or None,
+        )
     )
     if out is not None and status == "ok":
-        rows.iterations, rows.pages = _rows_from_output(out, run_id)
-        rows.counters = counter_rows(out, run_id) + procfs.delta_rows(proc_before, proc_after, run_id)
+        rows.iterations, rows.pages = _rows_from_output(out, run.run_id)
+        rows.counters = counter_rows(out, run.run_id) + procfs.delta_rows(proc_before, proc_after, run.run_id)
     if evidence is not None:
-        found = evidence.finish(run_id, variant.variant_id, config.get("cpus"), done.rusage)
+        found = evidence.finish(run.run_id, variant.variant_id, config.get("cpus"), done.rusage)
         rows.counters += found.counters
         rows.corunners = found.corunners
     return rows

@@ -30,11 +30,12 @@ import pyarrow as pa
 
 from tailscope.importers import ImportInputError, digest_in_background, open_text, stored_count
 from tailscope.importers.fast_csv import FAST_BLOCK, FastReaderFallback, record_batches
-from tailscope.importers.rows import check_node, has_refused_node, runs_columns
+from tailscope.importers.rows import check_node, has_refused_node
 from tailscope.importers.spill import Problem, Spill
 from tailscope.store.campaign import utcnow
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
+from tailscope.store.runs_row import runs_columns
 
 FORMAT = "iterations"
 REQUIRED = ("node", "run", "iteration", "value")
@@ -500,11 +501,9 @@ def _import(
         now = utcnow()
         for node, chunk in spill.runs(load.txid, summary.higher_is_better, starts):
             table = runs_columns(
-                campaign=load.campaign_id, task=load.txid, node=node, where=str(path), probe=probe,
-                variant=variant, params=params, metric="value", unit=summary.unit,
-                higher_is_better=summary.higher_is_better, source="import:iterations-csv",
-                run_ids=chunk.column("run_id"), trials=chunk.column("trial"), values=chunk.column("value"),
-                summaries=chunk.column("summary"), started_at=now,
+                chunk, campaign=load.campaign_id, task=load.txid, node=check_node(node, str(path)),
+                probe=probe, variant=variant, params=params, metric="value", unit=summary.unit,
+                higher_is_better=summary.higher_is_better, source="import:iterations-csv", started_at=now,
             )  # fmt: skip
             load.write("runs", table, node=node)
         most = max((starts[node] + count for node, count in per_node), default=0)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import json
 import math
 import re
 import uuid
@@ -50,9 +51,10 @@ import pyarrow.compute as pc
 
 from tailscope.counters.gauges import is_gauge
 from tailscope.importers import ImportInputError, open_text
-from tailscope.importers.rows import run_row, runs_table
+from tailscope.importers.rows import check_node
 from tailscope.store.load import load_into
 from tailscope.store.manifest import Plan
+from tailscope.store.runs_row import run_row, runs_table
 from tailscope.store.schema import TABLES
 
 SOURCE = "imported:likwid-csv"
@@ -475,11 +477,13 @@ def import_likwid_csv(
         (trial,) = load.claim_next_trials(node, probe, 1)
         runtime = max(summary.runtimes)
         run = run_row(
-            run_id=run_id, campaign=load.campaign_id, task=load.txid, node=node, where=str(path), probe=probe,
-            variant=probe, params=params, trial=trial, seconds=runtime, metric="runtime", value=runtime,
-            unit="s", higher_is_better=False, source="import:likwid-csv", threads=len(summary.threads),
-            tsc_hz=summary.clock_hz,
-            summary={"source_file": path.name, "sha256": summary.digest, "likwid": summary.version},
+            run_id=run_id, campaign=load.campaign_id, task=load.txid, node=check_node(node, str(path)),
+            probe=probe, variant=probe, params=params, trial=trial, seconds=runtime, metric="runtime",
+            value=runtime, unit="s", higher_is_better=False, source="import:likwid-csv",
+            threads=len(summary.threads), tsc_hz=summary.clock_hz,
+            summary=json.dumps(  # in the order written (the stored text as it always was)
+                {"source_file": path.name, "sha256": summary.digest, "likwid": summary.version}
+            ),
         )  # fmt: skip
         load.write("runs", runs_table([run]), node=node)
         load.add_plan(Plan(probe, probe, dict(params), trial + 1, imported=True))

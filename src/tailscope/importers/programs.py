@@ -1,6 +1,6 @@
 """`tailscope import FORMAT FILE` for a program's output (hpl, hpcc, lammps, gromacs, stream, npb, osu): the
 file is fed line by line to a fresh reader of the one reader interface (importers/reader.py), and each
-ProgramRun it returns becomes one trial through the one runs-row builder (importers/rows.py).
+ProgramRun it returns becomes one trial through the one runs-row builder (store/runs_row.py).
 
 Trials are grouped into variants by the run's params: `imported:<name>-k1v1-k2v2` (HPL: n nb p q; OSU: size),
 probe `imported:<name>` (name: --name, else the format). The headline figure is the run's value; every other
@@ -11,6 +11,7 @@ checked inside the campaign lock and again at commit).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ import pyarrow as pa
 
 from tailscope.importers import open_text
 from tailscope.importers.reader import ProgramRun, program_reader
-from tailscope.importers.rows import run_row, runs_table
+from tailscope.importers.rows import check_node
 from tailscope.store.campaign import utcnow
 from tailscope.store.load import Transaction
 from tailscope.store.manifest import Plan
+from tailscope.store.runs_row import run_row, runs_table
 from tailscope.store.schema import TABLES
 
 
@@ -72,8 +74,7 @@ def import_program(
         row = run_row(
             campaign=load.campaign_id,
             task=task,
-            node=node,
-            where=f"{path}:{run.first_line}",
+            node=check_node(node, f"{path}:{run.first_line}"),
             probe=probe,
             variant=variant,
             params=run.params,
@@ -88,7 +89,7 @@ def import_program(
             seconds=run.seconds,
             threads=run.threads,
             started_at=now,
-            summary=summary,
+            summary=json.dumps(summary),  # in the order written (the stored text as it always was)
         )
         rows.append(row)
         if run.valid:  # a wrong answer has no valid timing (no iterations after a failed check)

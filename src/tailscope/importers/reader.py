@@ -5,7 +5,7 @@ A reader is fed the lines as they come (`feed(number, line)`: a trial's output s
 line by line) and `finish(where)` returns one `ProgramRun` per result the program printed, or raises
 `ImportInputError("{where}:{line}: ...")` when the text is truncated or malformed. The same reader serves
 `tailscope import FORMAT FILE` (importers/programs.py turns its runs into store rows through the one
-runs-row builder, importers/rows.py) and `tailscope run --format FORMAT -- CMD` (one fresh reader per trial;
+runs-row builder, store/runs_row.py) and `tailscope run --format FORMAT -- CMD` (one fresh reader per trial;
 the trial takes the LAST run's figures).
 
 Formats (modules of this package, loaded on first use): hpl and hpcc (importers/hpl.py); lammps, gromacs,

@@ -15,6 +15,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -24,6 +25,7 @@ from tailscope.launch import LaunchError, launch, temporary_directory
 from tailscope.native import native_library
 from tailscope.store.campaign import Campaign, new_task_id, safe_name
 from tailscope.store.load import load_into
+from tailscope.store.runs_row import run_row, runs_table
 from tailscope.store.schema import TABLES
 from tailscope.trace import placement, runtime, uncore
 from tailscope.trace.chrome import write_chrome
@@ -138,7 +140,7 @@ def run_trace(req: TraceRequest) -> TraceOutcome:
                 rc,
                 int(pairing.regions["thread"].nunique()),
             )
-            load.write("runs", pa.Table.from_pylist([row], schema=TABLES["runs"].schema), node=node)
+            load.write("runs", runs_table([row]), node=node)
         children = len(outs) - 1  # processes it forked or started, traced beside it (column `process`)
         lost = lost_processes(raw)
         trace_dir = root / "traces" / f"{safe_name(program.name)}-{run_id[:12]}"
@@ -207,54 +209,48 @@ def _run_row(
     wall: float,
     rc: int,
     threads: int,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The trace's `runs` row (its commit record): probe trace:<program>, source ompt, metric wall."""
-    return {
-        "run_id": run_id,
-        "campaign": campaign_id,
-        "node": node,
-        "probe": f"trace:{program.name}",
-        "variant": variant,
-        "params": json.dumps(
-            {
-                "command": req.command,
-                "events": list(req.events),
-                "uncore": list(req.uncore_events),
-                "numa": req.numa,
-            },
-            sort_keys=True,
-        ),
-        "trial": trial,
-        "started_at": started,
-        "wall_s": wall,
-        "threads": threads,
-        "tsc_start": int(out.meta["start_tsc"]),
-        "tsc_end": int(out.meta["end_tsc"]),
-        "tsc_hz": out.tsc_hz,
-        "mono_start_ns": int(out.meta["start_mono_ns"]),
-        "mono_end_ns": int(out.meta["end_mono_ns"]),
-        "realtime_start_ns": int(out.meta["start_real_ns"]),
-        "seconds": wall,
-        "metric": "wall",
-        "value": wall,
-        "unit": "s",
-        "higher_is_better": False,
-        "status": "ok" if rc == 0 else "failed",
-        "error": None if rc == 0 else f"{program.name} exited with status {rc}",
-        "source": "ompt",
-        "task": new_task_id(),
-        "config": json.dumps(
-            {
-                "runtime": plan.runtime.path,
-                "runs_on": plan.runs_on,
-                "omp_runtime_version": out.meta.get("runtime"),
-                "tailscope": __version__,
-                "skipped": out.skipped,
-                "unmatched": unmatched,
-            },
-            sort_keys=True,
-        ),
-    }
+    return run_row(
+        run_id=run_id,
+        campaign=campaign_id,
+        node=node,
+        probe=f"trace:{program.name}",
+        variant=variant,
+        params={
+            "command": req.command,
+            "events": list(req.events),
+            "uncore": list(req.uncore_events),
+            "numa": req.numa,
+        },
+        trial=trial,
+        started_at=started,
+        wall_s=wall,
+        threads=threads,
+        tsc_start=int(out.meta["start_tsc"]),
+        tsc_end=int(out.meta["end_tsc"]),
+        tsc_hz=out.tsc_hz,
+        mono_start_ns=int(out.meta["start_mono_ns"]),
+        mono_end_ns=int(out.meta["end_mono_ns"]),
+        realtime_start_ns=int(out.meta["start_real_ns"]),
+        seconds=wall,
+        metric="wall",
+        value=wall,
+        unit="s",
+        higher_is_better=False,
+        status="ok" if rc == 0 else "failed",
+        error=None if rc == 0 else f"{program.name} exited with status {rc}",
+        source="ompt",
+        task=new_task_id(),
+        config={
+            "runtime": plan.runtime.path,
+            "runs_on": plan.runs_on,
+            "omp_runtime_version": out.meta.get("runtime"),
+            "tailscope": __version__,
+            "skipped": out.skipped,
+            "unmatched": unmatched,
+        },
+    )
 
 
 def _to_arrow(df: pd.DataFrame, table: str) -> pa.Table:

@@ -95,8 +95,8 @@ def _evidence(
     if not summaries:
         return "no successful trial", "", NOT_JUDGED
     s = summaries[-1]
-    if probe in ("arith", "latency"):
-        j = judge_arith(s, ref) if probe == "arith" else judge_latency(s, ref)
+    if probe in ("arith", "latency"):  # arith: every trial (a pair refused in any of them is named)
+        j = judge_arith(summaries, ref) if probe == "arith" else judge_latency(s, ref)
         status = NOT_JUDGED if j.differs is None else DIFFERS if j.differs else AS_EXPECTED
         return j.finding, j.expected, status
     if probe == "c2c":
@@ -192,7 +192,7 @@ def run_deep(
                     "median": sorted(values)[len(values) // 2] if values else None,
                     # arith: the seed's table (instructions x precision, absolute/pipelined) for the report
                     "arith_table": (
-                        table_data(summaries[-1]) if variant.probe == "arith" and summaries else None
+                        table_data(summaries) if variant.probe == "arith" and summaries else None
                     ),
                 }
             )
