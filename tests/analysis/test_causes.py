@@ -215,6 +215,32 @@ def test_cpu_contention_leads_with_the_evidence_that_made_it():
     assert "no process of this OS took their CPUs: a CPU quota on the probe's cgroup" in top.sentence
 
 
+def test_cpu_contention_names_the_newcomer_not_the_nodes_usual_background():
+    # Recorded shape of the live LAMMPS run on a busy node: python and sh take CPU 1 in every trial (30%,
+    # 20%), stress-ng starts for three trials and takes 20%. Ranked by raw share the sentence named python
+    # and sh; what made these trials slow is stress-ng, and the background is not named at all.
+    background = ((311, "python", 0.30), (412, "sh", 0.20))
+    usual = Trial(others=0.5, run_delay=0.02, corunners=background)
+    stress = (4242, "stress-ng", 0.2)
+    stressed = Trial(slowdown=0.2, others=0.7, run_delay=0.2, corunners=(*background, stress))
+    trials = {k: (stressed if k in (6, 7, 8) else usual) for k in range(1, 11)}
+    flagged = _flagged(analyze_ensemble(ensemble(trials, n=10)))
+    assert sorted(flagged) == [6, 7, 8]
+    for r in flagged.values():
+        top = r.causes[0]
+        assert top.cause == "cpu-contention"
+        said = top.sentence.split(": ", 1)[1]
+        assert said.startswith("stress-ng (pid 4242) took 20% of CPU 0 during the trial"), said
+        assert "python" not in said and "sh (pid" not in said
+        assert [c["comm"] for c in top.evidence["corunners"]] == ["stress-ng"]
+    # a background process that takes more than its usual in a slow trial is named, against its usual
+    hungry = ((311, "python", 0.50), (412, "sh", 0.20))
+    hungrier = Trial(slowdown=0.2, others=0.7, run_delay=0.2, corunners=hungry)
+    top = _flagged(analyze_ensemble(ensemble({**trials, 7: hungrier}, n=10)))[7].causes[0]
+    assert top.sentence.split(": ", 1)[1].startswith("python (pid 311) took 50% (usual 30%) of CPU 0"), top
+    assert top.evidence["corunners"] == [{"pid": 311, "comm": "python", "share": 0.5, "usual": 0.3}]
+
+
 def test_memory_pressure_from_reclaim_and_major_faults():
     pressed = {21: Trial(slowdown=0.2, vm={"pgscan_direct": 51200.0, "allocstall_normal": 40.0,
                                            "compact_stall": 12.0, "pgmajfault": 300.0})}  # fmt: skip

@@ -107,7 +107,8 @@ def diagnose_runs(
         return {}
     features, cpus = run_features(counters if counters is not None else pd.DataFrame())
     co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
-    features = _with_fwq(add_corunner_share(features, co), run_extras or {})
+    flagged_ids = scored["run_id"].astype(str).to_numpy()[is_flagged]
+    features = _with_fwq(add_corunner_share(features, co, flagged_ids), run_extras or {})
     facts = node_facts(nodes)
     # (variant, node) groups numbered in order of first appearance (the order findings are listed in)
     group, _ = pd.MultiIndex.from_arrays([scored["variant"], scored["node"]]).factorize()

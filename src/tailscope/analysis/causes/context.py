@@ -10,7 +10,8 @@ A feature whose source was not readable is absent (never zero), and a cause that
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ TASK_SUMS = (
     "majflt",
 )
 RECLAIM_THREADS = ("kswapd", "kcompactd")
+PROCESS_SHARE = "corunner_share:"  # + a command name: that name's share of the probe CPUs
 OTHERS_NOISE_S = 0.02  # /proc/stat counts 10 ms ticks: below this per CPU a time is noise
 # A preemption whose run-queue wait is this short is a detour (an interrupt-like wake-up of a timer, a
 # kernel thread or a daemon), not a time slice of a CPU-bound co-runner: CFS gives those 0.75-3 ms and a
@@ -261,15 +263,37 @@ def corunner_lists(corunners: pd.DataFrame) -> dict[str, tuple[Corunner, ...]]:
     return out
 
 
-def add_corunner_share(features: pd.DataFrame, corunners: Mapping[str, Sequence[Corunner]]) -> pd.DataFrame:
+def add_corunner_share(
+    features: pd.DataFrame,
+    corunners: Mapping[str, Sequence[Corunner]],
+    named_in: Iterable[str] = (),
+) -> pd.DataFrame:
     """Add `corunner_share`: the share of the probe CPUs the named co-runners (not kernel threads) took, from
-    the process scan (finer than /proc/stat's ticks on short trials); 0 for runs with evidence but none."""
+    the process scan (finer than /proc/stat's ticks on short trials); 0 for runs with evidence but none.
+    For every command name of a co-runner of the runs `named_in` (the flagged ones), also add that name's
+    share (`process_feature`: all its processes, 0 where it did not run), so that a process's usual share
+    is a feature's usual like any other. By name, not pid: a co-runner restarted between trials, a shell
+    loop's children, stress-ng's workers get a new pid every time and are still the same "who"."""
     if features.empty:
         return features
     shares = {r: sum(c.share for c in cs if not c.kernel_thread) for r, cs in corunners.items()}
     out = features.copy()
     out["corunner_share"] = pd.Series(shares, dtype=float).reindex(out.index).fillna(0.0)
+    names = {c.comm for r in named_in for c in corunners.get(r, ()) if not c.kernel_thread}
+    if names:
+        by_name: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for r, cs in corunners.items():
+            for c in cs:
+                if c.comm in names:
+                    by_name[process_feature(c.comm)][r] += c.share
+        columns = pd.DataFrame(by_name, dtype=float).reindex(out.index).fillna(0.0)
+        out = pd.concat([out, columns], axis=1)
     return out
+
+
+def process_feature(comm: str) -> str:
+    """The feature of one command name's share of the probe CPUs (add_corunner_share)."""
+    return f"{PROCESS_SHARE}{comm}"
 
 
 def usual_features(features: pd.DataFrame, normal_ids: Sequence[str]) -> dict[str, float]:

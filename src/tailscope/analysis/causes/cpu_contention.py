@@ -8,15 +8,22 @@ steal, run-queue wait. Run-queue wait that came as many short detours (context.P
 os-noise's, and so is the CPU time of whoever made them: it is taken off every candidate. The add-chain
 loop's lost time (available_fraction) is a ~0.6 ms sample taken after the trial, so it is reported as
 evidence but never makes the finding on its own. The sentence leads with the evidence that made the finding
-and names co-runners only when they took at least MIN_EXCESS of the probe CPUs.
+and names co-runners by what they took beyond their own usual share on this node (their command name's
+median over the normal trials, 0 for a newcomer): only those at least MIN_EXCESS above it, the most unusual
+first. A process that takes as much in every trial (a monitoring daemon, another user's job) is the node's
+background, in the usual others_share too: it is not what made this trial slow, and naming it first sent
+the reader to the wrong process (seen: python and sh named before a stress-ng started during the window).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from tailscope.analysis.causes.base import explained_score, finding, vs_usual
-from tailscope.analysis.causes.context import OTHERS_NOISE_S, RunContext
+from tailscope.analysis.causes.context import OTHERS_NOISE_S, RunContext, process_feature
 from tailscope.analysis.model import CauseFinding
 from tailscope.analysis.wording import pct
+from tailscope.evidence.corunners import Corunner
 
 NAME = "cpu-contention"
 READS = ("others_share", "corunner_share", "steal_share", "run_delay_share", "lost_share", "corunners")
@@ -57,15 +64,15 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     key, explained = max(candidates.items(), key=lambda kv: kv[1])
     if explained < MIN_EXCESS:
         return None
-    jobs = [c for c in ctx.corunners if not c.kernel_thread and c.share >= MIN_EXCESS]
+    jobs = unusual_corunners(ctx)
     where = ctx.cpu_text()
     if key == "steal_share":
         sentence = f"the hypervisor stole {vs_usual(ctx.value(key), ctx.typical(key))} of {where}"
     elif jobs:
         top = jobs[0]
-        sentence = f"{top.comm} (pid {top.pid}) took {pct(top.share)} of {where} during the trial"
+        sentence = f"{top.comm} (pid {top.pid}) took {_took(ctx, top)} of {where} during the trial"
         if len(jobs) > 1:
-            sentence += "; also " + ", ".join(f"{c.comm} (pid {c.pid}) {pct(c.share)}" for c in jobs[1:3])
+            sentence += "; also " + ", ".join(f"{c.comm} (pid {c.pid}) {_took(ctx, c)}" for c in jobs[1:3])
     elif key == "run_delay_share" and (ctx.excess("others_share") or 0.0) < MIN_EXCESS:
         sentence = (
             f"the probe threads waited on the run queue {vs_usual(ctx.value(key), ctx.typical(key))} of the "
@@ -75,7 +82,7 @@ def assess(ctx: RunContext) -> CauseFinding | None:
     else:
         sentence = f"other activity took the probe's {where}"
     if key == "steal_share" and jobs:
-        sentence += "; also " + ", ".join(f"{c.comm} (pid {c.pid}) {pct(c.share)}" for c in jobs[:2])
+        sentence += "; also " + ", ".join(f"{c.comm} (pid {c.pid}) {_took(ctx, c)}" for c in jobs[:2])
     parts = []
     for name in ("others_share", "steal_share", "run_delay_share", "lost_share"):
         value = ctx.value(name)
@@ -94,6 +101,37 @@ def assess(ctx: RunContext) -> CauseFinding | None:
         "cpus": list(ctx.cpus),
         **{f"{k}": ctx.value(k) for k in (*candidates, "lost_share")},
         **{f"usual_{k}": ctx.typical(k) for k in (*candidates, "lost_share")},
-        "corunners": [{"pid": c.pid, "comm": c.comm, "share": round(c.share, 4)} for c in jobs[:5]],
+        "corunners": [
+            {"pid": c.pid, "comm": c.comm, "share": round(c.share, 4)}
+            | ({"usual": round(u, 4)} if (u := _usual(ctx, c.comm)) else {})
+            for c in jobs[:5]
+        ],
     }
     return finding(NAME, ctx, score, sentence, MITIGATION, evidence)
+
+
+def unusual_corunners(ctx: RunContext) -> list[Corunner]:
+    """The run's co-runners (not kernel threads) that took at least MIN_EXCESS of the probe CPUs, and whose
+    command name took at least MIN_EXCESS more than its usual share on this node: the most unusual name
+    first (its processes biggest first)."""
+    took: dict[str, float] = defaultdict(float)  # per name, all its processes
+    for c in ctx.corunners:
+        if not c.kernel_thread:
+            took[c.comm] += c.share
+    excess = {}
+    for comm, share in took.items():
+        now = ctx.value(process_feature(comm))  # the same sum, where the features have it
+        excess[comm] = (share if now is None else now) - _usual(ctx, comm)
+    jobs = [c for c in ctx.corunners if c.comm in excess and c.share >= MIN_EXCESS]
+    jobs = [c for c in jobs if excess[c.comm] >= MIN_EXCESS]
+    return sorted(jobs, key=lambda c: (-excess[c.comm], c.comm, -c.share, c.pid))
+
+
+def _usual(ctx: RunContext, comm: str) -> float:
+    return ctx.typical(process_feature(comm)) or 0.0
+
+
+def _took(ctx: RunContext, c: Corunner) -> str:
+    """'20%', or '60% (usual 30%)' for a name that also runs in the normal trials."""
+    usual = _usual(ctx, c.comm)
+    return vs_usual(c.share, usual if usual > 0 else None)
