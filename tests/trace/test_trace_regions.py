@@ -103,11 +103,12 @@ def test_bytes_touched_per_region_measured(traced):
     for label, size in zip(_labels_in_order(_parent(outcome)), SIZES_MIB, strict=True):
         row = table.loc[label]
         assert row["measured"]
-        # the array, plus a few pages of stacks, runtime and tool buffers; not the whole footprint. The
-        # accessed bits the figure reads can be missed for a few dozen pages on a loaded machine (seen: 3.86
-        # MiB of a 4 MiB array, 1 run in ~8 at load 25; the next three alone read the whole array): at least
-        # 90% of the array, never the program's footprint
-        assert 0.9 * size * MIB <= row["touched"] <= size * MIB + MIB, (label, row["touched"] / MIB)
+        # the array, plus a few pages of stacks, runtime and tool buffers; never the program's footprint
+        # (the defect: every region read as the whole data set). The accessed bits the figure reads are a
+        # lower bound: the kernel clears them too (reclaim's aging; DAMON's access sampling, which runs on the
+        # development VM): seen 3.86 MiB of a 4 MiB array at load 25 and 3.46 MiB on a quiet machine, each
+        # once in a full suite. So at least 3/4 of the array, and at most the array and a MiB
+        assert 0.75 * size * MIB <= row["touched"] <= size * MIB + MIB, (label, row["touched"] / MIB)
     # the tool measured the first two instances of each region (the very first one also started the
     # runtime's threads); the placement model spreads each instance's bytes (its own, else its region's
     # last), not the footprint
