@@ -36,7 +36,7 @@ SAME_WIDTH = {"avx512fp16": "avx512f"}  # x86 FP16 SIMD runs in the same 512-bit
 Trials = Mapping[str, Any] | Sequence[Mapping[str, Any]]  # one trial's summary, or every trial's in order
 
 
-def _trials(trials: Trials) -> list[Mapping[str, Any]]:
+def as_trials(trials: Trials) -> list[Mapping[str, Any]]:
     return [trials] if isinstance(trials, Mapping) else [t for t in trials if isinstance(t, Mapping)]
 
 
@@ -67,7 +67,8 @@ class WidthTable:
         return f"arith, {self.width}{bits}, cycles per instruction{over}"
 
 
-def _median(stat: Any) -> float | None:
+def median_of(stat: Any) -> float | None:
+    """A probe statistic's median ({"median": x, ...}), or None."""
     value = stat.get("median") if isinstance(stat, Mapping) else None
     return float(value) if isinstance(value, int | float) else None
 
@@ -114,7 +115,7 @@ class Refusal:
 def refused_pairs(trials: Trials) -> list[Refusal]:
     """Every pair refused in any trial or on any CPU, in the table's order: the one rule behind the
     "refused" and "*" cells and the sentence under the tables."""
-    runs = _trials(trials)
+    runs = as_trials(trials)
     seen: dict[Pair, dict[str, Any]] = {}
     for s in runs:
         table = [r for r in s.get("table") or [] if isinstance(r, Mapping)]
@@ -132,7 +133,7 @@ def refused_pairs(trials: Trials) -> list[Refusal]:
             if r.get("refused") and not refusing:  # a summary without checks: refused on every CPU
                 got["why"][str(r["refused"])] = None
             got["trials"] += bool(refusing or r.get("refused"))
-            got["measured"] |= _median(r.get("latency_cycles")) is not None
+            got["measured"] |= median_of(r.get("latency_cycles")) is not None
     return [
         Refusal(pair, g["trials"], len(runs), g["cpus"], tuple(sorted(g["of"])), tuple(g["why"]),
                 g["measured"])
@@ -163,7 +164,7 @@ def pooled_table(trials: Trials) -> list[dict[str, Any]]:
     """The trials' `table` rows as one: per pair, the median of the trial medians of the trials that
     measured it (a trial's own figures pool its CPUs that did not refuse the pair); null figures and the
     probe's reason where no trial measured it."""
-    runs = _trials(trials)
+    runs = as_trials(trials)
     rows: dict[Pair, dict[str, Any]] = {}
     figures: dict[Pair, tuple[list[float], list[float]]] = {}
     for s in runs:
@@ -172,7 +173,7 @@ def pooled_table(trials: Trials) -> list[dict[str, Any]]:
                 continue
             pair = _pair_of(r)
             rows.setdefault(pair, {k: v for k, v in r.items() if k not in FIGURES})
-            lat, thr = _median(r.get("latency_cycles")), _median(r.get("rthroughput_cycles"))
+            lat, thr = median_of(r.get("latency_cycles")), median_of(r.get("rthroughput_cycles"))
             if lat is not None and thr is not None:
                 figures.setdefault(pair, ([], []))[0].append(lat)
                 figures[pair][1].append(thr)
@@ -191,7 +192,7 @@ def pooled_table(trials: Trials) -> list[dict[str, Any]]:
 def arith_tables(trials: Trials) -> list[WidthTable]:
     """The trials' table (`pooled_table`) regrouped: one WidthTable per width, scalar first, in the probe's
     order; a pair refused somewhere but measured elsewhere is marked PARTIAL."""
-    runs = _trials(trials)
+    runs = as_trials(trials)
     partial = {r.pair for r in refused_pairs(runs) if r.measured}
     cells: dict[str, dict[tuple[str, str], Cell]] = {}
     bits: dict[str, int | None] = {}
@@ -202,7 +203,7 @@ def arith_tables(trials: Trials) -> list[WidthTable]:
         width = SAME_WIDTH.get(width, width)
         bits.setdefault(width, r.get("bits") if isinstance(r.get("bits"), int) else None)
         note = "refused" if r.get("refused") else PARTIAL if _pair_of(r) in partial else ""
-        cell = Cell(_median(r.get("latency_cycles")), _median(r.get("rthroughput_cycles")), note)
+        cell = Cell(median_of(r.get("latency_cycles")), median_of(r.get("rthroughput_cycles")), note)
         cells.setdefault(width, {})[(str(r["op"]), str(r["precision"]))] = cell
     order = sorted(cells, key=lambda w: w != "scalar")  # stable: scalar, then the probe's order
     out = []

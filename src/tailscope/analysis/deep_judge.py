@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from tailscope.analysis.arith_table import Trials, pooled_table, refusals
+from tailscope.analysis.arith_table import Trials, as_trials, median_of, pooled_table, refusals
 from tailscope.analysis.reference_tables import Part, part_of, this_node
 
 CLOCK_SLACK = 0.05  # the clock may read this far below the node's usual clock (noise) before it differs
@@ -88,11 +88,6 @@ def _ghz(hz: float) -> str:
     return f"{hz / 1e9:.2f} GHz"
 
 
-def _median(stat: Any) -> float | None:
-    value = stat.get("median") if isinstance(stat, Mapping) else None
-    return float(value) if isinstance(value, int | float) else None
-
-
 def judge_clock(clock: Mapping[str, Any], ref: NodeReference) -> tuple[list[str], list[str], list[str]]:
     """(parts of the finding, expectations, what differed) of one arith run's clock."""
     eff = float(clock.get("effective_hz") or 0.0)
@@ -132,16 +127,16 @@ def judge_arith(trials: Trials, ref: NodeReference) -> Judgement:
     """arith: the clock (of its last trial) against the node's usual one and the nominal, each instruction
     (the trials' pooled table, arith_table.pooled_table) against the part's published latency (and scalar
     reciprocal throughput) range; every pair refused in any trial or on any CPU named."""
-    last = trials if isinstance(trials, Mapping) else trials[-1] if trials else {}
-    clock = (last.get("clock") or [{}])[0]
+    runs = as_trials(trials)
+    clock = ((runs[-1] if runs else {}).get("clock") or [{}])[0]
     parts, expected, bad = judge_clock(clock, ref)
     rows = pooled_table(trials)
     for r in rows:
         fp64_fma = r.get("precision") == "fp64" and r.get("op") == "fma"
-        if fp64_fma and _median(r.get("latency_cycles")) is not None:
+        if fp64_fma and median_of(r.get("latency_cycles")) is not None:
             parts.append(
-                f"FP64 {r['width']} fma latency {_median(r['latency_cycles']):.2f} cycles, reciprocal "
-                f"throughput {_median(r['rthroughput_cycles']):.2f}"
+                f"FP64 {r['width']} fma latency {median_of(r['latency_cycles']):.2f} cycles, reciprocal "
+                f"throughput {median_of(r['rthroughput_cycles']):.2f}"
             )
     refused = refusals(trials)
     if refused:
@@ -153,7 +148,7 @@ def judge_arith(trials: Trials, ref: NodeReference) -> Judgement:
         checked = 0
         for r in rows:
             key = (str(r.get("precision")), str(r.get("op")))
-            lat = _median(r.get("latency_cycles"))
+            lat = median_of(r.get("latency_cycles"))
             published = part.arith_latency.get(key)
             if lat is None or published is None:
                 continue
@@ -164,7 +159,7 @@ def judge_arith(trials: Trials, ref: NodeReference) -> Judgement:
                     f"{key[0]} {r.get('width')} {key[1]} latency {lat:.2f} cycles, published "
                     f"{published.text()} for {part.short}"
                 )
-            thr, published_thr = _median(r.get("rthroughput_cycles")), part.arith_rthroughput.get(key)
+            thr, published_thr = median_of(r.get("rthroughput_cycles")), part.arith_rthroughput.get(key)
             if r.get("width") in THROUGHPUT_WIDTHS and thr is not None and published_thr is not None:
                 slack = max(ARITH_SLACK_CYCLES / 2, 0.05 * published_thr.high)
                 if not (published_thr.low - slack <= thr <= published_thr.high + slack):
@@ -182,14 +177,15 @@ def judge_arith(trials: Trials, ref: NodeReference) -> Judgement:
 
 def judge_latency(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
     """latency: each level slower than the one before it, and inside the part's published range."""
-    sets = [w for w in summary.get("working_sets", []) if _median(w.get("ns")) is not None]
+    sets = [w for w in summary.get("working_sets", []) if median_of(w.get("ns")) is not None]
     finding = ", ".join(
-        f"{w['name']} {_median(w['ns']):.1f} ns ({_median(w.get('cycles')) or 0:.0f} cycles)" for w in sets
+        f"{w['name']} {median_of(w['ns']):.1f} ns ({median_of(w.get('cycles')) or 0:.0f} cycles)"
+        for w in sets
     )
     bad = [
-        f"{b['name']} ({_median(b['ns']):.1f} ns) faster than {a['name']} ({_median(a['ns']):.1f} ns)"
+        f"{b['name']} ({median_of(b['ns']):.1f} ns) faster than {a['name']} ({median_of(a['ns']):.1f} ns)"
         for a, b in pairwise(sets)
-        if _median(b["ns"]) < LEVEL_SLACK * _median(a["ns"])  # type: ignore[operator]
+        if median_of(b["ns"]) < LEVEL_SLACK * median_of(a["ns"])  # type: ignore[operator]
     ]
     expected = []
     if len(sets) > 1:
@@ -202,7 +198,7 @@ def judge_latency(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
             published = part.latency.get(str(w["name"]))
             if published is None:
                 continue
-            value = _median(w["cycles"] if published.unit == "cycles" else w["ns"])
+            value = median_of(w["cycles"] if published.unit == "cycles" else w["ns"])
             if value is None:
                 continue
             judged.append(f"{w['name']} {published.text()}")

@@ -118,12 +118,8 @@ def unusual_corunners(ctx: RunContext) -> list[Corunner]:
     for c in ctx.corunners:
         if not c.kernel_thread:
             took[c.comm] += c.share
-    excess = {}
-    for comm, share in took.items():
-        now = ctx.value(process_feature(comm))  # the same sum, where the features have it
-        excess[comm] = (share if now is None else now) - _usual(ctx, comm)
-    jobs = [c for c in ctx.corunners if c.comm in excess and c.share >= MIN_EXCESS]
-    jobs = [c for c in jobs if excess[c.comm] >= MIN_EXCESS]
+    excess = {comm: share - _usual(ctx, comm) for comm, share in took.items()}
+    jobs = [c for c in ctx.corunners if c.share >= MIN_EXCESS and excess.get(c.comm, 0.0) >= MIN_EXCESS]
     return sorted(jobs, key=lambda c: (-excess[c.comm], c.comm, -c.share, c.pid))
 
 
