@@ -32,6 +32,8 @@ def load(path: Path, what: str, error: type[InputError]) -> tuple[dict[str, Any]
     except tomllib.TOMLDecodeError as exc:
         number = re.search(r"line (\d+)", str(exc))
         raise error(f"{path}:{number.group(1) if number else 1}: not valid TOML ({exc})") from None
+    except ValueError as exc:  # tomllib's int() of a number over Python's 4300-digit limit: no line given
+        raise error(f"{path}: not a TOML file tailscope can read ({exc})") from None
     return data, TomlFile(path, text, error)
 
 

@@ -72,6 +72,18 @@ def test_definition_that_is_not_utf8_is_one_line(tmp_path):
     assert str(exc.value) == f"{path}:2: not UTF-8 text (byte 25); TOML files are UTF-8"
 
 
+def test_a_number_past_pythons_digit_limit_is_one_line(tmp_path, capsys):
+    """tomllib converts a TOML integer with int(): past Python's 4300-digit limit that is a ValueError, not a
+    TOMLDecodeError, and it reached the user as a traceback."""
+    path = write(tmp_path / "huge.toml", 'argv = ["ls"]\ntrials = ' + "9" * 5000 + "\n")
+    with pytest.raises(AppInputError) as exc:
+        load_definition(path)
+    assert str(exc.value).startswith(f"{path}: not a TOML file tailscope can read (")
+    campaign = tmp_path / "c"
+    assert main(["check", "--quick", "--app", str(path), "--campaign", str(campaign), "--no-progress"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and not campaign.exists()
+
+
 def test_check_app_file_refuses_bad_definition_before_running(tmp_path, capsys):
     bad = write(tmp_path / "bad.toml", 'argv = ["ls"]\ntrials = -1\n')
     campaign = tmp_path / "c"
