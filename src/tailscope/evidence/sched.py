@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tailscope.node.read import parse_cpu_list
+
 PROC = Path("/proc")
 
 
@@ -108,12 +110,10 @@ def _allowed_cpus(pid: int, proc: Path = PROC) -> set[int]:
         return set()
     for line in text.splitlines():
         if line.startswith("Cpus_allowed_list:"):
-            out: set[int] = set()
-            for part in line.split(":", 1)[1].strip().split(","):
-                lo, _, hi = part.partition("-")
-                if lo.strip().isdigit():
-                    out.update(range(int(lo), int(hi or lo) + 1))
-            return out
+            try:
+                return set(parse_cpu_list(line.split(":", 1)[1]))
+            except ValueError:  # not the kernel's cpulist format: nothing to narrow the visits by
+                return set()
     return set()
 
 
