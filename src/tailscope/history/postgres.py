@@ -29,9 +29,11 @@ from tailscope.history.data import (
     HistoryData,
     apply_exclusions,
     as_categories,
+    campaign_prefix,
+    one_campaign,
     parse_facts,
 )
-from tailscope.history.location import redact
+from tailscope.history.location import ambiguous, read, redact, scrub
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
@@ -89,10 +91,22 @@ class PostgresHistory:
             raise StoreError(
                 f"{self.location}: PostgreSQL needs psycopg 3: pip install 'tailscope[postgresql]'"
             ) from None
+        params, why = read(self.url)
+        if params is None:
+            raise StoreError(
+                f"{self.location}: not a URL libpq can read ({why}); percent-encode special characters "
+                "of the user name and password (%40 for @, %2F for /, %3F for ?, %25 for %)"
+            )
+        if ambiguous(params):
+            raise StoreError(
+                f"{self.location}: libpq reads a host, port or database name out of this URL that only an "
+                "unencoded '/', '@' or '?' in the password gives; percent-encode them (%2F, %40, %3F)"
+            )
         try:
             con = psycopg.connect(self.url, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: cannot connect: {redact(_first_line(exc))}") from None
+            why = scrub(_first_line(exc), self.url)
+            raise StoreError(f"{self.location}: cannot connect: {why}") from None
         try:
             with con:
                 if not self._ready:
@@ -100,7 +114,7 @@ class PostgresHistory:
                     self._ready = True
                 yield con
         except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: {redact(_first_line(exc))}") from None
+            raise StoreError(f"{self.location}: {scrub(_first_line(exc), self.url)}") from None
         finally:
             con.close()
 
@@ -171,13 +185,17 @@ class PostgresHistory:
             )
 
     def exclude(self, campaign: str, node: str, variant: str, reason: str, excluded: bool = True) -> int:
+        campaign = campaign_prefix(campaign)
         with self._connect() as con, con.transaction(), con.cursor() as cur:
-            cur.execute(
-                "SELECT campaign, variant FROM history_entries WHERE node = %s AND campaign LIKE %s "
-                "AND (%s = '*' OR variant = %s OR probe = %s)",
-                (node, campaign.replace("%", "") + "%", variant, variant, variant),
+            cur.execute(  # a prefix compared as text: no LIKE, whose % and _ would match any id
+                "SELECT campaign, variant FROM history_entries WHERE node = %s "
+                "AND left(campaign, length(%s)) = %s AND (%s = '*' OR variant = %s OR probe = %s)",
+                (node, campaign, campaign, variant, variant, variant),
             )
             hits = cur.fetchall()
+            if hits:
+                chosen = one_campaign((c for c, _ in hits), campaign, node, self.location)
+                hits = [(c, v) for c, v in hits if c == chosen]
             if not hits:
                 raise StoreError(
                     f"{self.location}: no entry of node {node} in campaign {campaign} ({variant})"

@@ -18,6 +18,7 @@ import pandas as pd
 
 from tailscope.history.changes import Change, FleetEvent, find_changes, fleet_events, iso
 from tailscope.history.data import HistoryData, select
+from tailscope.printable import printable
 
 if TYPE_CHECKING:
     from tailscope.analysis.model import Settings
@@ -155,11 +156,13 @@ def render(result: HistoryAnswer, *, with_series: bool) -> list[str]:
         if n.verdict != "healthy":
             lines.append(f"{n.node}: {n.verdict}: " + " | ".join(n.reasons))
     lines.append(f"verdict: {result.state}")
-    return lines
+    # node names, units, fact values, notes and exclusion reasons come from campaigns and users: every
+    # control character (ESC, U+202E) shown as an escape, never interpreted
+    return [printable(line) for line in lines]
 
 
 def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return printable(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prometheus_text(result: HistoryAnswer) -> str:
