@@ -15,7 +15,7 @@ which no pattern and no output can turn into a hang.
   makes a program wait); what is not matched by the trial's deadline fails the trial, saying so.
 - A batch is searched as one text: the pattern is compiled a second time with `(?m)` and RE2's never_nl (no
   match crosses a newline), so a search of the batch finds exactly the lines that match (a DFA pass over
-  64 KiB of lines that do not match costs about what one call on one line costs). A metric needs only the
+  16 KiB of lines that do not match costs about what one call on one line costs). A metric needs only the
   last line that matches (found by a doubling then binary search from the batch's end, without groups; its
   groups are read once, at the end), a sanity pattern the first, an iteration pattern every one. Patterns
   whose meaning could differ in a batch (`\\A`, `\\z`, `\\C`, a flag group that clears a flag) are searched
@@ -27,10 +27,12 @@ which no pattern and no output can turn into a hang.
 
 from __future__ import annotations
 
+import atexit
 import re
 import signal
 import threading
 import time
+import weakref
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -45,9 +47,9 @@ except ImportError:  # pragma: no cover - the engine of platforms without a goog
     _core = None
 
 ENGINE = "RE2" if _core is not None else "Python re (bounded)"
-BATCH = 64 * 1024  # characters handed to the matching thread at once
+BATCH = 16 * 1024  # characters handed to the matching thread at once (one search: short at exit)
 MAX_BACKLOG = 64 * 1024 * 1024  # characters waiting to be matched before the output waits for them
-MAX_PROGRAM = 5000  # RE2 instructions: a byte of text costs at most this many steps (about 10 ns each)
+MAX_PROGRAM = 2000  # RE2 instructions: a byte of text costs at most this many steps (about 10 ns each)
 FALLBACK_PIECE = 16 * 1024
 FALLBACK_CALL_S = 0.5
 # Text whose meaning in a batch (many lines, multi-line mode) could differ from its meaning in one line:
@@ -271,6 +273,21 @@ def _timed(search: Callable[[str], Any], text: str) -> Any:
         signal.signal(signal.SIGVTALRM, previous)
 
 
+_LIVE: weakref.WeakSet[LineMatcher] = weakref.WeakSet()  # matchers whose thread may still run
+
+
+@atexit.register
+def _stop_threads_at_exit() -> None:
+    """Before the interpreter finalizes: stop every matcher and wait for its thread's search in progress (one
+    batch or line, bounded by MAX_PROGRAM). A daemon thread still inside RE2 at finalization is ended by
+    the runtime while C++ frames are on its stack, and the process aborts ("terminate called without an
+    active exception", SIGABRT)."""
+    for matcher in list(_LIVE):
+        matcher.close()
+        if matcher._thread is not None:
+            matcher._thread.join()
+
+
 # What a LineMatcher reports: (pattern index, line number, the line in UTF-8, its leftmost match's groups).
 OnMatch = Callable[[int, int, bytes, Groups], None]
 
@@ -371,6 +388,7 @@ class LineMatcher:
 
     def _start(self) -> None:  # under self._cond
         self._thread = threading.Thread(target=self._work, name="tailscope-patterns", daemon=True)
+        _LIVE.add(self)
         self._thread.start()
 
     def _give_up(self) -> None:  # under self._cond
