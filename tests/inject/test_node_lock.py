@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from journal_tools import COMPACT, inject_restore, pids_named, plant, ready_line, tailscope, wait_for
 
 from tailscope.node import journal
-from tailscope.node.journal_entry import DamagedEntry, check
+from tailscope.node.journal_entry import PLACES_ENV, DamagedEntry, check
+from tailscope.node.lock import NodeBusy, NodeLock, lock_path
 
 THP = ("inject", "thp-fragment", "--intensity", "0.002", "--reserve", "1g")  # ~64 MiB fragmented: ~1.5 s
 
@@ -144,6 +145,35 @@ def test_random_sigkills_of_concurrent_injectors_leave_the_node_as_it_was(
     assert COMPACT.read_text() == sysctl
 
 
+def test_the_lock_is_held_from_the_first_read_until_every_change_is_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process: no entry without the lock (its old value would have been read without it), and the lock
+    outlives `unhold` while a change of this process is still in force."""
+    monkeypatch.setenv(PLACES_ENV, str(tmp_path))
+    knob = tmp_path / "knob"
+    (tmp_path / "journal").mkdir()
+    j = journal.Journal(tmp_path / "journal")
+    with pytest.raises(RuntimeError, match="without the node lock"):
+        j.record("write", path=str(knob), value="old\n")
+    path = lock_path(j.directory)
+    j.hold(0)
+    j.hold(0)  # counted: no second flock of this process's own lock (it would wait for itself)
+    entry = j.record("write", path=str(knob), value="old\n")
+    j.unhold()
+    j.unhold()
+    with pytest.raises(NodeBusy, match="one tailscope changes a node at a time"):
+        NodeLock(path).acquire(0, journal=j.directory, start=0)  # another descriptor: another tailscope
+    assert j.holding
+    j.forget(entry)  # undone: now it is given back
+    assert not j.holding
+    other = NodeLock(path)
+    assert other.acquire(0, journal=j.directory, start=0)
+    other.release()
+    assert j.helper_pid is not None
+    os.kill(j.helper_pid, signal.SIGKILL)  # nothing left for it: this process is its run and lives on
+
+
 # -- item 12: damaged entries ------------------------------------------------------------------------------
 def dead_owner() -> journal.Owner:
     me = journal.Owner.this_process()
@@ -181,7 +211,7 @@ def test_a_damaged_entry_is_one_line_for_every_reader_never_a_traceback(
     for seq, damage in enumerate(DAMAGED.values(), 1):
         bad.append(d / f"{owner.tag()}-{seq:05d}.json")
         bad[-1].write_text(damage(valid(owner, target)))
-    full = {**os.environ, **env, "TAILSCOPE_JOURNAL_PLACES": str(tmp_path)}
+    full = {**os.environ, **env, PLACES_ENV: str(tmp_path)}
 
     def said(text: str, prefix: str) -> list[str]:
         lines = [line for line in text.splitlines() if "damaged journal entry" in line]
@@ -225,7 +255,7 @@ def test_an_entry_without_what_is_restored(tmp_path: Path, env: dict[str, str]) 
     data = json.loads(entry.read_text())
     del data["what"]
     entry.write_text(json.dumps(data))
-    out = inject_restore({**env, "TAILSCOPE_JOURNAL_PLACES": str(tmp_path)})
+    out = inject_restore({**env, PLACES_ENV: str(tmp_path)})
     assert out.returncode == 0, out
     assert out.stdout.splitlines() == [f"restored what pid {owner.pid} left: {target} back to 'original'"]
     assert target.read_text() == "original\n" and not entry.exists()
