@@ -13,6 +13,7 @@ import pytest
 
 from tailscope.analysis.deep_judge import NodeReference, judge_arith, judge_latency, usual_clock
 from tailscope.analysis.reference_tables import TABLES, cpu_identity, nominal_hz, part_of, parts
+from tailscope.node.parts import PARTS
 from tailscope.report.models import DIFFERS, DeepResult, Step
 from tailscope.verbs.deep import _evidence
 
@@ -145,7 +146,8 @@ def test_every_table_row_cites_a_source_and_is_well_formed():
     doc = tomllib.loads(TABLES.read_text())
     assert {"skylake-sp", "sapphire-rapids", "zen4", "kunpeng920"} <= set(doc["parts"]) == set(parts())
     for pid, p in doc["parts"].items():
-        assert p["name"] and p["short"] and "match" in p, pid
+        assert p["name"] and p["short"] and "match" not in p, pid  # which CPUs: node/parts.py, one place
+        assert any(c.table == pid for c in PARTS), f"no part of node/parts.py names the table {pid}"
         for row in p.get("latency", []):
             assert row["level"] in ("L1", "L2", "L3", "DRAM") and row["unit"] in ("cycles", "ns"), (pid, row)
             assert 0 < row["low"] <= row["high"] and len(row["source"]) > 20, (pid, row)
