@@ -190,10 +190,10 @@ def online_cpus() -> list[int]:
 
 
 def cpu_flags() -> set[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+    """This CPU's flags as the node facts read them (node.facts.cpu_flags, /proc/cpuinfo's first CPU)."""
+    from tailscope.node.facts import cpu_flags as flags
+
+    return set(flags())
 
 
 def is_root() -> bool:
