@@ -243,7 +243,7 @@ def part_facts(facts: dict[str, Any], flags: list[str]) -> dict[str, Any]:
     note = None
     if who.inferred:
         where = "virtual machine" if facts.get("virtualization") not in (None, "", "none") else "masked model"
-        note = f"{where}: part inferred: {who.name or 'no part tailscope knows fits'} ({who.basis})"
+        note = f"{where}: part inferred: {who.name or 'no part tailscope knows fits'}, from {who.basis}"
     return {
         "cpu_part": who.name,
         "cpu_part_id": who.part.id if who.part else None,

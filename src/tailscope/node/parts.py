@@ -177,26 +177,28 @@ def identify(facts: Mapping[str, Any], flags: Iterable[str]) -> Identity:
     if not masked and not contradicted:  # read, not inferred: the part this model is, or none known
         if direct is not None:
             return Identity(direct, False, f"{vendor} family {family} model {model} ({name})")
-        known = f"{vendor} family {family} model {model} ({name}): not a part tailscope knows"
+        known = f"{vendor} family {family} model {model} ({name}) is no part tailscope knows"
         return Identity(None, False, known)
     l1d, l2, l3 = facts.get("l1d_bytes"), facts.get("l2_bytes"), facts.get("l3_bytes")
-    caches = ", ".join(f"{k} {_size(v)}" for k, v in (("L1d", l1d), ("L2", l2), ("L3", l3)) if v)
-    shown = f"the model name {name!r} names no part" if masked else f"model name {name!r}"
-    if direct is not None and not contradicted:
-        # the name is masked but family and model are a part's; its caches must fit it too
-        misfit = direct.fits_caches(l1d, l2, l3)
-        if not misfit:
-            return Identity(direct, True, f"family {family} model {model} ({shown}); {caches or 'no caches'}")
+    sizes = (("L1d", l1d), ("L2", l2), ("L3", l3))
+    caches = ", ".join(f"{k} {_size(v)}" for k, v in sizes if v) or "no cache sizes"
+    shown = f"the model name {name!r} names no part" if masked else f"the model name is {name!r}"
+    misfit = direct.fits_caches(l1d, l2, l3) if direct is not None else []
+    if direct is not None and not contradicted and not misfit:
+        # the name is masked but family and model are a part's, and its caches fit that part
+        return Identity(direct, True, f"family {family} model {model}, {caches}; {shown}")
     candidates = tuple(
         p for p in PARTS
         if p.vendor == vendor and p.required <= flags and not (p.excludes & flags)
         and not p.fits_caches(l1d, l2, l3)
     )
-    marks = sorted(f for p in candidates for f in p.required if f in flags) if candidates else []
-    seen = f"{', '.join(dict.fromkeys(marks)) or 'no distinguishing'} flags; {caches or 'no cache sizes'}"
-    why = (f"family {family} model {model} is not a part with these flags" if contradicted or direct is None
-           else f"family {family} model {model}")
-    basis = f"{why} ({shown}): {seen}"
+    marks = ", ".join(dict.fromkeys(f for p in candidates for f in sorted(p.required) if f in flags))
+    if direct is None:
+        why = f"family {family} model {model} is no part tailscope knows"
+    else:
+        never = sorted(direct.excludes & flags) if contradicted else misfit
+        why = f"family {family} model {model} ({direct.name}) never has {', '.join(never)}"
+    basis = f"{marks + ' flags, ' if marks else ''}{caches}; {why}; {shown}"
     if len(candidates) == 1:
         return Identity(candidates[0], True, basis, candidates)
     return Identity(None, True, basis, candidates)
