@@ -173,3 +173,32 @@ def test_the_masked_granite_rapids_is_inferred_from_flags_and_l3(host_root):
     ref = node_reference([], [], host_root("granite-rapids-masked-kvm"))
     j = judge_arith([{"clock": [{"effective_hz": 3e9}], "table": []}], ref)
     assert "no published instruction table" in j.expected and ref.part is None
+
+
+@pytest.mark.parametrize("name", ["granite-rapids-masked-kvm", "a64fx-48c", "icelake-sp-5318y-2s"])
+def test_the_host_lines_ci_prints(name, host_root):
+    """`tailscope facts --host` (what `make test` prints first): the CPU and its part, the flags that decide
+    the kernels (and which families are absent), the kernel, VM or not, the PMU, the shape."""
+    from tailscope.verbs.facts import host_lines
+
+    host = host_root(name)
+    facts, flags = cpu_facts(host), cpu_flags(host)
+    lines = host_lines(facts, flags, "6.1.0", host.machine)
+    assert lines[0].startswith(f"host: cpu: {facts['cpu_model_name']} (") and facts["cpu_part"] in lines[0]
+    shown = lines[1].removeprefix("host: flags that matter: ").split(" (")[0].split()
+    assert {"avx512_fp16", "amx_tile", "avx512f", "sve", "asimdhp"} & set(flags) <= set(shown)
+    assert ("no sve*" in lines[1]) is ("sve" not in flags)
+    assert ("no amx*" in lines[1]) is ("amx_tile" not in flags)
+    vm = "yes" if load(name).expect["virtual"] else "no"
+    assert f"6.1.0 {host.machine}; virtual machine: {vm}" in lines[2]
+    assert "core PMU: none; event set: software" in lines[2]
+    assert (lines[-1] == f"host: {facts['cpu_part_note']}") is load(name).expect["inferred"]
+
+
+def test_facts_host_on_this_node(capsys):
+    from tailscope.cli import main
+
+    assert main(["facts", "--host"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 4 <= len(lines) <= 5 and all(line.startswith("host: ") for line in lines)
+    assert str(cpu_facts()["cpu_model_name"]) in lines[0]
