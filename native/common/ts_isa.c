@@ -68,24 +68,15 @@ bool ts_isa_recorded_has(const char *flag)
 
 bool ts_isa_supported(ts_isa isa)
 {
-    if (ts_isa_recorded()) {
-#if defined(__x86_64__)
-        switch (isa) {
-        case TS_ISA_SSE2: return true;
-        case TS_ISA_AVX2: return ts_isa_recorded_has("avx2") && ts_isa_recorded_has("fma");
-        case TS_ISA_AVX512F: return ts_isa_recorded_has("avx512f");
-        }
-        return false;
-#else
-        return isa == TS_ISA_SSE2;
-#endif
-    }
 #if defined(__x86_64__) && defined(__GNUC__)
+    const bool rec = ts_isa_recorded() != NULL; /* another node's CPU (TAILSCOPE_CPUINFO), else this one */
     __builtin_cpu_init();
     switch (isa) {
     case TS_ISA_SSE2: return true; /* part of x86-64 */
-    case TS_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case TS_ISA_AVX512F: return __builtin_cpu_supports("avx512f");
+    case TS_ISA_AVX2:
+        return rec ? ts_isa_recorded_has("avx2") && ts_isa_recorded_has("fma")
+                   : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case TS_ISA_AVX512F: return rec ? ts_isa_recorded_has("avx512f") : __builtin_cpu_supports("avx512f");
     }
     return false;
 #else
