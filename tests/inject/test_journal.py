@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,14 +50,6 @@ def cpu_root() -> Path:
         return cpu_hierarchy().root
     except InjectInputError as exc:
         pytest.skip(str(exc))
-
-
-@pytest.fixture
-def victim() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "300"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def cgroup_of(pid: int) -> str:

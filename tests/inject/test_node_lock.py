@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -298,14 +297,6 @@ def test_a_path_that_climbs_out_of_proc_sys_is_never_written(tmp_path: Path, env
     [line] = [x for x in out.stdout.splitlines() if x.startswith("damaged")]
     assert f"{forged} (resolves to {target}) is not a file tailscope writes" in line
     assert target.read_text() == "changed\n" and entry.exists()
-
-
-@pytest.fixture
-def victim() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "300"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def test_a_process_entry_stops_only_a_tsinject(env: dict[str, str], victim: subprocess.Popen[bytes]) -> None:
