@@ -126,12 +126,17 @@ def analyze(
     (facts) feed the cause catalogue and the node verdicts; without them causes say "no evidence recorded".
     `pages_tests` (causes.page_placement.pages_tests of an addr explain result) back page-placement.
 
-    Raises ValueError with a one-line message for input that cannot be analysed (missing column, an ok
-    run with a value <= 0, a variant whose runs disagree on metric, unit or direction).
+    An ok run whose value is not > 0 (ratios cannot be taken of it: a store written before `run` refused such
+    headlines, or an importer's) counts as invalid, with that reason, among the runs that gave no value.
+
+    Raises ValueError with a one-line message for input that cannot be analysed (missing column, a variant
+    whose runs disagree on metric, unit or direction).
     """
     validate_settings(settings)
     _require(runs, RUN_COLUMNS, "runs")
-    runs = runs.sort_values(["variant", "node", "trial", "run_id"], kind="stable", ignore_index=True)
+    runs = _not_positive_as_invalid(
+        runs.sort_values(["variant", "node", "trial", "run_id"], kind="stable", ignore_index=True)
+    )
     is_ok = (runs["status"] == "ok").to_numpy(dtype=bool) & runs["value"].notna().to_numpy()
     ok = runs.loc[is_ok].reset_index(drop=True)
     failed = runs.loc[~is_ok].reset_index(drop=True)
@@ -520,14 +525,27 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], table: str) -> None:
         )
 
 
+def _not_positive_as_invalid(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with every ok run whose value is not > 0 (a ratio, a log, a slowdown of it has no meaning)
+    marked invalid, its error saying why."""
+    value = pd.to_numeric(runs["value"], errors="coerce")
+    bad = ((runs["status"] == "ok") & value.notna() & ~(value > 0)).to_numpy(dtype=bool)
+    if not bad.any():
+        return runs
+    runs = runs.copy()
+    why = [
+        f"value {v:g} is not > 0: the headline {m} is compared as ratios"
+        for v, m in zip(value[bad].tolist(), runs.loc[bad, "metric"].astype(str).tolist(), strict=True)
+    ]
+    if "error" not in runs.columns:
+        runs["error"] = None
+    runs["error"] = runs["error"].astype(object)
+    runs.loc[bad, "error"] = why
+    runs.loc[bad, "status"] = "invalid"
+    return runs
+
+
 def _check_ok_runs(ok: pd.DataFrame) -> None:
-    bad = ok.loc[~(ok["value"].astype(float) > 0)]
-    if len(bad):
-        row = bad.iloc[0]
-        raise ValueError(
-            f"run {row['run_id']} (node {row['node']}, {row['variant']}, trial {row['trial']}): status ok "
-            f"but value {row['value']} is not > 0; mark it failed or fix the importer"
-        )
     for name in ("probe", "metric", "unit", "higher_is_better"):
         distinct = ok.groupby("variant", sort=True)[name].nunique()
         mixed = distinct[distinct > 1]

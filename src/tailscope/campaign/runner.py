@@ -2,8 +2,9 @@
 
 The pipeline of one trial reads top to bottom in `run_trial`: launch, wait, parse, validate, rows.
 Trials are buffered and committed as one transaction of the store's load path (store/load.py) every
-`flush_trials` trials or `flush_seconds` seconds, at the end, and when interrupted (SIGINT/SIGTERM), so an
-interrupted campaign keeps every finished trial and `--resume` runs exactly the missing ones. A SIGKILL loses
+`flush_trials` trials or `flush_seconds` seconds, at the end, and when interrupted (SIGINT/SIGTERM) or stopped
+by an input error in a later trial (the program gone, a first trial of another variant without its figure),
+so such a campaign keeps every finished trial and `--resume` runs exactly the missing ones. A SIGKILL loses
 at most the unflushed buffer, never a stored shard. The first commit creates the campaign (with its plans and
 this node's facts): a run that stores nothing leaves nothing behind.
 """
@@ -357,6 +358,7 @@ class LocalRunner:
         progress = Progress(total=len(trials), plan=plan, enabled=self.show_progress)
         buffer, last_flush = TrialRows(), time.monotonic()
         recent_errors: list[str] = []
+        refused: InputError | None = None
         collector = EvidenceCollector() if self.evidence else None
         try:
             with _sigterm_as_interrupt():
@@ -404,9 +406,8 @@ class LocalRunner:
                         buffer, last_flush = TrialRows(), time.monotonic()
         except (KeyboardInterrupt, Interrupted):
             outcome.interrupted = True
-        except InputError:  # an application's first trial without its declared figure: nothing is stored
-            buffer.clear()
-            raise
+        except InputError as exc:  # a program gone, a first trial without its figure: the trials before stay
+            refused = exc
         finally:
             progress.close()
             # Finished trials are written even when interrupted; a second signal here is deferred.
@@ -417,6 +418,14 @@ class LocalRunner:
             finally:
                 signal.signal(signal.SIGINT, old_int)
                 signal.signal(signal.SIGTERM, old_term)
+        if refused is not None:
+            if outcome.stored and self.committed:
+                root = self.campaign.root
+                raise InputError(
+                    f"{refused} ({outcome.stored} trial(s) finished before it are stored in {root}: once "
+                    f"fixed, `tailscope run --resume --campaign {root}` runs the rest)"
+                ) from None
+            raise refused
         return outcome
 
 

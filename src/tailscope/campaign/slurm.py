@@ -41,6 +41,9 @@ from tailscope.printable import printable
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, write_atomic_bytes
 from tailscope.store.manifest import ClusterJob, ClusterRecord, Manifest
 from tailscope.store.read import DamagedShard, connect, quarantine, validate_shards
+from tailscope.tomlfile import MAX_BYTES as TOML_BYTES
+from tailscope.userfile import UnreadableFile
+from tailscope.userfile import read_bytes as read_user_file
 
 SLURM_DIR = "slurm"
 QUARANTINE = "quarantine"
@@ -173,7 +176,11 @@ def prepare(spec: CampaignSpec) -> Campaign:
     slurm_dir = campaign.root / SLURM_DIR
     slurm_dir.mkdir(exist_ok=True)
     if spec.path.resolve() != (slurm_dir / "spec.toml").resolve():
-        write_atomic_bytes(slurm_dir / "spec.toml", spec.path.read_bytes())
+        try:  # the one bounded reader of a user's file, as when the spec was parsed
+            text = read_user_file(spec.path, limit=TOML_BYTES)
+        except UnreadableFile as exc:
+            raise InputError(str(exc)) from None
+        write_atomic_bytes(slurm_dir / "spec.toml", text)
     write_atomic_bytes(slurm_dir / "step.sh", step_script(spec, campaign.root).encode())
     return campaign
 

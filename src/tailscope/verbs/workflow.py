@@ -132,7 +132,10 @@ def run_campaign(request: RunRequest) -> RunOutcome:
         return outcome
     finally:
         claim.release()
-        if created and not (root / MANIFEST).exists():
+        if created and not (root / MANIFEST).exists():  # nothing stored: nothing of this run stays either
+            from tailscope.app.trial import remove_trial_directories
+
+            remove_trial_directories(root)
             remove_empty_campaign(root)
 
 
