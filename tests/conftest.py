@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -16,7 +21,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-
 # Property tests run the same examples every time (CI and a developer see the same inputs; a failure found
 # once is found again): hypothesis' derandomized profile.
 try:
@@ -26,3 +30,12 @@ try:
     _hypothesis_settings.load_profile("tailscope")
 except ImportError:  # pragma: no cover - hypothesis is in the test extras
     pass
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[tuple[str, Path]]:
+    """A real PostgreSQL server for the session (tests/pgserver.py): (URL of database `hist`, socket dir)."""
+    from pgserver import running_server
+
+    with running_server() as server:
+        yield server
