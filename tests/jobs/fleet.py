@@ -62,7 +62,7 @@ def make_fleet(
     effect = np.zeros(nodes)
     for i, e in slow.items():
         effect[i] = e
-    sizes = SIZES[SIZES <= min(max_size, nodes)]
+    sizes = SIZES[min(max_size, nodes) >= SIZES]
     weights = SIZE_WEIGHTS[: len(sizes)] / SIZE_WEIGHTS[: len(sizes)].sum()
     cls_size = rng.choice(sizes, size=classes, p=weights)
     cls_base = np.exp(rng.uniform(np.log(300), np.log(20000), size=classes))
@@ -85,31 +85,36 @@ def make_fleet(
         * (1.0 + worst)
     )
     elapsed = np.maximum(np.round(elapsed), 2.0)
-    state = np.where(rng.random(jobs) < failed_share, rng.choice(["FAILED", "CANCELLED", "TIMEOUT"], size=jobs),
-                     "COMPLETED")  # fmt: skip
+    state = np.where(
+        rng.random(jobs) < failed_share,
+        rng.choice(["FAILED", "CANCELLED", "TIMEOUT"], size=jobs),
+        "COMPLETED",
+    )
     rows = []
     for j in range(jobs):
         c = int(cls[j])
         begin = START + dt.timedelta(seconds=float(start_s[j]))
         end = begin + dt.timedelta(seconds=float(elapsed[j]))
-        rows.append({
-            "cluster": "synth",
-            "job_id": str(1000 + j),
-            "name": f"app{c:03d}",
-            "user_name": users[c],
-            "account": "acct",
-            "partition": "compute",
-            "nodelist": hostlist_of(int(first[j]) + 1, int(k[j]), width),
-            "nnodes": int(k[j]),
-            "cpus": int(k[j] * cls_cpn[c]),
-            "submit_at": begin - dt.timedelta(seconds=30),
-            "start_at": begin,
-            "end_at": end,
-            "elapsed_s": float(elapsed[j]),
-            "state": str(state[j]),
-            "exit_code": "0:0" if state[j] == "COMPLETED" else "1:0",
-            "comment": None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "cluster": "synth",
+                "job_id": str(1000 + j),
+                "name": f"app{c:03d}",
+                "user_name": users[c],
+                "account": "acct",
+                "partition": "compute",
+                "nodelist": hostlist_of(int(first[j]) + 1, int(k[j]), width),
+                "nnodes": int(k[j]),
+                "cpus": int(k[j] * cls_cpn[c]),
+                "submit_at": begin - dt.timedelta(seconds=30),
+                "start_at": begin,
+                "end_at": end,
+                "elapsed_s": float(elapsed[j]),
+                "state": str(state[j]),
+                "exit_code": "0:0" if state[j] == "COMPLETED" else "1:0",
+                "comment": None,
+            }
+        )
     fleet = Fleet(names, {names[i]: e for i, e in slow.items()}, rows)
     fleet.co = co_occurrence(first, k, [i for i in slow], names)
     for s_name, counts in fleet.co.items():
@@ -118,7 +123,9 @@ def make_fleet(
     return fleet
 
 
-def co_occurrence(first: np.ndarray, k: np.ndarray, slow: list[int], names: list[str]) -> dict[str, dict[str, int]]:
+def co_occurrence(
+    first: np.ndarray, k: np.ndarray, slow: list[int], names: list[str]
+) -> dict[str, dict[str, int]]:
     """For each slow node, how many jobs each node shared with it (its own count under its own name)."""
     out = {}
     for s in slow:
@@ -139,10 +146,27 @@ def write_sacct(rows: list[dict], path: Path) -> Path:
     """The rows as `TZ=UTC sacct -P -X -o <SACCT_HEADER fields>` prints them."""
     lines = [SACCT_HEADER]
     for r in rows:
-        lines.append("|".join([
-            r["job_id"], r["name"], r["user_name"], r["account"] or "", r["partition"], r["nodelist"] or "None assigned",
-            str(r["nnodes"]), str(r["cpus"]), str(int(r["elapsed_s"])), _time(r["submit_at"]), _time(r["start_at"]),
-            _time(r["end_at"]), r["state"], r["exit_code"] or "", r["comment"] or "", r["cluster"],
-        ]))  # fmt: skip
+        lines.append(
+            "|".join(
+                [
+                    r["job_id"],
+                    r["name"],
+                    r["user_name"],
+                    r["account"] or "",
+                    r["partition"],
+                    r["nodelist"] or "None assigned",
+                    str(r["nnodes"]),
+                    str(r["cpus"]),
+                    str(int(r["elapsed_s"])),
+                    _time(r["submit_at"]),
+                    _time(r["start_at"]),
+                    _time(r["end_at"]),
+                    r["state"],
+                    r["exit_code"] or "",
+                    r["comment"] or "",
+                    r["cluster"],
+                ]
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -46,13 +46,18 @@ HUBER_K = 1.345  # 95% efficiency at the normal
 Q_SLOW = 0.05
 MAX_ROUNDS = 6
 MIN_CLEAN = 5
-MC_MAX_JOBS = 3000
-MC_PERMUTATIONS = 4999
+MC_MAX_JOBS = 400  # beyond, the normal tail of the exact moments is as good and far cheaper
+MC_PERMUTATIONS = 1999
 DAILY_FROM = 60
 MIN_DIFFERENCES = 6  # a signed-rank 95% interval exists from 6 differences
 EXACT_SIGNED_RANK = 60
 SCALE_FLOOR = 1e-3  # 0.1%: quantised timings of identical runs
 Z975 = 1.959963984540054
+
+
+def start_ns(column: pd.Series) -> np.ndarray:
+    """Times as int64 nanoseconds since the epoch (UTC), without a Timestamp object per job."""
+    return pd.to_datetime(column, utc=True).astype("datetime64[ns, UTC]").array.asi8.copy()
 
 
 @dataclass(frozen=True)
@@ -73,20 +78,20 @@ class Design:
 
 def design(nodelists: Sequence[str]) -> Design:
     """The incidence of the jobs' node lists (each distinct list expanded once)."""
+    codes, uniques = pd.factorize(pd.Series(list(nodelists), dtype=object))
     index: dict[str, int] = {}
-    cache: dict[str, np.ndarray] = {}
-    parts, lengths = [], np.zeros(len(nodelists), dtype=np.int64)
-    for i, text in enumerate(nodelists):
-        cols = cache.get(text)
-        if cols is None:
-            names = list(dict.fromkeys(hostlist.expand(text)))
-            ids = (index.setdefault(n, len(index)) for n in names)
-            cols = cache[text] = np.fromiter(ids, dtype=np.int64, count=len(names))
-        parts.append(cols)
-        lengths[i] = len(cols)
-    indptr = np.zeros(len(nodelists) + 1, dtype=np.int64)
+    parts = []
+    for text in uniques:
+        names = list(dict.fromkeys(hostlist.expand(str(text))))
+        parts.append(np.fromiter((index.setdefault(n, len(index)) for n in names), np.int64, len(names)))
+    size = np.array([len(x) for x in parts], dtype=np.int64)
+    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    offset = np.r_[0, np.cumsum(size)[:-1]] if len(size) else np.zeros(0, np.int64)
+    lengths = size[codes] if len(codes) else np.zeros(0, np.int64)
+    indptr = np.zeros(len(codes) + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
-    indices = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    within = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)  # position inside the job's list
+    indices = flat[np.repeat(offset[codes], lengths) + within] if len(codes) else flat
     return Design(tuple(index), indptr, indices)
 
 
@@ -129,17 +134,21 @@ def _signed_rank_k(m: int) -> int | None:
 
 
 def hodges_lehmann(d: np.ndarray) -> tuple[float, float | None, float | None]:
-    """The median of the Walsh averages and the signed-rank 95% interval."""
+    """The median of the Walsh averages and the signed-rank 95% interval (order statistics by selection)."""
     m = len(d)
     if m == 0:
         return float("nan"), None, None
     i, j = np.triu_indices(m)
-    walsh = np.sort((d[i] + d[j]) / 2.0)
-    center = float(np.median(walsh))
+    walsh = (d[i] + d[j]) / 2.0
+    big_m = len(walsh)
+    mid = [(big_m - 1) // 2, big_m // 2]
     k = _signed_rank_k(m)
+    wanted = sorted({*mid, *([k - 1, big_m - k] if k is not None else [])})
+    part = np.partition(walsh, wanted)
+    center = float(0.5 * (part[mid[0]] + part[mid[1]]))
     if k is None:
         return center, None, None
-    return center, float(walsh[k - 1]), float(walsh[len(walsh) - k])
+    return center, float(part[k - 1]), float(part[big_m - k])
 
 
 def bh(p: np.ndarray) -> np.ndarray:
@@ -160,10 +169,16 @@ def _psi(u: np.ndarray) -> np.ndarray:
 
 
 def _segment_medians(values: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(unique keys, their medians, their counts) of `values` grouped by integer `keys`."""
-    order = np.lexsort((values, keys))
+    """(unique keys, their medians, their counts) of `values` grouped by non-negative integer `keys`: one sort
+    of the values ranked within their key (a float key = key + rank / n keeps the order exactly)."""
+    if not len(keys):
+        empty = np.zeros(0, np.int64)
+        return empty, np.zeros(0), empty
+    rank = np.empty(len(values), dtype=np.float64)
+    rank[np.argsort(values, kind="stable")] = np.arange(len(values))
+    order = np.argsort(keys.astype(np.float64) + rank / (len(values) + 1.0))
     k, v = keys[order], values[order]
-    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     ends = np.r_[starts[1:], len(k)]
     med = 0.5 * (v[starts + (ends - starts - 1) // 2] + v[starts + (ends - starts) // 2])
     return k[starts], med, ends - starts
@@ -195,6 +210,7 @@ class Attribution:
         self.log_value = timed["log_value"].to_numpy(float)
         self.week = timed["week"].to_numpy(np.int64)
         self.y = timed["slowdown"].to_numpy(float)
+        self.start = start_ns(timed["start_at"])
         self.job = self.des.job_of_pair()
         self.node = self.des.indices
         self.rng = np.random.default_rng(seed)
@@ -232,6 +248,7 @@ class Attribution:
         return m_c, s_c
 
     def _round(self, slow: np.ndarray, effect: np.ndarray) -> Round:
+        """Every node tested on the jobs left to it (the medians are the last round's: `_with_medians`)."""
         from scipy.special import ndtr
 
         n_nodes = self.des.shape[1]
@@ -245,13 +262,15 @@ class Attribution:
         pj, pn = self.job[pairs], self.node[pairs]
         pc = self.cls[pj]
         gkey = pn * self.n_classes + pc
-        keys, med, k = _segment_medians(self.y[pj], gkey)
+        keys, pos = np.unique(gkey, return_inverse=True)
+        med = np.zeros(len(keys))
         g_node, g_cls = keys // self.n_classes, keys % self.n_classes
-        pos = np.searchsorted(keys, gkey)
-        s_in = np.bincount(pos, weights=psi[pj], minlength=len(keys))
+        psi_p = psi[pj]
+        k = np.bincount(pos, minlength=len(keys))
+        s_in = np.bincount(pos, weights=psi_p, minlength=len(keys))
         own = ~clean[pj]  # a slow node's own jobs (not clean) join its pool
-        o1 = np.bincount(pos[own], weights=psi[pj][own], minlength=len(keys))
-        o2 = np.bincount(pos[own], weights=psi[pj][own] ** 2, minlength=len(keys))
+        o1 = np.bincount(pos[own], weights=psi_p[own], minlength=len(keys))
+        o2 = np.bincount(pos[own], weights=psi_p[own] ** 2, minlength=len(keys))
         on = np.bincount(pos[own], minlength=len(keys)).astype(float)
         big_n, p1, p2 = cn[g_cls] + on, c1[g_cls] + o1, c2[g_cls] + o2
         kf = k.astype(float)
@@ -264,12 +283,12 @@ class Attribution:
         v = np.bincount(g_node, weights=var, minlength=n_nodes)
         z = np.where(v > 0, (t - e) / np.sqrt(np.where(v > 0, v, 1.0)), 0.0)
         p = np.where(v > 0, ndtr(-z), 1.0)
-        d = med - m_c[g_cls]
-        _, node_effect, _ = _segment_medians(np.where(inform, d, np.nan), g_node)
-        quick = np.zeros(n_nodes)
-        present = np.unique(g_node)
-        quick[present] = node_effect
-        quick = np.nan_to_num(quick)
+        # quick effect: the mean of the node's jobs' differences, each clipped at HUBER_K of its class's scale
+        counted = inform[pos]
+        scale = s_c[pc[counted]]
+        diff = np.clip(self.y[pj[counted]] - m_c[pc[counted]], -HUBER_K * scale, HUBER_K * scale)
+        total = np.bincount(pn[counted], weights=diff, minlength=n_nodes)
+        quick = total / np.maximum(np.bincount(pn[counted], minlength=n_nodes), 1)
         classes = np.bincount(g_node, weights=inform.astype(float), minlength=n_nodes).astype(int)
         jobs = np.bincount(pn, minlength=n_nodes)
         return Round(elig, clean, m_c, s_c, p, quick, classes, jobs, (g_node, g_cls, k, s_in, inform, med))
@@ -291,7 +310,16 @@ class Attribution:
             seen.add(signature)
             slow, effect = new, current.effect
             current = self._round(slow, effect)
-        return current
+        return self._with_medians(current)
+
+    def _with_medians(self, current: Round) -> Round:
+        """The per-(node, class) medians of the jobs left to each node (the Hodges-Lehmann estimates')."""
+        pairs = np.flatnonzero(current.elig)
+        pj = self.job[pairs]
+        keys, med, _ = _segment_medians(self.y[pj], self.node[pairs] * self.n_classes + self.cls[pj])
+        g_node, g_cls, k, s_in, inform, _ = current.groups
+        assert np.array_equal(keys, g_node * self.n_classes + g_cls)
+        return replace(current, groups=(g_node, g_cls, k, s_in, inform, med))
 
     def results(self) -> list[NodeResult]:
         if self.des.shape[0] == 0:
@@ -305,13 +333,14 @@ class Attribution:
         by_node = np.argsort(pn, kind="stable")
         pair_bounds = np.r_[0, np.cumsum(np.bincount(pn, minlength=n_nodes))]
         all_jobs = np.bincount(self.node, minlength=n_nodes)
+        clean_per_class = np.bincount(self.cls[final.clean], minlength=self.n_classes)
         p = final.p.copy()
         out = []
         for n in range(n_nodes):
             groups = np.arange(bounds[n], bounds[n + 1])
             inf = groups[inform[groups]]
             jobs_n = pj[by_node[pair_bounds[n] : pair_bounds[n + 1]]]
-            pool_size = int(np.bincount(self.cls[final.clean], minlength=self.n_classes)[g_cls[inf]].sum())
+            pool_size = int(clean_per_class[g_cls[inf]].sum())
             if len(inf) and pool_size + len(jobs_n) <= MC_MAX_JOBS:
                 p[n] = self._monte_carlo(final, inf, g_cls, k, jobs_n, float(s_in[inf].sum()))
             wanted = set(g_cls[inf].tolist())
@@ -364,7 +393,7 @@ class Attribution:
         """The node's jobs (left to it) in time order: start, difference to its class's clean jobs, class."""
         rows = result.job_rows
         frame = pd.DataFrame({
-            "start": pd.to_datetime(self.timed["start_at"].to_numpy()[rows], utc=True),
+            "start": pd.to_datetime(self.start[rows], utc=True),
             "difference": self.y[rows] - self.final.m_c[self.cls[rows]],
             "class": self.timed["class"].to_numpy()[rows],
         })  # fmt: skip

@@ -229,6 +229,9 @@ def parse(path: Path, *, where: str | None = None, cluster: str | None = None,
         exit_code = line.values.get("exitcode")
         if exit_code not in (None, "") and not _EXIT.match(exit_code):
             raise line.fail("ExitCode", "code:signal like 0:0")
+        if state == "REQUEUED" and end is not None:  # an earlier run of a requeued job (a --duplicates dump)
+            out.duplicates += 1
+            continue
         if end is None or state in UNFINISHED:
             out.unfinished += 1
             continue

@@ -214,11 +214,11 @@ def answer(
 
         results = fit.results()
         index = _evidence_index(records)
-        start = pd.to_datetime(frame["start_at"], utc=True).to_numpy()
+        start = fit.start
         for r in results:
             wanted = r.slow or r.node == node
             evidence, found = _evidence(r.job_rows, r.node, frame, index) if wanted else ((), 0)
-            first = pd.Timestamp(start[r.job_rows].min()) if len(r.job_rows) else None
+            first = pd.Timestamp(int(start[r.job_rows].min()), tz="UTC") if len(r.job_rows) else None
             counts: tuple[tuple[str, int], ...] = ()
             if r.node == node:
                 vc = frame["class"].iloc[r.job_rows].value_counts()

@@ -33,14 +33,14 @@ def signature(frame: pd.DataFrame) -> pd.Series:
     """One string per job: its key and the fields a new version would change."""
     import pandas as pd
 
-    out = frame["cluster"].astype(str) + "\x00" + frame["job_id"].astype(str)
+    out = frame["cluster"].astype("string") + "\x00" + frame["job_id"].astype("string")
     for name in SIGNATURE:
         column = frame[name]
         if name.endswith("_at"):
             ns = pd.to_datetime(column, utc=True).astype("datetime64[us, UTC]").astype("int64")
             column = ns.where(column.notna(), -1)
-        out = out + "\x00" + column.astype(str)
-    return out
+        out = out + "\x00" + column.astype("string").fillna("\x01")  # a null is its own value, never NaN
+    return out.astype(str)
 
 
 def changes(incoming: pd.DataFrame, stored: pd.DataFrame) -> tuple[pd.Series, WriteResult]:
