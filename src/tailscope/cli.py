@@ -438,7 +438,12 @@ def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
     from pathlib import Path
 
     p = sub.add_parser("verdict", help=VERBS["verdict"])
-    p.add_argument("campaign", type=Path, metavar="CAMPAIGN")
+    p.add_argument("campaign", type=Path, metavar="CAMPAIGN", nargs="?")
+    p.add_argument(
+        "--jobs",
+        metavar="HISTORY",
+        help="judge the nodes by the site's own jobs in this history (tailscope jobs) instead of a campaign",
+    )
     p.add_argument(
         "--nhc",
         action="store_true",
