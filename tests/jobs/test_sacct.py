@@ -6,6 +6,7 @@ the line and the field."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +136,32 @@ def test_a_file_that_is_not_a_sacct_dump_says_what_it_needs(tmp_path):
     big.write_bytes(HEADER.encode() + b"\n" + b"x" * (1 << 21))
     with pytest.raises(SacctError, match="more than 1048576 bytes"):
         parse(big)
+
+
+def test_a_real_sites_dump_is_read_without_error(tmp_path, monkeypatch, capsys):
+    """UB CCR's ub-hpc records as Open XDMoD keeps them for its Slurm shredder's tests (data/SOURCES.md)."""
+    from tailscope.cli import main
+    from tailscope.hostlist import expand
+    from tailscope.jobs.store import open_jobs
+
+    dump = Path(__file__).parent / "data" / "xdmod-ub-hpc-sacct.txt"
+    parsed = parse(dump, zone=dt.UTC)
+    rows = {r["job_id"]: r for r in parsed.rows}
+    assert sorted(rows) == ["4103947", "4107166", "4107219", "5692623"] and parsed.unfinished == 0
+    big = rows["4103947"]
+    assert big["state"] == "TIMEOUT" and big["elapsed_s"] == 3 * 86400 and big["cpus"] == 256
+    assert len(expand(big["nodelist"])) == big["nnodes"] == 32
+    assert (
+        rows["4107166"]["state"] == "CANCELLED"
+        and rows["4107166"]["elapsed_s"] == 2 * 86400 + 22 * 3600 + 184
+    )
+    assert rows["4107219"]["end_at"] == dt.datetime(2015, 7, 1, 2, 4, 53, tzinfo=dt.UTC)
+    assert rows["5692623"]["partition"] == "" and rows["5692623"]["cluster"] == "ub-hpc"
+    monkeypatch.setenv("TZ", "UTC")  # XDMoD's dumps are written with TZ=UTC
+    history = tmp_path / "H"
+    assert main(["jobs", "collect", str(history), "--sacct-file", str(dump)]) == 0
+    assert "4 jobs added" in capsys.readouterr().out
+    jobs, damaged = open_jobs(history).read_jobs()
+    assert damaged == [] and len(jobs) == 4
+    assert main(["jobs", "show", str(history)]) == 3  # four jobs of four classes: nothing to judge, said so
+    assert "no class has 10 completed jobs yet" in capsys.readouterr().out

@@ -97,14 +97,13 @@ class _Line:
         shown = printable(got if len(got) <= 60 else got[:57] + "...")
         return SacctError(f"{self.where}:{self.number}: {field}: expected {expected}, got {shown!r}")
 
-    def text(self, field: str, *, required: bool = True) -> str | None:
+    def text(self, field: str) -> str | None:
+        """A free-text field as written (empty allowed: a site's records hold jobs without a partition)."""
         value = self.values.get(field.lower())
         if value is None:
             return None
         if len(value) > MAX_FIELD:
             raise self.fail(field, f"at most {MAX_FIELD} characters")
-        if required and field in ("JobName", "Partition") and not value:
-            raise self.fail(field, "a name")
         return value
 
     def whole(self, field: str) -> int:
@@ -236,12 +235,12 @@ def parse(path: Path, *, where: str | None = None, cluster: str | None = None,
             out.unfinished += 1
             continue
         row = {
-            "cluster": (line.text("Cluster", required=False) or cluster or ""),
+            "cluster": (line.text("Cluster") or cluster or ""),
             "job_id": m.group(1),
-            "name": line.text("JobName"),
-            "user_name": line.text("User", required=False) or "",
-            "account": line.text("Account", required=False) or None,
-            "partition": line.text("Partition"),
+            "name": line.text("JobName") or "",
+            "user_name": line.text("User") or "",
+            "account": line.text("Account") or None,
+            "partition": line.text("Partition") or "",
             "nodelist": nodelist,
             "nnodes": nnodes,
             "cpus": cpus,
@@ -251,7 +250,7 @@ def parse(path: Path, *, where: str | None = None, cluster: str | None = None,
             "elapsed_s": float(elapsed),
             "state": state,
             "exit_code": exit_code or None,
-            "comment": line.text("Comment", required=False) or None,
+            "comment": line.text("Comment") or None,
         }
         key = (row["cluster"], row["job_id"])
         if key in by_key:  # a dump with --duplicates: the last run (latest start) is the job
