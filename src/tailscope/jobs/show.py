@@ -31,16 +31,13 @@ if TYPE_CHECKING:
     from tailscope.analysis.model import Settings
 
 MAX_NODES_SHOWN = 15
-EVIDENCE: tuple[tuple[str, Callable[[str, float], bool]], ...] = (
-    ("thermal throttling", lambda n, v: n.startswith("thermal.") and "throttl" in n and v > 0),
-    ("corrected memory errors", lambda n, v: n.startswith("edac.") and "ce" in n.split(".")[-1] and v > 0),
-    ("uncorrected memory errors", lambda n, v: n.startswith("edac.") and "ue" in n.split(".")[-1] and v > 0),
+EVIDENCE: tuple[tuple[str, Callable[[str, float], bool]], ...] = (  # the epilog's names: docs/jobs-epilog.md
+    ("thermal throttling", lambda n, v: n.startswith("thermal.") and "throttle" in n and v > 0),
+    ("corrected memory errors", lambda n, v: n == "edac.ce_count" and v > 0),
+    ("uncorrected memory errors", lambda n, v: n == "edac.ue_count" and v > 0),
     ("machine-check events", lambda n, v: n.startswith("mce.") and v > 0),
     ("memory compaction stalls", lambda n, v: n == "vmstat.compact_stall" and v > 0),
-    (
-        "co-runners outside the job",
-        lambda n, v: n.startswith("corunners.") and n.endswith("cpu_s") and v >= 1,
-    ),
+    ("co-runners outside the job", lambda n, v: n == "corunners.cpu_s" and v >= 1.0),
 )
 
 
