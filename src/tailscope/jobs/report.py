@@ -69,6 +69,9 @@ def effects_figure(figs: Figures, result: JobsAnswer) -> str:
         "yaxis": {"title": {"text": "% slower"}, "zeroline": True},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": threshold, "y1": threshold,
                     "line": {"color": "#d62728", "dash": "dot", "width": 1}}],
+        "annotations": [{"xref": "paper", "x": 1, "y": threshold, "xanchor": "right", "yanchor": "bottom",
+                         "showarrow": False, "text": f"slow threshold {threshold:g}%",
+                         "font": {"color": "#d62728", "size": 11}}],
     }  # fmt: skip
     return figs.html("jobs-effects", "nodes", data, layout, 420)
 
