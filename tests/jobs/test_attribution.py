@@ -197,3 +197,27 @@ def test_a_figure_of_merit_replaces_elapsed_where_the_class_has_it():
     assert len(figured) >= MIN_CLASS_JOBS and 0 < hit.sum() < len(figured) / 2
     assert np.allclose(figured.loc[hit, "slowdown"], -math.log(0.9))  # 10% fewer ns/day: slower
     assert np.allclose(figured.loc[~hit, "slowdown"], 0.0)
+
+
+def test_classes_by_default_by_choice_and_by_tag():
+    from tailscope.jobs.classby import class_by_option
+    from tailscope.jobs.classes import labels
+
+    base = {"cluster": "", "account": "a", "partition": "big", "nodelist": "n[1-4]", "nnodes": 4, "cpus": 128,
+            "submit_at": START, "start_at": START, "end_at": START, "elapsed_s": 10.0, "state": "COMPLETED",
+            "exit_code": None}  # fmt: skip
+    rows = [
+        {**base, "job_id": "1", "name": "lmp", "user_name": "ann", "comment": None},
+        {
+            **base,
+            "job_id": "2",
+            "name": "lmp-renamed",
+            "user_name": "bob",
+            "comment": "run 7; tailscope:water-box",
+        },
+    ]
+    frame = frame_of(rows)
+    assert labels(frame).tolist() == ["ann:lmp N=4 cpn=32 @big", "tailscope:water-box"]
+    assert labels(frame, class_by_option("partition,nodes")).tolist() == ["@big N=4", "tailscope:water-box"]
+    with pytest.raises(Exception, match="expected a comma list of user, name, nodes"):
+        class_by_option("user,colour")
