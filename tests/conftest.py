@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from hosts.hostroot import materialize
+from tailscope.node.host import Host, recorded
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -39,3 +39,18 @@ def postgres_server() -> Iterator[tuple[str, Path]]:
 
     with running_server() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def host_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Host]:
+    """name -> the recorded real node tests/hosts/NAME.toml as a host root (node/host.py), written under a
+    session directory the first time a test asks for it."""
+    made: dict[str, Host] = {}
+    base: Path = tmp_path_factory.mktemp("hosts")
+
+    def get(name: str) -> Host:
+        if name not in made:
+            made[name] = recorded(materialize(name, base / name))
+        return made[name]
+
+    return get
