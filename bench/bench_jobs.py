@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "jobs"))
 
 from fleet import make_fleet  # noqa: E402
+
+from bench_history import measure  # noqa: E402  (bench/ is the script's directory: one way to measure a run)
 
 PEER = r"""
 import json, os, re, sys
@@ -83,22 +84,10 @@ json.dump({"nodes": [{"node": n, "effect": float(e), "q": float(qq)}
 """
 
 
-def measure(cmd: list[str]) -> tuple[float, float, bytes]:
-    """Wall time and peak RSS (the child's own VmHWM) of a fresh Python running `cmd`."""
-    wrapper = (
-        "import runpy, sys, time; sys.argv = sys.argv[1:]; t = time.perf_counter()\n"
-        "try:\n    runpy.run_module(sys.argv[0], run_name='__main__') if not sys.argv[0].endswith('.py') "
-        "else runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit:\n    pass\n"
-        "sys.stdout.flush()\n"
-        "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
-        "sys.stderr.write(f'\\nBENCH {time.perf_counter() - t} {hwm}\\n')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, check=False)
-    line = [x for x in proc.stderr.decode().splitlines() if x.startswith("BENCH ")]
-    if not line:
-        raise SystemExit(f"{cmd} failed: {proc.stderr.decode()[-3000:]}")
-    _, wall, rss = line[-1].split()
-    return float(wall), int(rss) / 1024.0, proc.stdout
+def is_slow(node: dict) -> bool:
+    """As `jobs show` flags a node: q < 0.05 and its effect's interval above 0 (the effect, without one)."""
+    lower = node["effect_ci"]["lower"]
+    return node["q"] < 0.05 and (lower > 0 if lower is not None else node["effect"] > 0)
 
 
 def score(flagged: set[str], slow: dict[str, float], partners: set[str], nodes: int) -> dict[str, float]:
@@ -154,7 +143,9 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    flagged = {n["node"] for n in mine["nodes"] if n["q"] < 0.05 and n["effect"] > 0}
+    flagged = {
+        n["node"] for n in mine["nodes"] if n["q"] < 0.05 and (n["effect_ci"]["lower"] or n["effect"]) > 0
+    }
     peer_flagged = {n["node"] for n in peer["nodes"] if n["q"] < 0.05 and n["effect"] > 0}
     ours, theirs = score(flagged, fleet.slow, partners, args.nodes), score(peer_flagged, fleet.slow, partners,
                                                                           args.nodes)  # fmt: skip

@@ -32,6 +32,7 @@ from tailscope.history.data import (
     parse_facts,
 )
 from tailscope.history.location import redact
+from tailscope.history.pgconnect import connect
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
@@ -75,11 +76,6 @@ def _ddl(statement: str) -> str:
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
-
-
 class PostgresHistory:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -88,26 +84,11 @@ class PostgresHistory:
 
     @contextmanager
     def _connect(self) -> Iterator[Any]:
-        try:
-            import psycopg
-        except ImportError:
-            raise StoreError(
-                f"{self.location}: PostgreSQL needs psycopg 3: pip install 'tailscope[postgresql]'"
-            ) from None
-        try:
-            con = psycopg.connect(self.url, connect_timeout=10)
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: cannot connect: {redact(_first_line(exc))}") from None
-        try:
-            with con:
-                if not self._ready:
-                    self._migrate(con)
-                    self._ready = True
-                yield con
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: {redact(_first_line(exc))}") from None
-        finally:
-            con.close()
+        with connect(self.url) as con:
+            if not self._ready:
+                self._migrate(con)
+                self._ready = True
+            yield con
 
     def _migrate(self, con: Any) -> None:
         with con.transaction(), con.cursor() as cur:

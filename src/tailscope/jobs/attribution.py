@@ -15,8 +15,9 @@ most). A partner of a slow node keeps the jobs it ran without it, which are not 
 class's clean jobs, and s_c their robust scale (1.4826 MAD; the class's jobs when fewer than MIN_CLEAN are
 clean). The node's paired-by-class differences d_c = (median slowdown of its jobs in c) - m_c; its effect is
 their Hodges-Lehmann estimate (the median of the Walsh averages) with the Wilcoxon signed-rank 95% interval
-(exact to 60 differences). An interval needs at least 6 differences (coverage 0.969 at 6): a node in fewer
-than 6 classes pairs each of its jobs with its class (d_j = y_j - m_c) instead.
+(exact to 60 differences). An interval needs at least 6 differences (coverage 0.969 at 6, and then it spans
+every difference): a node in fewer than CLASS_PAIRS_FROM classes pairs each of its jobs with its class
+(d_j = y_j - m_c) instead.
 
 **A permutation p-value within classes.** Under "the node does not matter", which of a class's jobs ran on it
 is exchangeable. Statistic: the sum over the node's jobs of psi((y - m_c) / s_c), psi Huber's (k = HUBER_K: a
@@ -24,7 +25,7 @@ few wild runs cannot make a node). Its distribution under relabelling within eac
 clean jobs and the node's own) has an exact mean and variance (draws without replacement); the p-value is the
 one-sided normal tail, or, when the node's classes hold at most MC_MAX_JOBS jobs, the Monte Carlo permutation
 p-value of MC_PERMUTATIONS relabellings, (1 + count) / (1 + B). Benjamini-Hochberg q over the nodes tested. A
-node is slow when q < Q_SLOW and its effect is above 0.
+node is slow when q < Q_SLOW and its effect's 95% interval lies above 0 (without an interval: the effect).
 
 **Since when**: the change points of the node's job-effect series (its jobs' y - m_c over time; daily medians
 when it has more than DAILY_FROM jobs) by history's method (tailscope.history.changes: PELT with the series'
@@ -50,6 +51,7 @@ MC_MAX_JOBS = 400  # beyond, the normal tail of the exact moments is as good and
 MC_PERMUTATIONS = 1999
 DAILY_FROM = 60
 MIN_DIFFERENCES = 6  # a signed-rank 95% interval exists from 6 differences
+CLASS_PAIRS_FROM = 20  # classes from which one difference per class (else one per job) is paired
 EXACT_SIGNED_RANK = 60
 SCALE_FLOOR = 1e-3  # 0.1%: quantised timings of identical runs
 Z975 = 1.959963984540054
@@ -344,7 +346,7 @@ class Attribution:
             if len(inf) and pool_size + len(jobs_n) <= MC_MAX_JOBS:
                 p[n] = self._monte_carlo(final, inf, g_cls, k, jobs_n, float(s_in[inf].sum()))
             wanted = set(g_cls[inf].tolist())
-            if len(inf) >= MIN_DIFFERENCES:
+            if len(inf) >= CLASS_PAIRS_FROM:
                 d = med[groups][inform[groups]] - final.m_c[g_cls[inf]]
                 how = "classes"
             else:
@@ -361,7 +363,8 @@ class Attribution:
         q = bh(np.array([out[i].p for i in tested]))
         for i, qi in zip(tested, q, strict=True):
             r = out[i]
-            out[i] = replace(r, q=float(qi), slow=bool(qi < Q_SLOW and r.effect > 0))
+            above = r.effect > 0 and (r.lower is None or r.lower > 0)  # the interval agrees with the test
+            out[i] = replace(r, q=float(qi), slow=bool(qi < Q_SLOW and above))
         self.final = final
         return out
 

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tailscope.history.location import redact
+from tailscope.history.pgconnect import connect
 from tailscope.jobs.record import encode, key, latest_records
 from tailscope.jobs.tables import SIGNATURE, WriteResult
 from tailscope.store.errors import StoreError
@@ -39,34 +40,6 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE TABLE IF NOT EXISTS job_evidence ({job_evidence}, PRIMARY KEY (cluster, job_id, node))",
     ],
 }
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
-
-
-@contextmanager
-def connect(url: str, *, statement_timeout_ms: int | None = None) -> Iterator[Any]:
-    location = redact(url)
-    try:
-        import psycopg
-    except ImportError:
-        raise StoreError(
-            f"{location}: PostgreSQL needs psycopg 3: pip install 'tailscope[postgresql]'"
-        ) from None
-    options = f"-c statement_timeout={statement_timeout_ms}" if statement_timeout_ms else ""
-    try:
-        con = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, options=options)
-    except psycopg.Error as exc:
-        raise StoreError(f"{location}: cannot connect: {redact(_first_line(exc))}") from None
-    try:
-        with con:
-            yield con
-    except psycopg.Error as exc:
-        raise StoreError(f"{location}: {redact(_first_line(exc))}") from None
-    finally:
-        con.close()
 
 
 def migrate(con: Any, location: str) -> None:
@@ -110,7 +83,7 @@ def insert_evidence(url: str, record: dict[str, Any]) -> None:
     cluster, job, node = key(record)
     at = dt.datetime.fromisoformat(str(record["at"]).replace("Z", "+00:00"))
     values = (cluster, job, node, at, str(record.get("facts_digest") or ""), encode(record).decode())
-    with connect(url, statement_timeout_ms=STATEMENT_TIMEOUT_MS) as con:
+    with connect(url, connect_timeout_s=CONNECT_TIMEOUT_S, statement_timeout_ms=STATEMENT_TIMEOUT_MS) as con:
         try:
             with con.transaction():
                 con.execute(_INSERT_EVIDENCE, values)

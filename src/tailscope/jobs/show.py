@@ -1,10 +1,10 @@
 """`jobs show`: the answer (which nodes make jobs slow, since when, what the epilog saw) and its forms:
 terminal lines, the `--json` object, the verdict and the Prometheus textfile.
 
-A node is *slow* when its effect is above 0 with Benjamini-Hochberg q < Q_SLOW (attribution.py); the verdict
-is *degraded* when a slow node's effect is beyond the judging settings' primary slow threshold (5% by default:
-what a run is judged by; `--threshold`), *inconclusive* when no class has enough completed jobs to judge
-anything, else *healthy*. Exit codes as `verdict`: 0 healthy, 1 degraded, 3 inconclusive.
+A node is *slow* when its effect's interval lies above 0 with Benjamini-Hochberg q < Q_SLOW (attribution.py);
+the verdict is *degraded* when a slow node's effect is beyond the judging settings' primary slow threshold (5%
+by default: what a run is judged by; `--threshold`), *inconclusive* when no class has enough completed jobs to
+judge anything, else *healthy*. Exit codes as `verdict`: 0 healthy, 1 degraded, 3 inconclusive.
 
 Epilog evidence: for each of a node's timed jobs with an epilog record from that node, the counters that
 say something went wrong during the job (EVIDENCE: thermal throttling, memory errors, machine checks,
