@@ -43,3 +43,24 @@ def connect(
         raise StoreError(f"{location}: {redact(first_line(exc))}") from None
     finally:
         con.close()
+
+
+class Database:
+    """A PostgreSQL history as one process uses it: its tables created or migrated on the first connection
+    (`_migrate`, under the history's advisory lock), then plain connections."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.location = redact(url)
+        self._ready = False
+
+    def _migrate(self, con: Any) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def _connect(self) -> Iterator[Any]:
+        with connect(self.url) as con:
+            if not self._ready:
+                self._migrate(con)
+                self._ready = True
+            yield con

@@ -17,8 +17,7 @@ server said; nothing is written anywhere else.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -31,8 +30,7 @@ from tailscope.history.data import (
     as_categories,
     parse_facts,
 )
-from tailscope.history.location import redact
-from tailscope.history.pgconnect import connect
+from tailscope.history.pgconnect import Database
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
@@ -76,20 +74,7 @@ def _ddl(statement: str) -> str:
     )
 
 
-class PostgresHistory:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.location = redact(url)
-        self._ready = False
-
-    @contextmanager
-    def _connect(self) -> Iterator[Any]:
-        with connect(self.url) as con:
-            if not self._ready:
-                self._migrate(con)
-                self._ready = True
-            yield con
-
+class PostgresHistory(Database):
     def _migrate(self, con: Any) -> None:
         with con.transaction(), con.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tailscope.history.location import redact
-from tailscope.history.pgconnect import connect
+from tailscope.history.pgconnect import Database, connect
 from tailscope.jobs.record import encode, key, latest_records
 from tailscope.jobs.tables import SIGNATURE, WriteResult
 from tailscope.store.errors import StoreError
@@ -93,19 +91,9 @@ def insert_evidence(url: str, record: dict[str, Any]) -> None:
                 con.execute(_INSERT_EVIDENCE, values)
 
 
-class PostgresJobs:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.location = redact(url)
-        self._ready = False
-
-    @contextmanager
-    def _connect(self) -> Iterator[Any]:
-        with connect(self.url) as con:
-            if not self._ready:
-                migrate(con, self.location)
-                self._ready = True
-            yield con
+class PostgresJobs(Database):
+    def _migrate(self, con: Any) -> None:
+        migrate(con, self.location)
 
     def write_jobs(self, jobs: pa.Table) -> WriteResult:
         from tailscope.store.schema import TABLES
