@@ -215,6 +215,7 @@ VERBS: dict[str, str] = {
     "inject": "run one fault injector in the foreground (until --duration or Ctrl-C)",
     "validate": "a campaign with a random, recorded schedule of injections; scores tailscope's answers",
     "history": "a node's results across campaigns: add, show change points, report, note, exclude, compact",
+    "jobs": "the site's own jobs (sacct, a per-job epilog): which nodes make them slow, since when",
 }
 
 if TYPE_CHECKING:
@@ -394,16 +395,30 @@ def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
         help="per-thread counters read at each region edge, ';'-separated "
         "(task-clock;page-faults;cpu/event=0x..,umask=../)",
     )
-    p.add_argument("--uncore", metavar="LIST", help="uncore counters read at parallel region edges, "
-                   "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)")
-    p.add_argument("--numa", choices=["first", "every", "off"], default="first",
-                   help="copy numa_maps after the first instance of each parallel region (default), each, "
-                   "or never")
-    p.add_argument("--touched", choices=["first", "every", "off"], default="first",
-                   help="measure the bytes a parallel region touched on its first two instances (default), "
-                   "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)")
-    p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
-                   "(default 100,200,1024,10240)")
+    p.add_argument(
+        "--uncore",
+        metavar="LIST",
+        help="uncore counters read at parallel region edges, "
+        "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)",
+    )
+    p.add_argument(
+        "--numa",
+        choices=["first", "every", "off"],
+        default="first",
+        help="copy numa_maps after the first instance of each parallel region (default), each, or never",
+    )
+    p.add_argument(
+        "--touched",
+        choices=["first", "every", "off"],
+        default="first",
+        help="measure the bytes a parallel region touched on its first two instances (default), "
+        "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)",
+    )
+    p.add_argument(
+        "--bins",
+        metavar="MIBS",
+        help="bandwidth bins for OTF2 communicators, MiB/s edges (default 100,200,1024,10240)",
+    )
     p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
     p.set_defaults(func=_verb("tailscope.verbs.trace:trace"))
@@ -429,7 +444,12 @@ def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
     from pathlib import Path
 
     p = sub.add_parser("verdict", help=VERBS["verdict"])
-    p.add_argument("campaign", type=Path, metavar="CAMPAIGN")
+    p.add_argument("campaign", type=Path, metavar="CAMPAIGN", nargs="?")
+    p.add_argument(
+        "--jobs",
+        metavar="HISTORY",
+        help="judge the nodes by the site's own jobs in this history (tailscope jobs) instead of a campaign",
+    )
     p.add_argument(
         "--nhc",
         action="store_true",
@@ -478,13 +498,19 @@ def _build_history(sub: _Sub, probe_for_run: str | None) -> None:
     add_history_parser(sub, lambda name: _verb(f"tailscope.verbs.history:{name}"))
 
 
+def _build_jobs(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.jobs.cli import add_jobs_parser
+
+    add_jobs_parser(sub, lambda name: _verb(f"tailscope.verbs.jobs:{name}"))
+
+
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)
 _BUILDERS: dict[str, Callable[[Any, str | None], None]] = {
     "probes": _build_probes, "run": _build_run, "import": _build_import, "analyze": _build_analyze,
     "report": _build_report, "compare": _build_compare, "check": _build_check, "facts": _build_facts,
     "trace": _build_trace, "addr": _build_addr, "campaign": _build_campaign, "verdict": _build_verdict,
     "export": _build_export, "metrics": _build_metrics, "monitor": _build_monitor, "inject": _build_inject,
-    "validate": _build_inject, "history": _build_history,
+    "validate": _build_inject, "history": _build_history, "jobs": _build_jobs,
 }  # fmt: skip
 
 

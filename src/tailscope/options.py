@@ -10,6 +10,7 @@ takes (`timeout = inf` or `trials = 1000001` were taken from a file once, and br
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,6 +103,17 @@ def number(
 ) -> Number:
     """A finite number within the bounds (open bounds exclude the end)."""
     return Number(lo, hi, lo_open, hi_open)
+
+
+def date(text: str) -> dt.datetime:
+    """A date or time (2026-11-03, 2026-11-03T14:00, ...Z): UTC unless it names its zone."""
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a date or time like 2026-11-03 or 2026-11-03T14:00"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _max_trials() -> int:
