@@ -215,6 +215,7 @@ VERBS: dict[str, str] = {
     "inject": "run one fault injector in the foreground (until --duration or Ctrl-C)",
     "validate": "a campaign with a random, recorded schedule of injections; scores tailscope's answers",
     "history": "a node's results across campaigns: add, show change points, report, note, exclude, compact",
+    "jobs": "the site's own Slurm jobs as the ensemble: the per-job prolog and epilog of every node",
 }
 
 if TYPE_CHECKING:
@@ -472,13 +473,19 @@ def _build_history(sub: _Sub, probe_for_run: str | None) -> None:
     add_history_parser(sub, lambda name: _verb(f"tailscope.verbs.history:{name}"))
 
 
+def _build_jobs(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.jobs.cli import add_jobs_parser
+
+    add_jobs_parser(sub, _verb, VERBS["jobs"])
+
+
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)
 _BUILDERS: dict[str, Callable[[Any, str | None], None]] = {
     "probes": _build_probes, "run": _build_run, "import": _build_import, "analyze": _build_analyze,
     "report": _build_report, "compare": _build_compare, "check": _build_check, "facts": _build_facts,
     "trace": _build_trace, "addr": _build_addr, "campaign": _build_campaign, "verdict": _build_verdict,
     "export": _build_export, "metrics": _build_metrics, "monitor": _build_monitor, "inject": _build_inject,
-    "validate": _build_inject, "history": _build_history,
+    "validate": _build_inject, "history": _build_history, "jobs": _build_jobs,
 }  # fmt: skip
 
 
