@@ -196,8 +196,8 @@ def read_within(
     if thread.is_alive() and current is not None:
         name, where = current
         errors.append(
-            f"{name}: no answer within {time.monotonic() - began:.1f} s ({where}); the sources after it "
-            "were not read"
+            f"{name}: no answer in time ({where}, still reading after {time.monotonic() - began:.1f} s); "
+            "the sources after it were not read"
         )
     return found, errors
 
