@@ -16,7 +16,6 @@ A file the kernel does not have leaves its names out (a VM has no thermal_thrott
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,7 +115,7 @@ def _cpufreq(roots: Roots, out: Reading) -> None:
     current = [f.cpufreq_khz for f in sysfs.read(cpus, roots.sys_cpu).values() if f.cpufreq_khz is not None]
     if current:
         out.gauges["cpufreq.min_khz"] = min(current)
-        out.gauges["cpufreq.mean_khz"] = round(statistics.fmean(current))
+        out.gauges["cpufreq.mean_khz"] = round(sum(current) / len(current))
         out.gauges["cpufreq.max_khz"] = max(current)
     limits = sysfs.frequency_limits(cpus, roots.sys_cpu)
     if limits:

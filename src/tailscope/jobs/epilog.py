@@ -23,8 +23,8 @@ The record (the interface with the jobs store; fields may be added, never remove
 
 The bound holds whatever hangs: the work runs in a forked child with /dev/null for its output (a child
 stuck in an uninterruptible read never holds slurmd's pipe open); the readings run in a thread of it that
-is given until EVIDENCE_SHARE of the bound, after which the record is written with what was read and the
-hung source named; the parent waits for the child's answer until the bound, then kills it, says so, and
+is given until WRITE_RESERVE_S before the bound, after which the record is written with what was read and
+the hung source named; the parent waits for the child's answer until the bound, then kills it, says so, and
 exits 0 without waiting for it. Nothing heavy is imported on this path (no pandas, pyarrow, numpy).
 """
 
@@ -50,7 +50,9 @@ from tailscope.printable import printable
 
 DEFAULT_STATE_DIR = Path("/run/tailscope/jobs")
 DEFAULT_TIMEOUT_S = 1.8  # Python's start-up comes before it: the whole epilog stays under 2 s
-EVIDENCE_SHARE = 0.55  # of the bound: the readings; the rest is for the facts' digest and the store
+# The readings (the facts' digest last) may take the bound less this: the rest is for writing the record. A
+# share of the bound would leave nothing to read where Python's start-up took half of it (a loaded node).
+WRITE_RESERVE_S = 0.5
 STATE_MAX_AGE_S = 60 * 86400  # a state file older than this is a job whose epilog never ran here
 STATE_SCAN_MAX = 2000  # state files looked at for clean-up per epilog
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -405,7 +407,7 @@ def cmd_prolog(args: Any) -> int:
         log("prolog", str(exc))
         return 0
     roots = nodespan.Roots.under(args.root) if args.root else nodespan.Roots()
-    until = started + args.timeout * EVIDENCE_SHARE
+    until = deadline - min(WRITE_RESERVE_S, 0.3 * args.timeout)
     answer = run_bounded(lambda: prolog_work(job, roots, args.state_dir, until), deadline)
     _report("prolog", job, answer, args.timeout, "no start reading stored")
     return 0
@@ -421,7 +423,7 @@ def cmd_epilog(args: Any) -> int:
         log("epilog", str(exc))
         return 0
     roots = nodespan.Roots.under(args.root) if args.root else nodespan.Roots()
-    until = started + args.timeout * EVIDENCE_SHARE
+    until = deadline - min(WRITE_RESERVE_S, 0.3 * args.timeout)
     parent_cpu_s = _cpu_s()
     parent = os.getpid()
     printing = bool(args.print)
