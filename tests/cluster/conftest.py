@@ -72,6 +72,36 @@ class SlurmCluster(dict[str, str]):
             self.jobs_conf_path.write_text(self.default_jobs_conf())
 
 
+def drained(env: dict[str, str]) -> dict[str, str]:
+    """Nodes down or drained, with Slurm's reason (`sinfo -R`)."""
+    out = subprocess.run(
+        ["sinfo", "-R", "-h", "-o", "%N|%T|%E"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        nodes, _, rest = line.partition("|")
+        for node in _expand(nodes):
+            found[node] = rest
+    return found
+
+
+def _expand(nodes: str) -> list[str]:
+    """`n[1-3]` / `n1,n3` as sinfo prints them (this cluster's names only: n1..n9)."""
+    if "[" not in nodes:
+        return [n for n in nodes.split(",") if n]
+    prefix, _, inner = nodes.partition("[")
+    out = []
+    for part in inner.rstrip("]").split(","):
+        lo, _, hi = part.partition("-")
+        out += [f"{prefix}{i}" for i in range(int(lo), int(hi or lo) + 1)]
+    return out
+
+
 def _missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root: slurmd and munged run as root in the test cluster"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.conftest import PROLOG_EPILOG_TIMEOUT_S, SlurmCluster
+from cluster.conftest import PROLOG_EPILOG_TIMEOUT_S, SlurmCluster, drained
 
 pytestmark = pytest.mark.root
 
@@ -22,29 +22,6 @@ def _run(env: dict[str, str], *argv: str, timeout: float = 120) -> str:
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
     return proc.stdout
-
-
-def drained(env: dict[str, str]) -> dict[str, str]:
-    """Nodes down or drained, with Slurm's reason (`sinfo -R`)."""
-    out = _run(env, "sinfo", "-R", "-h", "-o", "%N|%T|%E")
-    found = {}
-    for line in out.splitlines():
-        nodes, _, rest = line.partition("|")
-        for node in _expand(nodes):
-            found[node] = rest
-    return found
-
-
-def _expand(nodes: str) -> list[str]:
-    """`n[1-3]` / `n1,n3` as sinfo prints them (this cluster's names only: n1..n9)."""
-    if "[" not in nodes:
-        return [n for n in nodes.split(",") if n]
-    prefix, _, inner = nodes.partition("[")
-    out = []
-    for part in inner.rstrip("]").split(","):
-        lo, _, hi = part.partition("-")
-        out += [f"{prefix}{i}" for i in range(int(lo), int(hi or lo) + 1)]
-    return out
 
 
 def _wait(predicate, timeout: float, what: str) -> None:

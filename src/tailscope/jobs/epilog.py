@@ -18,7 +18,7 @@ their bound (`--timeout`, 1.8 s), and say what went wrong in one line on stderr 
 The record (the interface with the jobs store; fields may be added, never removed):
     {"version": 1, "cluster": str|None, "job_id": str, "node": str, "at": ISO-8601 UTC (epilog time),
      "job_start": ISO|None, "span_s": float|None, "evidence": {name: number|str},
-     "facts_digest": str|None (None: the facts could not be read within the bound),
+     "facts_digest": str ("": the facts could not be read within the bound),
      "epilog_cpu_s": float, "epilog_wall_s": float, "errors": [str]}
 
 The bound holds whatever hangs: the work runs in a forked child with /dev/null for its output (a child
@@ -59,6 +59,7 @@ SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 RECORD_VERSION = 1
 _JOB_ID = re.compile(r"[0-9]{1,10}")
 _MESSAGE_MAX = 60_000  # the child's answer on the pipe
+ERROR_MAX = 500  # characters of one error line in the record (the store takes at most 512)
 
 
 class EpilogError(Exception):
@@ -89,7 +90,7 @@ def slurm_job(
     from tailscope.node.facts import node_name  # $SLURMD_NODENAME, else the host name
 
     name = node or node_name()
-    if not name or len(name) > 255 or "/" in name or name in (".", ".."):
+    if not name or len(name) > 255 or "/" in name or name in (".", "..") or not name.isprintable():
         raise EpilogError(
             f"node name {printable(name)!r}: expected a Slurm node name (SLURMD_NODENAME or --node)"
         )
@@ -364,11 +365,17 @@ def epilog_record(
         "job_start": _iso(job_start) if job_start else None,
         "span_s": span_s,
         "evidence": evidence,
-        "facts_digest": digest[0] if digest else None,
+        "facts_digest": digest[0] if digest else "",
         "epilog_cpu_s": round(parent_cpu_s + _cpu_s(), 3),
         "epilog_wall_s": round(time.monotonic() - started, 3),
-        "errors": errors,
+        "errors": [_line(e) for e in errors],
     }
+
+
+def _line(text: str) -> str:
+    """An error as the record keeps it: one line of at most ERROR_MAX characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_MAX else text[: ERROR_MAX - 3] + "..."
 
 
 def append_record(location: str, record: dict[str, Any]) -> None:
