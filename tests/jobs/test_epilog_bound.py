@@ -31,17 +31,19 @@ def _hung_vmstat(root: Path) -> None:
     os.mkfifo(root / "proc" / "vmstat")
 
 
-@pytest.mark.parametrize("timeout", [1.0, 1.8])
-def test_a_hung_read_still_gives_a_record_within_the_bound(tmp_path: Path, timeout: float) -> None:
+def _epilog(root: Path, tmp_path: Path, *timeout: str) -> tuple[float, subprocess.CompletedProcess]:
+    began = time.monotonic()
+    args = ["--print", "--root", str(root), *timeout, "--state-dir", str(tmp_path / "s")]
+    proc = tailscope("jobs", "epilog", "/unused", *args, env=_env())
+    return time.monotonic() - began, proc
+
+
+def test_a_hung_read_still_gives_a_record_within_the_bound(tmp_path: Path) -> None:
     root = build(tmp_path / "node")
     _hung_vmstat(root)
-    began = time.monotonic()
-    proc = tailscope(
-        "jobs", "epilog", "/unused", "--print", "--root", str(root), "--timeout", str(timeout),
-        "--state-dir", str(tmp_path / "s"), env=_env(),
-    )  # fmt: skip
-    took = time.monotonic() - began
-    assert proc.returncode == 0 and took < timeout + SLACK_S, (took, proc.stderr)
+    # a bound no loaded machine reaches before the readings' share of it: the record, without the hung read
+    took, proc = _epilog(root, tmp_path, "--timeout", "4")
+    assert proc.returncode == 0 and took < 4 + SLACK_S, (took, proc.stderr)
     record = json.loads(proc.stdout)
     (error,) = record["errors"]
     assert error.startswith("vmstat: no answer in time (/proc/vmstat, still reading after ")
@@ -50,18 +52,28 @@ def test_a_hung_read_still_gives_a_record_within_the_bound(tmp_path: Path, timeo
     assert ev["mce.count.total"] == 1  # /proc/interrupts came before it
     assert not any(n.startswith(("vmstat.", "cpu.", "cpufreq.")) for n in ev)  # at and after it: not read
     assert record["facts_digest"] == ""  # the facts come last: unknown
-    assert record["epilog_wall_s"] < timeout
+    assert record["epilog_wall_s"] < 4
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
         "tailscope jobs epilog: job 77 on n2: vmstat"
     )
+
+    # the default bound: the record as above, or on a machine too busy for even that, the bound said
+    took, proc = _epilog(root, tmp_path)
+    assert proc.returncode == 0 and took < epilog.DEFAULT_TIMEOUT_S + SLACK_S, (took, proc.stderr)
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    said = proc.stderr.removeprefix("tailscope jobs epilog: job 77 on n2: ")
+    assert said.startswith(("vmstat: no answer in time", "not finished within 1.8 s")), said
+    print(f"\nthe default bound: {took:.2f} s, {said.split('(')[0]}")
 
 
 def test_a_hung_read_in_the_prolog_keeps_what_came_before(tmp_path: Path) -> None:
     root, state = build(tmp_path / "node"), tmp_path / "state"
     _hung_vmstat(root)
     began = time.monotonic()
-    proc = tailscope("jobs", "prolog", "--root", str(root), "--state-dir", str(state), env=_env())
-    assert proc.returncode == 0 and time.monotonic() - began < epilog.DEFAULT_TIMEOUT_S + SLACK_S
+    proc = tailscope(
+        "jobs", "prolog", "--root", str(root), "--state-dir", str(state), "--timeout", "4", env=_env()
+    )
+    assert proc.returncode == 0 and time.monotonic() - began < 4 + SLACK_S
     assert "vmstat: no answer in time" in proc.stderr
     reading = json.loads((state / "job-77-n2.json").read_text())["reading"]
     assert reading["counters"]["mce.count"] == 1 and "vmstat.compact_stall" not in reading["counters"]
@@ -115,7 +127,7 @@ def test_wrapper_runs_prolog_and_epilog_with_no_path(tmp_path: Path) -> None:
     state = tmp_path / "state"
     conf = (
         f"# as a site writes it\nPYTHON={sys.executable}\nPYTHONPATH={SRC}\nHISTORY={tmp_path / 'history'}\n"
-        f"ARGS=--root {root} --state-dir {state}\n"
+        f"ARGS=--root {root} --state-dir {state} --timeout 60\n"
     )
     wrapper = _wrapper(tmp_path, conf)
     pro = _slurmd_runs(wrapper, "prolog_slurmd")

@@ -404,33 +404,44 @@ def _bare_environment() -> None:
         os.environ["PATH"] = SAFE_PATH
 
 
-def cmd_prolog(args: Any) -> int:
+@dataclass(frozen=True)
+class Run:
+    """One prolog or epilog: its job, where it reads, and its clock (time.monotonic())."""
+
+    job: SlurmJob
+    roots: nodespan.Roots
+    started: float  # the process's start
+    until: float  # the readings' end
+    deadline: float  # the bound
+
+
+def _begin(verb: str, args: Any) -> Run | None:
+    """The run's job and bounds, or None (said in one line) where Slurm's environment names no job."""
     started = process_started()
     deadline = started + args.timeout
     _bare_environment()
     try:
         job = slurm_job(os.environ, job_id=args.job_id, node=args.node, cluster=args.cluster)
     except EpilogError as exc:
-        log("prolog", str(exc))
-        return 0
+        log(verb, str(exc))
+        return None
     roots = nodespan.Roots.under(args.root) if args.root else nodespan.Roots()
-    until = deadline - min(WRITE_RESERVE_S, 0.3 * args.timeout)
-    answer = run_bounded(lambda: prolog_work(job, roots, args.state_dir, until), deadline)
-    _report("prolog", job, answer, args.timeout, "no start reading stored")
+    return Run(job, roots, started, deadline - min(WRITE_RESERVE_S, 0.3 * args.timeout), deadline)
+
+
+def cmd_prolog(args: Any) -> int:
+    run = _begin("prolog", args)
+    if run is not None:
+        answer = run_bounded(lambda: prolog_work(run.job, run.roots, args.state_dir, run.until), run.deadline)
+        _report("prolog", run.job, answer, args.timeout, "no start reading stored")
     return 0
 
 
 def cmd_epilog(args: Any) -> int:
-    started = process_started()
-    deadline = started + args.timeout
-    _bare_environment()
-    try:
-        job = slurm_job(os.environ, job_id=args.job_id, node=args.node, cluster=args.cluster)
-    except EpilogError as exc:
-        log("epilog", str(exc))
+    run = _begin("epilog", args)
+    if run is None:
         return 0
-    roots = nodespan.Roots.under(args.root) if args.root else nodespan.Roots()
-    until = deadline - min(WRITE_RESERVE_S, 0.3 * args.timeout)
+    job = run.job
     parent_cpu_s = _cpu_s()
     parent = os.getpid()
     printing = bool(args.print)
@@ -438,7 +449,13 @@ def cmd_epilog(args: Any) -> int:
     def work() -> dict[str, Any]:
         own = {os.getpid(), parent, _parent_of(parent)}  # this worker, the epilog, the wrapper
         record = epilog_record(
-            job, roots, args.state_dir, started=started, parent_cpu_s=parent_cpu_s, until=until, own_pids=own
+            job,
+            run.roots,
+            args.state_dir,
+            started=run.started,
+            parent_cpu_s=parent_cpu_s,
+            until=run.until,
+            own_pids=own,
         )
         stored = None
         if not printing:
@@ -452,7 +469,7 @@ def cmd_epilog(args: Any) -> int:
             "record": record if printing else None,
         }
 
-    answer = run_bounded(work, deadline)
+    answer = run_bounded(work, run.deadline)
     if printing and answer.get("record") is not None:
         print(json.dumps(answer["record"], indent=2, sort_keys=True))
     _report("epilog", job, answer, args.timeout, "no record stored")
