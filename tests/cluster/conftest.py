@@ -102,7 +102,7 @@ def _expand(nodes: str) -> list[str]:
     return out
 
 
-def _missing() -> str | None:
+def slurm_missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root: slurmd and munged run as root in the test cluster"
     for tool in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scancel", "scontrol"):
@@ -111,7 +111,7 @@ def _missing() -> str | None:
     return None
 
 
-def _accounting_missing() -> str | None:
+def accounting_missing() -> str | None:
     for tool in ("slurmdbd", "mariadbd", "mariadb-install-db", "sacct"):
         if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
             return f"{tool} not found: install the Debian packages slurmdbd and mariadb-server"
@@ -130,13 +130,13 @@ def _install_wrapper(cluster: SlurmCluster) -> None:
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    reason = _missing()
+    reason = slurm_missing()
     if reason:
         pytest.skip(reason)
     cluster = SlurmCluster()
     cluster.root = tmp_path_factory.mktemp("slurm")
     cluster.nodes = NODES
-    cluster.accounting = _accounting_missing() is None
+    cluster.accounting = accounting_missing() is None
     _install_wrapper(cluster)
     argv = [sys.executable, str(SCRIPT), "start", str(cluster.root), "--nodes", str(len(NODES))]
     argv += ["--prolog", f"{cluster.prolog_dir}/*", "--epilog", f"{cluster.epilog_dir}/*"]
@@ -158,7 +158,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
 @pytest.fixture(scope="session")
 def slurm_accounting(slurm_cluster: SlurmCluster) -> SlurmCluster:
     """The session's cluster, where it has accounting (sacct reads slurmdbd's MariaDB)."""
-    reason = _accounting_missing()
+    reason = accounting_missing()
     if reason:
         pytest.skip(reason)
     return slurm_cluster
