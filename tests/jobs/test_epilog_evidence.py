@@ -297,3 +297,31 @@ def test_reading_round_trips_through_the_state_file() -> None:
     assert again == reading and again.processes  # this host's processes were read
     with pytest.raises((ValueError, TypeError, KeyError)):
         nodespan.Reading.from_json({"counters": {"x": "1"}, "gauges": {}, "processes": {}, "boot_s": 1})
+
+
+def test_facts_digest_is_the_one_the_history_keys_this_node_by(tmp_path: Path) -> None:
+    """The epilog, in Slurm's bare environment, and `history add` of a campaign run on this node (its facts
+    as the campaign stored them) name the same facts: the jobs' evidence joins the node's history by it."""
+    campaign = tmp_path / "campaign"
+    run = tailscope(
+        "run",
+        "l2sum",
+        "--trials",
+        "1",
+        "--campaign",
+        str(campaign),
+        "--no-progress",
+        "--no-evidence",
+        env=None,
+    )
+    assert run.returncode == 0, run.stderr
+    from tailscope.history.summary import facts_digest, facts_text
+    from tailscope.store.campaign import Campaign
+    from tailscope.store.read import connect
+
+    with connect(Campaign.open(campaign)) as con:
+        stored = json.loads(str(con.nodes().iloc[0].facts))
+    record = _record(
+        _ts("jobs", "epilog", "/unused", "--print", "--state-dir", str(tmp_path / "s"), env=_env())
+    )
+    assert record["facts_digest"] == facts_digest(facts_text(stored))
