@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from hosts.hostroot import materialize
 from tailscope.node.host import Host, recorded
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -19,7 +22,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
-
 
 
 # Property tests run the same examples every time (CI and a developer see the same inputs; a failure found
@@ -47,3 +49,11 @@ def host_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Host]
 
     return get
 
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[tuple[str, Path]]:
+    """A real PostgreSQL server for the session (tests/pgserver.py): (URL of database `hist`, socket dir)."""
+    from pgserver import running_server
+
+    with running_server() as server:
+        yield server

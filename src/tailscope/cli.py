@@ -215,7 +215,7 @@ VERBS: dict[str, str] = {
     "inject": "run one fault injector in the foreground (until --duration or Ctrl-C)",
     "validate": "a campaign with a random, recorded schedule of injections; scores tailscope's answers",
     "history": "a node's results across campaigns: add, show change points, report, note, exclude, compact",
-    "jobs": "the site's own Slurm jobs as the ensemble: the per-job prolog and epilog of every node",
+    "jobs": "the site's own jobs (sacct, a per-job epilog): which nodes make them slow, since when",
 }
 
 if TYPE_CHECKING:
@@ -395,16 +395,30 @@ def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
         help="per-thread counters read at each region edge, ';'-separated "
         "(task-clock;page-faults;cpu/event=0x..,umask=../)",
     )
-    p.add_argument("--uncore", metavar="LIST", help="uncore counters read at parallel region edges, "
-                   "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)")
-    p.add_argument("--numa", choices=["first", "every", "off"], default="first",
-                   help="copy numa_maps after the first instance of each parallel region (default), each, "
-                   "or never")
-    p.add_argument("--touched", choices=["first", "every", "off"], default="first",
-                   help="measure the bytes a parallel region touched on its first two instances (default), "
-                   "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)")
-    p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
-                   "(default 100,200,1024,10240)")
+    p.add_argument(
+        "--uncore",
+        metavar="LIST",
+        help="uncore counters read at parallel region edges, "
+        "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)",
+    )
+    p.add_argument(
+        "--numa",
+        choices=["first", "every", "off"],
+        default="first",
+        help="copy numa_maps after the first instance of each parallel region (default), each, or never",
+    )
+    p.add_argument(
+        "--touched",
+        choices=["first", "every", "off"],
+        default="first",
+        help="measure the bytes a parallel region touched on its first two instances (default), "
+        "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)",
+    )
+    p.add_argument(
+        "--bins",
+        metavar="MIBS",
+        help="bandwidth bins for OTF2 communicators, MiB/s edges (default 100,200,1024,10240)",
+    )
     p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
     p.set_defaults(func=_verb("tailscope.verbs.trace:trace"))
@@ -482,7 +496,7 @@ def _build_history(sub: _Sub, probe_for_run: str | None) -> None:
 def _build_jobs(sub: _Sub, probe_for_run: str | None) -> None:
     from tailscope.jobs.cli import add_jobs_parser
 
-    add_jobs_parser(sub, _verb, VERBS["jobs"])
+    add_jobs_parser(sub, lambda name: _verb(f"tailscope.verbs.jobs:{name}"))
 
 
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)

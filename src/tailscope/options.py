@@ -4,6 +4,7 @@ anything is created or stored (argparse then prints one line naming the option a
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 from collections.abc import Callable
 
@@ -25,6 +26,17 @@ def whole(lo: int, hi: int | Callable[[], int] | None = None) -> Callable[[str],
 
     parse.__name__ = "whole number"
     return parse
+
+
+def date(text: str) -> dt.datetime:
+    """A date or time (2026-11-03, 2026-11-03T14:00, ...Z): UTC unless it names its zone."""
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a date or time like 2026-11-03 or 2026-11-03T14:00"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _max_trials() -> int:

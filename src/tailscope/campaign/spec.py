@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailscope import tomlfile
+from tailscope import hostlist, tomlfile
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
 from tailscope.app.variant import AppVariant
@@ -187,6 +187,11 @@ def _parse(data: Mapping[str, Any], where: TomlFile) -> CampaignSpec:
             nodes = tuple(nodes)
         elif not (isinstance(nodes, str) and nodes):
             raise where.error("slurm", "nodes", 'expected a hostlist like "n[1-3]" or a list of node names')
+        else:
+            try:
+                hostlist.count(nodes)
+            except hostlist.HostlistError as exc:
+                raise where.error("slurm", "nodes", str(exc)) from None
     node_count = checks.whole("node_count", slurm.get("node_count"))
     if nodes is None and node_count is None:
         raise where.error("slurm", "nodes", "expected nodes (a hostlist) or node_count")

@@ -61,6 +61,11 @@ def _columns(table: str) -> str:
     return ", ".join(parts)
 
 
+def column_definitions(table: str) -> str:
+    """The SQL column list of one of the store's tables (store/schema.py), as the history creates it."""
+    return _columns(table)
+
+
 def _ddl(statement: str) -> str:
     return statement.format(
         entries=_columns("history_entries"),
