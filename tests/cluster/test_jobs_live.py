@@ -61,7 +61,7 @@ def test_jobs_show_names_the_node_slowed_from_outside(slurm_accounting: SlurmClu
     )
     # a loaded machine may take more than the default 1.8 s; PrologEpilogTimeout (6 s) still bounds it
     conf = conf.replace("ARGS=", "ARGS=--timeout 4 ")
-    since = dt.datetime.now().replace(microsecond=0) - dt.timedelta(seconds=1)  # sacct: local time
+    since = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(seconds=1)
     began = time.monotonic()
     slurmd = int((slurm_accounting.root / "run" / f"slurmd-{SLOW}.pid").read_text())
     submitted = []
@@ -84,7 +84,8 @@ def test_jobs_show_names_the_node_slowed_from_outside(slurm_accounting: SlurmClu
         moved = len(slow.moved)
     took = time.monotonic() - began
 
-    rows = [r for r in _sacct(env, since.isoformat()) if r["JobID"] in submitted]
+    local_since = since.astimezone().replace(tzinfo=None).isoformat()  # sacct -S: local time
+    rows = [r for r in _sacct(env, local_since) if r["JobID"] in submitted]
     assert sorted(r["JobID"] for r in rows) == sorted(submitted)
     assert {r["State"] for r in rows} == {"COMPLETED"}
     elapsed: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -111,13 +112,20 @@ def test_jobs_show_names_the_node_slowed_from_outside(slurm_accounting: SlurmClu
     # jobs collect from the real sacct, then show: the slow node and no other
     collected = _tailscope(env, "jobs", "collect", str(history), "--since", since.isoformat())
     assert collected.returncode == 0, collected.stderr
+    print(collected.stdout.strip())
     shown = _tailscope(env, "jobs", "show", str(history), "--json")
+    assert shown.returncode in (0, 1, 3), shown.stderr
     answer = json.loads(shown.stdout)
-    print(json.dumps(answer["nodes"], indent=1)[:3000])
-    slow_nodes = {
-        n["node"] for n in answer["nodes"] if n["q"] is not None and n["q"] < 0.05 and n["effect"] > 0
-    }
+    for n in answer["nodes"]:
+        print(f"  {n['node']}: effect {n['effect']:+.3f} {n['effect_ci']} q {n['q']:.3g} jobs {n['jobs']}")
+    assert {c["jobs"] for c in answer["classes"]} == {PER_CLASS} and len(answer["classes"]) == len(CLASSES)
+    slow_nodes = {n["node"] for n in answer["nodes"] if n["q"] < 0.05 and n["effect"] > 0}
     assert slow_nodes == {SLOW}, answer["nodes"]
     assert answer["verdict"] == "degraded" and shown.returncode == 1
-    terminal = _tailscope(env, "jobs", "show", str(history))
-    assert SLOW in terminal.stdout
+    terminal = _tailscope(env, "jobs", "show", str(history)).stdout
+    print(terminal)
+    lines = [line.strip() for line in terminal.splitlines()]
+    assert "nodes that make jobs slow (1; q < 0.05):" in lines
+    (sentence,) = [line for line in lines if line.startswith(f"{SLOW}: jobs that ran on it were ")]
+    assert " slower " in sentence and "; epilog: " in sentence
+    assert lines[-1].startswith("verdict: degraded (1 node(s) beyond") and lines[-1].endswith(f": {SLOW})")
