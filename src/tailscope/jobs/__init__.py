@@ -6,4 +6,7 @@
 - `sacct`: Slurm accounting records (`sacct -P`, live or a saved dump), parsed strictly.
 - `classes`: job classes and slowdowns; `attribution`: slowdowns attributed to nodes; `show`, `report`:
   the answers.
+- `epilog`: `tailscope jobs prolog` / `jobs epilog HISTORY`, run by slurmd on every node of every job: the
+  node's cheap evidence over the job's span, appended under the job id (within a hard time bound, always
+  exit 0).
 """

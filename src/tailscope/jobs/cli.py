@@ -71,4 +71,55 @@ def add_jobs_parser(
         q.add_argument("history", metavar="HISTORY", help=WHERE)
         build(q)
         q.set_defaults(func=handler(func))
+    add_slurmd_parsers(verbs, handler)
     return p
+
+
+def add_slurmd_parsers(
+    verbs: argparse._SubParsersAction,  # type: ignore[type-arg]
+    handler: Callable[[str], Handler],
+) -> None:
+    """`jobs prolog` and `jobs epilog`, the two slurmd runs (scripts/slurm/tailscope-jobs; jobs/epilog.py)."""
+    from tailscope.jobs.epilog import DEFAULT_STATE_DIR, DEFAULT_TIMEOUT_S
+    from tailscope.options import number
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--state-dir",
+            type=Path,
+            default=DEFAULT_STATE_DIR,
+            metavar="DIR",
+            help=f"node-local directory of the running jobs' start readings (default {DEFAULT_STATE_DIR})",
+        )
+        p.add_argument(
+            "--timeout",
+            type=number(0.2, 600),
+            default=DEFAULT_TIMEOUT_S,
+            metavar="S",
+            help=f"finish within S seconds whatever hangs, exit 0 (default {DEFAULT_TIMEOUT_S:g})",
+        )
+        p.add_argument("--job-id", metavar="ID", help="the job (default $SLURM_JOB_ID)")
+        p.add_argument(
+            "--node", metavar="NAME", help="the node (default $SLURMD_NODENAME, else the host name)"
+        )
+        p.add_argument("--cluster", metavar="NAME", help="the cluster (default $SLURM_CLUSTER_NAME)")
+        p.add_argument(
+            "--root",
+            type=Path,
+            metavar="DIR",
+            help="read DIR/proc and DIR/sys instead of /proc and /sys (recorded files of a node)",
+        )
+
+    pro = verbs.add_parser(
+        "prolog", help="for slurm.conf Prolog=: store this node's evidence at the job's start (exit 0 always)"
+    )
+    common(pro)
+    pro.set_defaults(func=handler("cmd_prolog"))
+    epi = verbs.add_parser(
+        "epilog",
+        help="for slurm.conf Epilog=: append this node's evidence over the job to HISTORY (exit 0 always)",
+    )
+    epi.add_argument("history", metavar="HISTORY", help=WHERE)
+    common(epi)
+    epi.add_argument("--print", action="store_true", help="print the record as JSON instead of storing it")
+    epi.set_defaults(func=handler("cmd_epilog"))

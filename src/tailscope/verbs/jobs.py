@@ -115,3 +115,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     path = write_report(result, history, settings, args.output)
     print(f"report: {path.resolve()}")
     return 0
+
+
+def cmd_prolog(args: argparse.Namespace) -> int:
+    """Slurm's Prolog= (scripts/slurm/tailscope-jobs): jobs/epilog.py, always exit 0 within its bound."""
+    from tailscope.jobs.epilog import cmd_prolog as prolog
+
+    return prolog(args)
+
+
+def cmd_epilog(args: argparse.Namespace) -> int:
+    """Slurm's Epilog=: jobs/epilog.py, which always exits 0 within its bound."""
+    from tailscope.jobs.epilog import cmd_epilog as epilog
+
+    return epilog(args)
