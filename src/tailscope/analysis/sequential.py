@@ -575,7 +575,7 @@ def unsettled(
                 )
             continue
         if stopping.mode == "budget" and level.ratio is not None and level.limit is not None:
-            if level.ratio < level.limit:
+            if level.ratio < level.limit and level.low is not None:  # its CS exists: not one stray trial
                 blocking.append(
                     f"{probe}: looks {pct(1.0 - level.ratio)} below {_against(s)} ({span} after "
                     f"{trials_word(j.n)}), not settled within the {stopping.budget_s:g} s budget"
