@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+
+from hosts.hostroot import materialize
+from tailscope.node.host import Host, recorded
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -26,3 +31,19 @@ try:
     _hypothesis_settings.load_profile("tailscope")
 except ImportError:  # pragma: no cover - hypothesis is in the test extras
     pass
+
+
+@pytest.fixture(scope="session")
+def host_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Host]:
+    """name -> the recorded real node tests/hosts/NAME.toml as a host root (node/host.py), written under a
+    session directory the first time a test asks for it."""
+    made: dict[str, Host] = {}
+    base: Path = tmp_path_factory.mktemp("hosts")
+
+    def get(name: str) -> Host:
+        if name not in made:
+            made[name] = recorded(materialize(name, base / name))
+        return made[name]
+
+    return get
+

@@ -408,6 +408,12 @@ def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
 def _build_facts(sub: _Sub, probe_for_run: str | None) -> None:
     p = sub.add_parser("facts", help=VERBS["facts"])
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--host",
+        action="store_true",
+        help="only what the CPU is (its part, read or inferred), the flags that decide the kernels (avx512*, "
+        "amx*, sve*), the kernel, virtual machine or not and the PMU, in a few lines (CI prints them first)",
+    )
     p.set_defaults(func=_verb("tailscope.verbs.facts:facts"))
 
 

@@ -332,3 +332,19 @@ def test_report_size_for_4_variants_200_runs():
     for spec in timelines:
         for trace in spec["data"]:
             assert len(trace["y"]) <= 2000  # thinned: 5000 fwq samples become <= 2000 points
+
+
+def test_a_masked_part_is_a_caveat_with_its_inference(host_root):
+    """The nodes' recorded facts of issue 31's masked KVM guest (tests/hosts/granite-rapids-masked-kvm.toml):
+    the answer's caveat says the part was inferred, from what, and which node; a bare-metal node adds none."""
+    from tailscope.node.facts import cpu_facts
+
+    masked = cpu_facts(host_root("granite-rapids-masked-kvm"))
+    metal = cpu_facts(host_root("icelake-sp-5318y-2s"))
+    nodes = nodes_frame([
+        dict(node="vm1", collected_at="2026-11-02T08:00:00Z", virtualization="kvm", facts=masked),
+        dict(node="n2", collected_at="2026-11-02T08:00:00Z", virtualization="none", facts=metal),
+    ])  # fmt: skip
+    caveat = render(nodes=nodes).split('<aside class="caveat">')[1].split("</aside>")[0]
+    assert "Virtual machine: part inferred: likely Intel Xeon 6 (Granite Rapids)" in caveat
+    assert "L3 480 MiB" in caveat and "(node vm1)" in caveat and "n2" not in caveat

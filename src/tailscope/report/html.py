@@ -57,7 +57,7 @@ from tailscope.report.numbers import (
     tail_text,
     value_text,
 )
-from tailscope.report.pages_section import install_limits, pages_section, virtual_nodes
+from tailscope.report.pages_section import inferred_parts, install_limits, pages_section, virtual_nodes
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
 from tailscope.report.validation_section import validation_section
 from tailscope.store.manifest import Manifest
@@ -395,6 +395,7 @@ def _answer_section(
             "the host, so slow runs may come from outside this node; guest-physical pages say nothing about "
             "host cache sets."
         )
+    caveats.extend(esc(line[0].upper() + line[1:]) + "." for line in inferred_parts(nodes))
     if hardware_counters is False:
         caveats.append(
             "No hardware counters were recorded (no PMU here, or no --events set): causes are judged from "

@@ -209,7 +209,7 @@ def validate(args: argparse.Namespace) -> int:
         else:
             print("\n".join(render_scores(result)))
         return EXIT_OK
-    from tailscope.node.journal import restore_before_changing
+    from tailscope.node.journal import WAIT_S, changing_the_node
 
     for p in args.param or []:
         if "=" not in p or not p.split("=", 1)[0]:
@@ -220,7 +220,6 @@ def validate(args: argparse.Namespace) -> int:
         raise InjectInputError(f"--block {args.block}: expected at least 1")
     if not 0 < args.inject_fraction < 1:
         raise InjectInputError(f"--inject-fraction {args.inject_fraction}: expected a fraction in (0, 1)")
-    restore_before_changing()  # what a killed inject or validate left, before this one changes the node
     request = ValidateRequest(
         injectors=tuple(args.injectors.split(",")) if args.injectors else None,
         trials=args.trials,
@@ -233,7 +232,10 @@ def validate(args: argparse.Namespace) -> int:
         reserve=args.reserve,
         show_progress=not args.no_progress and not args.json,
     )
-    result = run_validate(request)
+    # the node lock for the whole campaign (a clean block is clean: no other injector starts between blocks);
+    # what a killed inject or validate left is put back first
+    with changing_the_node(WAIT_S if args.wait is None else args.wait):
+        result = run_validate(request)
     if args.json:
         json.dump(result, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
