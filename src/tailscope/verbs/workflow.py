@@ -317,14 +317,13 @@ def with_attribution(
     """Add the counter attribution (analysis/attribution.py) when the analysed runs have counters."""
     if not con.has_rows("counters"):
         return analysis
-    from tailscope.analysis.attribution import METHOD, attribute
-
     counters = con.counters([r.run_id for r in analysis.runs])
     # the per-trial evidence (source os) is the cause catalogue's input, not a counter to rank: its
     # trial/wall_s restates the run time, and its tick counts grow with any slower run
     counters = counters.loc[counters["source"] != "os"].reset_index(drop=True)
-    if counters.empty:
+    if counters.empty:  # evidence only (every check's): attribution and its scipy are not even imported
         return analysis
+    from tailscope.analysis.attribution import METHOD, attribute
     section = attribute(analysis.runs, counters, runs, robust_cut=analysis.settings.robust_cut)
     if section is None:
         return analysis
