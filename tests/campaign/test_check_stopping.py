@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from tailscope.store.campaign import Campaign
 from tailscope.store.read import connect
 
 TAILSCOPE = [sys.executable, "-m", "tailscope"]
+NHC = Path(__file__).resolve().parents[2] / "scripts" / "nhc" / "tailscope.nhc"
 
 
 def tailscope(*args: str) -> subprocess.CompletedProcess[str]:
@@ -136,3 +138,31 @@ def test_between_jobs_answers_as_nhc_expects(history, tmp_path):
     assert not (campaign / "report.html").exists()  # no report unless asked
     assert read_record(campaign) is not None and read_record(campaign).budget_s == 3.0  # type: ignore[union-attr]
     assert "entries added" in proc.stderr  # the history appended
+
+
+@pytest.mark.slow
+def test_nhc_check_between_jobs_dies_only_when_degraded(history, tmp_path):
+    """scripts/nhc/tailscope.nhc's check_tailscope_between_jobs, sourced in bash with NHC's die and log: its
+    budget is NHC's TIMEOUT less the margin and start-up; healthy passes silently, inconclusive only logs."""
+    campaign = tmp_path / "c"
+    script = "\n".join(
+        [
+            'die() { local rc="$1"; shift; echo "DIE[$rc]: $*"; return "$rc"; }',
+            'log() { echo "LOG: $*"; }',
+            f"TAILSCOPE={shlex.quote(sys.executable)}' -m tailscope'",
+            "TIMEOUT=20",
+            f"source {shlex.quote(str(NHC))}",
+            f"check_tailscope_between_jobs {shlex.join([str(history), '--campaign', str(campaign)])}",
+            'echo "RC=$?"',
+        ]
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TAILSCOPE_HISTORY"}
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    lines = proc.stdout.strip().splitlines()
+    record = read_record(campaign)
+    assert record is not None and record.budget_s == 5.0  # NHC TIMEOUT 20 - margin 5 - start-up 10
+    if lines[-1] == "RC=1":
+        assert lines[0].startswith("DIE[1]: check_tailscope_between_jobs:  ")
+    else:
+        assert lines[-1] == "RC=0" and not any(line.startswith("DIE") for line in lines)
+        assert all(line.startswith("LOG: check_tailscope_between_jobs:  inconclusive") for line in lines[:-1])
