@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import secrets
 import signal
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -149,6 +151,189 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     return result
 
 
+BASELINE_TRIALS = 10  # --until-settled: the clean round whose median is every later round's baseline
+SETTLED_FILE = "validate-settled.json"
+
+
+def run_validate_settled(request: ValidateRequest, rounds: int, cap: int) -> dict[str, Any]:
+    """`validate --until-settled`: the stopping of `check` (campaign/stopping.py) against injected faults.
+
+    A clean baseline round of BASELINE_TRIALS trials gives the probe's level on this node. Then `rounds`
+    rounds, each its own campaign DIR/round-NNN stopped when settled (at most `cap` trials) with that level as
+    its baseline: a share `inject_fraction` of them under one injection (drawn as `validate` draws its
+    blocks: every cell of every kind's graded intensities alike, injected rounds between clean ones), the
+    rest clean. Each round's verdict is its analysis' (the anytime-valid rules): a clean round judged
+    degraded is a false alarm (the stated rate: 1 - confidence for the level, alpha for the slow-run rate);
+    an injected one judged degraded, a detection. Scores: false alarms of the clean rounds with their
+    Clopper-Pearson interval, detections per kind and intensity, trials to the verdict."""
+    from tailscope.analysis.binomial import clopper_pearson
+    from tailscope.analysis.model import Settings
+    from tailscope.analysis.sequential import Baseline
+    from tailscope.campaign.runner import default_campaign_dir, preflight
+    from tailscope.campaign.stopping import StoppingRequest
+    from tailscope.inject.control import Injection, online_cpus
+    from tailscope.node.facts import node_name
+    from tailscope.probes.catalogue import ProbeVariant
+    from tailscope.store.campaign import write_atomic_bytes
+    from tailscope.store.read import connect
+    from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign
+
+    kinds, skipped = choose_kinds(request.injectors)
+    if not kinds:
+        raise InjectInputError("validate: no injector can act on this node")
+    node = node_name()
+    params = {k.replace("-", "_"): _param(str(v)) for k, v in request.probe_params.items()}
+    variant = ProbeVariant(request.probe, params)
+    cpus = [int(c) for c in preflight(variant).get("cpus") or [0]]
+    plan, kinds, more_skipped = plan_cpus(kinds, cpus, online_cpus(), pinned="cpus" in params)
+    skipped.update(more_skipped)
+    if not kinds:
+        raise InjectInputError("validate: no injector can act on this node")
+    if plan.probe != cpus:
+        variant = ProbeVariant(request.probe, {**params, "cpus": ",".join(map(str, plan.probe))})
+        preflight(variant)
+    seed = request.seed if request.seed is not None else secrets.randbits(31)
+    blocks = make_schedule(rounds, 1, request.inject_fraction, kinds, random.Random(seed))
+    root = request.campaign_dir or default_campaign_dir("validate-settled", node)
+    settings = Settings()
+    base = run_campaign(
+        RunRequest(
+            variants=((variant, BASELINE_TRIALS),),
+            campaign_dir=root / "baseline",
+            node=node,
+            show_progress=request.show_progress,
+            label="validate",
+        )
+    )
+    result: dict[str, Any] = {
+        "campaign": str(root),
+        "seed": seed,
+        "settled": True,
+        "cap": cap,
+        "injectors": [k.name for k in kinds],
+        "skipped": skipped,
+        "rounds": [],
+    }
+    if base.interrupted or not base.committed:
+        result["interrupted"] = True
+        return result
+    with connect(Campaign.open(root / "baseline")) as con:
+        runs = con.runs()
+    ok = runs.loc[(runs["status"] == "ok") & (runs["value"] > 0), "value"]
+    if ok.empty:
+        raise InjectInputError(f"validate: the baseline round of {request.probe} gave no ok trial")
+    baseline = Baseline(float(ok.median()), "history", 1, len(ok))
+    stopping = StoppingRequest(settings, {variant.variant_id: baseline})
+    for block in blocks:
+        where = root / f"round-{block.index:03d}"
+        inj = None
+        if block.kind is not None and block.intensity is not None:
+            inj = Injection(
+                block.kind,
+                block.intensity,
+                cpus=plan.neighbours if block.kind.placement == "neighbour" else plan.probe,
+                pids=[os.getpid()] if block.kind.name == "cpu-quota" else [],
+                reserve=request.reserve,
+                home_cpus=(plan.neighbours or None) if block.kind.placement == "beside" else None,
+            )
+        try:
+            if inj is not None:
+                inj.start()
+            outcome = run_campaign(
+                RunRequest(
+                    variants=((variant, cap),),
+                    campaign_dir=where,
+                    node=node,
+                    show_progress=False,
+                    label="validate",
+                    stopping=stopping,
+                )
+            )
+        finally:
+            if inj is not None:
+                old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+                try:
+                    inj.stop()
+                finally:
+                    for sig, handler in old.items():
+                        signal.signal(sig, handler)
+        if outcome.interrupted:
+            result["interrupted"] = True
+            break
+        analysis = analyze_campaign(where, settings)
+        verdict = analysis.nodes[0].verdict if analysis.nodes else "inconclusive"
+        result["rounds"].append(
+            {
+                "round": block.index,
+                "kind": block.kind.name if block.kind else None,
+                "intensity": block.intensity,
+                "verdict": verdict,
+                "trials": outcome.stored,
+                "reason": outcome.stop.reason if outcome.stop else "",
+                "claims": [c.text for c in analysis.claims],
+            }
+        )
+    clean = [r for r in result["rounds"] if r["kind"] is None]
+    false = sum(r["verdict"] == "degraded" for r in clean)
+    low, high = clopper_pearson(false, len(clean), settings.confidence) if clean else (0.0, 1.0)
+    cells: dict[str, list[dict[str, Any]]] = {}
+    for r in result["rounds"]:
+        if r["kind"] is not None:
+            cells.setdefault(f"{r['kind']} {r['intensity']:g}", []).append(r)
+    result["baseline"] = {"value": baseline.value, "trials": baseline.trials}
+    result["scores"] = {
+        "clean": {
+            "rounds": len(clean),
+            "degraded": false,
+            "rate_low": low,
+            "rate_high": high,
+            "stated": 1.0 - settings.confidence,
+            "mean_trials": statistics.fmean(r["trials"] for r in clean) if clean else None,
+        },
+        "injected": {
+            cell: {
+                "rounds": len(rs),
+                "degraded": sum(r["verdict"] == "degraded" for r in rs),
+                "inconclusive": sum(r["verdict"] == "inconclusive" for r in rs),
+                "healthy": sum(r["verdict"] == "healthy" for r in rs),  # missed
+                "mean_trials": statistics.fmean(r["trials"] for r in rs),
+            }
+            for cell, rs in sorted(cells.items())
+        },
+    }
+    write_atomic_bytes(root / SETTLED_FILE, (json.dumps(result, indent=1, default=str) + "\n").encode())
+    return result
+
+
+def render_settled(result: dict[str, Any]) -> list[str]:
+    """`validate --until-settled` in words."""
+    from tailscope.analysis.wording import pct
+
+    lines = [
+        f"campaign: {result['campaign']} (seed {result['seed']}; rounds stopped when settled, at most "
+        f"{result['cap']} trials)"
+    ]
+    if "scores" not in result:
+        return [*lines, "interrupted before the rounds could be scored"]
+    b, clean = result["baseline"], result["scores"]["clean"]
+    lines.append(f"baseline: {b['value']:.4g} (median of {b['trials']} clean trials)")
+    if clean["rounds"]:
+        lines.append(
+            f"clean rounds: {clean['degraded']} of {clean['rounds']} judged degraded ("
+            f"{pct(clean['rate_low'])[:-1]}-{pct(clean['rate_high'])} at 95%; stated at most "
+            f"{pct(clean['stated'])}), {clean['mean_trials']:.1f} trials to a verdict on average"
+        )
+    for cell, s in result["scores"]["injected"].items():
+        lines.append(
+            f"{cell}: of {s['rounds']} rounds {s['degraded']} judged degraded, {s['inconclusive']} "
+            f"inconclusive (busy: a co-runner on the probe CPUs is), {s['healthy']} healthy (missed); "
+            f"{s['mean_trials']:.1f} trials on average"
+        )
+    if result.get("interrupted"):
+        lines.append("interrupted: the rounds so far are scored")
+    return lines
+
+
 def _injections(campaign: Campaign) -> Any:
     from tailscope.store.read import connect
 
@@ -196,7 +381,6 @@ def rescore(campaign_dir: Path, *, threshold: float = 0.10) -> dict[str, Any]:
     }
 
 
-
 def validate(args: argparse.Namespace) -> int:
     """The `validate` verb: a new validate campaign and its scores, or `--rescore` of a stored one."""
     if args.rescore:
@@ -214,6 +398,25 @@ def validate(args: argparse.Namespace) -> int:
     for p in args.param or []:
         if "=" not in p or not p.split("=", 1)[0]:
             raise InjectInputError(f"--param {p!r}: expected K=V (a probe option and its value)")
+    if getattr(args, "until_settled", False):
+        request = ValidateRequest(
+            injectors=tuple(args.injectors.split(",")) if args.injectors else None,
+            campaign_dir=args.campaign,
+            seed=args.seed,
+            probe=args.probe,
+            probe_params=_key_values(args.param or []),
+            inject_fraction=args.inject_fraction,
+            reserve=args.reserve,
+            show_progress=not args.no_progress and not args.json,
+        )
+        with changing_the_node(WAIT_S if args.wait is None else args.wait):
+            settled = run_validate_settled(request, args.rounds, args.cap)
+        if args.json:
+            json.dump(settled, sys.stdout, indent=1, default=str)
+            sys.stdout.write("\n")
+        else:
+            print("\n".join(render_settled(settled)))
+        return EXIT_INTERRUPTED if settled.get("interrupted") else EXIT_OK
     if args.trials < 4:
         raise InjectInputError(f"--trials {args.trials}: expected at least 4")
     if args.block < 1:
