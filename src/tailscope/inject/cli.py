@@ -103,6 +103,8 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 
 def _inject(inj: Injection, duration: float | None) -> int:
+    from tailscope.inject.control import signals_deferred
+
     interrupted = None
     with _signals_stop():
         try:
@@ -114,12 +116,8 @@ def _inject(inj: Injection, duration: float | None) -> int:
         except _Stop as exc:
             interrupted = str(exc)
         finally:
-            old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
+            with signals_deferred():
                 inj.stop()
-            finally:
-                for s, h in old.items():
-                    signal.signal(s, h)
     if inj.done:
         print(json.dumps(inj.done))
     if inj.returncode not in (None, 0, -signal.SIGTERM):

@@ -12,12 +12,12 @@ import json
 import os
 import random
 import secrets
-import signal
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+from tailscope.inject.control import signals_deferred
 from tailscope.inject.kinds import InjectInputError
 from tailscope.inject.score import score
 from tailscope.inject.validate import (
@@ -67,17 +67,16 @@ def _param(value: str) -> Any:
     return value
 
 
-def run_validate(request: ValidateRequest) -> dict[str, Any]:
-    from tailscope.campaign.runner import default_campaign_dir, preflight
+def _probe_and_injectors(request: ValidateRequest) -> tuple[Any, Any, list[Any], dict[str, str]]:
+    """The probe's variant (on the CPUs the plan leaves it), where each injector runs, the injectors that can
+    act here and why the others cannot; an injector named with --injectors that cannot act is exit 2."""
+    from tailscope.campaign.runner import preflight
     from tailscope.inject.control import online_cpus
-    from tailscope.node.facts import node_name
     from tailscope.probes.catalogue import ProbeVariant
-    from tailscope.verbs.workflow import RunRequest, run_campaign
 
     kinds, skipped = choose_kinds(request.injectors)
     if not kinds:
         raise InjectInputError("validate: no injector can act on this node")
-    node = node_name()
     params = {k.replace("-", "_"): _param(str(v)) for k, v in request.probe_params.items()}
     variant = ProbeVariant(request.probe, params)
     config = preflight(variant)
@@ -92,6 +91,16 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
     if plan.probe != cpus:
         variant = ProbeVariant(request.probe, {**params, "cpus": ",".join(map(str, plan.probe))})
         preflight(variant)
+    return variant, plan, kinds, skipped
+
+
+def run_validate(request: ValidateRequest) -> dict[str, Any]:
+    from tailscope.campaign.runner import default_campaign_dir
+    from tailscope.node.facts import node_name
+    from tailscope.verbs.workflow import RunRequest, run_campaign
+
+    node = node_name()
+    variant, plan, kinds, skipped = _probe_and_injectors(request)
     seed = request.seed if request.seed is not None else secrets.randbits(31)
     blocks = make_schedule(request.trials, request.block, request.inject_fraction, kinds, random.Random(seed))
     campaign_dir = request.campaign_dir or default_campaign_dir("validate", node)
@@ -118,8 +127,7 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
         )
     finally:
         # a second Ctrl-C or SIGTERM must not cut the cleanup (cgroup, sysctl) or the schedule's record short
-        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with signals_deferred():
             scheduler.stop()
             if (campaign_dir / MANIFEST).is_file():  # nothing is stored when no trial finished
                 store_injections(campaign_dir, scheduler.records, node=node, task=task, seed=seed)
@@ -127,9 +135,6 @@ def run_validate(request: ValidateRequest) -> dict[str, Any]:
             if not existed:  # no trial stored: leave nothing behind, as the runner does
                 with contextlib.suppress(OSError):
                     campaign_dir.rmdir()
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
     result: dict[str, Any] = {
         "campaign": str(campaign_dir),
         "seed": seed,
@@ -169,29 +174,16 @@ def run_validate_settled(request: ValidateRequest, rounds: int, cap: int) -> dic
     from tailscope.analysis.binomial import clopper_pearson
     from tailscope.analysis.model import Settings
     from tailscope.analysis.sequential import Baseline
-    from tailscope.campaign.runner import default_campaign_dir, preflight
+    from tailscope.campaign.runner import default_campaign_dir
     from tailscope.campaign.stopping import StoppingRequest
-    from tailscope.inject.control import Injection, online_cpus
+    from tailscope.inject.control import Injection
     from tailscope.node.facts import node_name
-    from tailscope.probes.catalogue import ProbeVariant
     from tailscope.store.campaign import write_atomic_bytes
     from tailscope.store.read import connect
     from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign
 
-    kinds, skipped = choose_kinds(request.injectors)
-    if not kinds:
-        raise InjectInputError("validate: no injector can act on this node")
     node = node_name()
-    params = {k.replace("-", "_"): _param(str(v)) for k, v in request.probe_params.items()}
-    variant = ProbeVariant(request.probe, params)
-    cpus = [int(c) for c in preflight(variant).get("cpus") or [0]]
-    plan, kinds, more_skipped = plan_cpus(kinds, cpus, online_cpus(), pinned="cpus" in params)
-    skipped.update(more_skipped)
-    if not kinds:
-        raise InjectInputError("validate: no injector can act on this node")
-    if plan.probe != cpus:
-        variant = ProbeVariant(request.probe, {**params, "cpus": ",".join(map(str, plan.probe))})
-        preflight(variant)
+    variant, plan, kinds, skipped = _probe_and_injectors(request)
     seed = request.seed if request.seed is not None else secrets.randbits(31)
     blocks = make_schedule(rounds, 1, request.inject_fraction, kinds, random.Random(seed))
     root = request.campaign_dir or default_campaign_dir("validate-settled", node)
@@ -251,12 +243,8 @@ def run_validate_settled(request: ValidateRequest, rounds: int, cap: int) -> dic
             )
         finally:
             if inj is not None:
-                old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-                try:
+                with signals_deferred():
                     inj.stop()
-                finally:
-                    for sig, handler in old.items():
-                        signal.signal(sig, handler)
         if outcome.interrupted:
             result["interrupted"] = True
             break
