@@ -193,7 +193,7 @@ def main() -> int:
                 flush=True,
             )
     fixed = statistics.median(r.seconds for r in runs["fixed"]) if runs.get("fixed") else None
-    print("\ncase     median s  target            verdicts                       vs fixed")
+    print("\ncase     median s  target                verdicts                       vs fixed")
     for case, rs in runs.items():
         median = statistics.median(r.seconds for r in rs)
         want, limit = TARGETS[case]
@@ -202,7 +202,7 @@ def main() -> int:
         target = f"{want or 'any'} <= {limit:g} s" if limit else "-"
         ratio = f"{median / fixed:.2f}x" if fixed else "-"
         status = "" if limit is None else ("PASS" if met else "MISS")
-        print(f"{case:8s} {median:8.1f}  {target:17s} {verdicts:30s} {ratio:>8s} {status}")
+        print(f"{case:8s} {median:8.1f}  {target:21s} {verdicts:30s} {ratio:>8s} {status}")
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

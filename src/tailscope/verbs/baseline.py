@@ -3,7 +3,8 @@
 Read from the history's entries (history/data.py HistoryData: one row per campaign, node and probe variant,
 with its median) of the same variant, leaving out excluded entries (`history exclude`) and those of
 campaigns that judged the node degraded (a bad spell is not the level to return to):
-- the node's own: the median of its latest MAX_ENTRIES entries' medians;
+- the node's own: the median of its latest MAX_ENTRIES entries' medians, of those judged healthy where it has
+  any (an inconclusive campaign may have been busy: its level is not the node's), else of all its usable ones;
 - else the fleet's: the median, over the other nodes with such an entry (at least MIN_FLEET_NODES, as the
   fleet screen asks of a variant, analysis/cluster.py), of each node's latest median.
 Else none: the probe is judged by the campaign's own rules at its trial cap. The baseline is taken as a known
@@ -69,8 +70,11 @@ def baselines_from_entries(
     frame = frame.loc[usable]
     nodes = frame["node"].astype(str)
     by_variant = frame["variant"].astype(str)
+    healthy = frame["verdict"].astype(str) == "healthy"
     for vid in variants:
         mine = frame.loc[(by_variant == vid) & (nodes == node)].sort_values("ended_at")
+        if healthy.loc[mine.index].any():  # a busy or noisy campaign's level is not the node's own
+            mine = mine.loc[healthy.loc[mine.index]]
         if len(mine):
             latest = mine.tail(MAX_ENTRIES)
             out[vid] = Baseline(
