@@ -386,29 +386,12 @@ def validate(args: argparse.Namespace) -> int:
     for p in args.param or []:
         if "=" not in p or not p.split("=", 1)[0]:
             raise InjectInputError(f"--param {p!r}: expected K=V (a probe option and its value)")
-    if getattr(args, "until_settled", False):
-        request = ValidateRequest(
-            injectors=tuple(args.injectors.split(",")) if args.injectors else None,
-            campaign_dir=args.campaign,
-            seed=args.seed,
-            probe=args.probe,
-            probe_params=_key_values(args.param or []),
-            inject_fraction=args.inject_fraction,
-            reserve=args.reserve,
-            show_progress=not args.no_progress and not args.json,
-        )
-        with changing_the_node(WAIT_S if args.wait is None else args.wait):
-            settled = run_validate_settled(request, args.rounds, args.cap)
-        if args.json:
-            json.dump(settled, sys.stdout, indent=1, default=str)
-            sys.stdout.write("\n")
-        else:
-            print("\n".join(render_settled(settled)))
-        return EXIT_INTERRUPTED if settled.get("interrupted") else EXIT_OK
-    if args.trials < 4:
-        raise InjectInputError(f"--trials {args.trials}: expected at least 4")
-    if args.block < 1:
-        raise InjectInputError(f"--block {args.block}: expected at least 1")
+    settled = bool(getattr(args, "until_settled", False))
+    if not settled:
+        if args.trials < 4:
+            raise InjectInputError(f"--trials {args.trials}: expected at least 4")
+        if args.block < 1:
+            raise InjectInputError(f"--block {args.block}: expected at least 1")
     if not 0 < args.inject_fraction < 1:
         raise InjectInputError(f"--inject-fraction {args.inject_fraction}: expected a fraction in (0, 1)")
     request = ValidateRequest(
@@ -426,10 +409,11 @@ def validate(args: argparse.Namespace) -> int:
     # the node lock for the whole campaign (a clean block is clean: no other injector starts between blocks);
     # what a killed inject or validate left is put back first
     with changing_the_node(WAIT_S if args.wait is None else args.wait):
-        result = run_validate(request)
+        # --until-settled: rounds stopped when settled
+        result = run_validate_settled(request, args.rounds, args.cap) if settled else run_validate(request)
     if args.json:
         json.dump(result, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
-        print("\n".join(render_scores(result)))
+        print("\n".join(render_settled(result) if settled else render_scores(result)))
     return EXIT_INTERRUPTED if result.get("interrupted") else EXIT_OK
