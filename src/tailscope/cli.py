@@ -142,6 +142,13 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         help="degraded when a node's CV is more than K x its robust CV and above 1%% (default 3)",
     )
     v.add_argument(
+        "--max-level-drop",
+        type=_limit(SHARE),
+        metavar="X",
+        help="degraded when a stopped check's level is more than X below the node's history (anytime-valid "
+        "confidence sequence; default 0.05)",
+    )
+    v.add_argument(
         "--max-busy-share",
         type=SHARE,
         metavar="S",
@@ -246,6 +253,17 @@ def _build_run(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
     p.add_argument(
+        "--until-settled",
+        action="store_true",
+        help="stop when the probe's verdict is settled (anytime-valid; --trials N is then the cap), judged "
+        "against the node's --history where it has one",
+    )
+    p.add_argument(
+        "--history",
+        metavar="DIR|URL",
+        help="with --until-settled: the node's history, the probe's baseline (default: $TAILSCOPE_HISTORY)",
+    )
+    p.add_argument(
         "--scaling",
         action="store_true",
         help="run on the first 1, 2, ..., all of the probe's CPUs (--trials each); min/median/max per count",
@@ -337,16 +355,39 @@ def _build_compare(sub: _Sub, probe_for_run: str | None) -> None:
 def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     from pathlib import Path
 
-    from tailscope.options import TRIALS
+    from tailscope.options import BUDGET, TRIALS
 
     p = sub.add_parser("check", help=VERBS["check"])
-    p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
+    p.add_argument("--quick", action="store_true", help="smaller trial caps (fixed: about 30 s, not 2-3 min)")
     p.add_argument(
         "--deep",
         action="store_true",
         help="then follow each degraded probe with the micro-architecture probes that isolate its component",
     )
-    p.add_argument("--trials", type=TRIALS, metavar="N", help="N trials of every probe")
+    p.add_argument(
+        "--trials", type=TRIALS, metavar="N", help="N trials of every probe (with --until-settled: at most N)"
+    )
+    s = p.add_argument_group(
+        "stopping (default: each probe stops when its verdict is settled, judged against the node's "
+        "history where --history has one; anytime-valid, README: How check stops)"
+    )
+    s.add_argument("--fixed", action="store_true", help="the fixed trial counts (200/20/20/30), no stopping")
+    s.add_argument(
+        "--until-settled", action="store_true", help="with --trials N: stop each probe when settled"
+    )
+    s.add_argument(
+        "--budget",
+        type=BUDGET,
+        metavar="T",
+        help="stop within T (20s, 1.5m): the most informative trials first; the verdict says what it claims",
+    )
+    s.add_argument(
+        "--between-jobs",
+        action="store_true",
+        help="for a Prolog/Epilog or NHC: a 20 s budget (or --budget), the node's --history as baseline and "
+        "appended, no report unless -o; NHC's output and exit codes (0 healthy, 1 degraded, 3 inconclusive)",
+    )
+    p.add_argument("--json", action="store_true", help="the verdict, claims and stopping as one JSON object")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
     p.add_argument("--no-progress", action="store_true")

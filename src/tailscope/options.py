@@ -122,9 +122,35 @@ def _max_trials() -> int:
     return MAX_TRIALS
 
 
+_TIME_UNITS = (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
+
+
+def duration(lo: float, hi: float) -> Callable[[str], float]:
+    """A time in seconds within (lo, hi]: '20s', '20', '1.5m', '500ms', '1h' (a bare number is seconds)."""
+
+    def parse(text: str) -> float:
+        t = text.strip().lower()
+        scale = 1.0
+        for suffix, factor in _TIME_UNITS:
+            if t.endswith(suffix) and not (suffix == "s" and t.endswith("ms")):
+                t, scale = t[: -len(suffix)], factor
+                break
+        try:
+            value = float(t) * scale
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a time like 20s, 1.5m or 90") from None
+        if not math.isfinite(value) or value <= lo or value > hi:
+            raise argparse.ArgumentTypeError(f"{text}: expected a time > {lo:g} s and at most {hi:g} s")
+        return value
+
+    parse.__name__ = "duration"
+    return parse
+
+
 TRIALS = whole(1, _max_trials)
 SECONDS = Number(0, 7 * 86400, lo_open=True, unit="seconds")  # a trial time limit: > 0 s, at most a week
 WARMUP = whole(0, 1000)  # trials run before the kept ones, per variant
+BUDGET = duration(1.0, 86400.0)  # `check --budget`: more than a second (a trial), at most a day
 FRACTION = number(0, 1, lo_open=True, hi_open=True)  # (0, 1): thresholds, rates, coverage
 SHARE = number(0, 1)  # [0, 1]
 NON_NEGATIVE = number(0)

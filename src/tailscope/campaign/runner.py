@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -73,6 +73,7 @@ class RunOutcome:
     stopped_reason: str | None = None
     committed: int = 0  # transactions committed (0: nothing was stored, no campaign was created)
     notices: list[str] = field(default_factory=list)  # what the job environment did (probes/jobenv.py)
+    stop: Any = None  # a campaign stopped when settled: how it ended (campaign/stopping.py StopSummary)
 
 
 def preflight(variant: ProbeVariant) -> dict[str, Any]:
@@ -258,6 +259,18 @@ def interleave(trials: Sequence[Trial]) -> list[Trial]:
     return [t for *_, t in sorted(keyed, key=lambda x: x[:3])]
 
 
+class Schedule(Protocol):
+    """The trials of a campaign that stops when its verdict settles (campaign/stopping.py)."""
+
+    def __iter__(self) -> Iterator[Trial]: ...
+
+    def time_limit(self, trial: Trial, default: float) -> float: ...
+
+    def accept(self, trial: Trial, rows: TrialRows) -> bool: ...
+
+    def observe(self, trial: Trial, rows: TrialRows) -> None: ...
+
+
 @dataclass
 class LocalRunner:
     campaign: Campaign
@@ -277,6 +290,12 @@ class LocalRunner:
     _facts: pa.Table | None = None
     _app_started: set[str] = field(default_factory=set)  # application variants with a trial run here
 
+    def _grow_plan(self, trial: Trial) -> None:
+        """A stopped campaign's plan is the trials it ran: the variant's plan grows with each trial."""
+        for plan in self.plans:
+            if plan.variant == trial.variant.variant_id:
+                plan.trials = max(plan.trials, trial.index + 1)
+
     def _node_facts(self) -> pa.Table:
         facts = collect_facts()
         facts["node"] = self.node
@@ -291,7 +310,8 @@ class LocalRunner:
         try:
             with load_into(self.campaign.root, "run", create=True, manifest=self.campaign.manifest) as tx:
                 for plan in self.plans:
-                    tx.add_plan(plan)
+                    if plan.trials:  # a stopped campaign's variant with no trial run yet: no plan
+                        tx.add_plan(plan)
                 if self.committed == 0:
                     facts = self._facts if self._facts is not None else self._node_facts()
                     tx.write("nodes", facts, node=self.node)
@@ -352,7 +372,10 @@ class LocalRunner:
                 )
                 self._app_started.add(vid)
 
-    def run(self, trials: Sequence[Trial]) -> RunOutcome:
+    def run(self, trials: Sequence[Trial], schedule: Schedule | None = None) -> RunOutcome:
+        """Run `trials` in order; with a `schedule` (campaign/stopping.py), the trials it picks from them one
+        at a time, each judged as it is stored, until it ends the campaign. The plans then record the
+        trials run, not the trials claimed: a campaign stopped when settled is complete."""
         outcome = RunOutcome(self.campaign.root)
         plan = Counter(t.variant.variant_id for t in trials)
         progress = Progress(total=len(trials), plan=plan, enabled=self.show_progress)
@@ -364,10 +387,12 @@ class LocalRunner:
             with _sigterm_as_interrupt():
                 self._facts = self._node_facts()
                 self._warm_up(trials, collector)
-                for trial in trials:
+                for trial in schedule if schedule is not None else trials:
                     if self.before_trial is not None:
                         self.before_trial(trial)
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
+                    if schedule is not None:
+                        timeout = schedule.time_limit(trial, timeout)
                     if self._is_app(trial):
                         rows = self._app_trial(trial, timeout, collector)
                     else:
@@ -379,6 +404,11 @@ class LocalRunner:
                             timeout_s=timeout,
                             evidence=collector,
                         )
+                    if schedule is not None:
+                        if not schedule.accept(trial, rows):
+                            continue  # cut by the budget: it measured the cut, not the node
+                        schedule.observe(trial, rows)
+                        self._grow_plan(trial)
                     buffer.extend(rows)
                     run = rows.runs[0]
                     ok = run["status"] == "ok"
