@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SCRIPT, _missing
+from .conftest import SCRIPT, slurm_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = ROOT / "scripts" / "slurm" / "tailscope-between-jobs"
@@ -38,7 +38,7 @@ def _run(argv: list[str], env: dict[str, str], timeout: float = 300) -> subproce
 @pytest.mark.slow
 @pytest.mark.root
 def test_the_check_runs_before_each_of_ten_jobs_and_drains_nothing(tmp_path):
-    reason = _missing()
+    reason = slurm_missing()
     if reason:
         pytest.skip(reason)
     env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin"}
