@@ -47,7 +47,6 @@ from tailscope.store.campaign import (
     CommitRecord,
     describe_owner,
     fsync_dir,
-    named,
     new_task_id,
     owner_alive,
     owner_record,
@@ -56,6 +55,7 @@ from tailscope.store.campaign import (
     write_atomic_bytes,
 )
 from tailscope.store.errors import CampaignBusyError, StoreError
+from tailscope.store.files import named
 from tailscope.store.footer import footer_digest
 from tailscope.store.manifest import Manifest, Plan
 from tailscope.store.schema import TABLES
