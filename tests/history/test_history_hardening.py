@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import multiprocessing
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +26,7 @@ from tailscope.verbs.history import summarize_campaign
 from tailscope.verbs.settings import judging_settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from campaigns import write_campaign
+from campaigns import concurrent_adds, write_campaign
 from synthetic import day_rows, make_fleet
 from test_fleet_changes import chromium as chromium  # the report tests' headless Chromium fixture
 
@@ -43,16 +40,6 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 # --- item 9: writers that start at once into a new directory --------------------------------------------
-def _add(history: str, summary: object, delay: float) -> None:
-    time.sleep(delay)
-    try:
-        DirectoryHistory(Path(history)).add(summary)  # type: ignore[arg-type]
-    except BaseException as exc:
-        print(f"writer failed: {exc}", file=sys.stderr)
-        os._exit(2)
-    os._exit(0)
-
-
 def test_eight_concurrent_adds_into_a_new_directory_all_store_their_entries(tmp_path, capsys):
     """Eight real processes (forked) adding one campaign each to a directory that does not exist yet,
     started 25 ms apart so that some look at it while the first is creating it: before, 2-6 of 8 were
@@ -65,15 +52,9 @@ def test_eight_concurrent_adds_into_a_new_directory_all_store_their_entries(tmp_
         )
         for i in range(8)
     ]
-    ctx = multiprocessing.get_context("fork")
     for attempt in range(2):
         history = tmp_path / f"H{attempt}"
-        procs = [ctx.Process(target=_add, args=(str(history), s, 0.025 * i)) for i, s in enumerate(summaries)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(120)
-        assert [p.exitcode for p in procs] == [0] * 8, capsys.readouterr().err
+        assert concurrent_adds(str(history), summaries, 0.025) == [0] * 8, capsys.readouterr().err
         entries = DirectoryHistory(history).read().entries
         assert sorted(entries["node"].astype(str)) == [f"n{i}" for i in range(8)]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import multiprocessing
-import os
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tailscope.history.directory import DirectoryHistory  # noqa: E402
 from tailscope.history.postgres import PostgresHistory  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from campaigns import write_campaign  # noqa: E402
+from campaigns import concurrent_adds, write_campaign  # noqa: E402
 from synthetic import day_rows, make_fleet  # noqa: E402
 
 from pgserver import fresh_database  # noqa: E402
@@ -112,18 +111,6 @@ def test_unreachable_server_and_unknown_role_are_one_line(server, tmp_path, caps
 
 
 # --- issue 30: concurrent first adds, passwords, exclusion prefixes -------------------------------------
-def _add_summary(url: str, summary: object, delay: float) -> None:
-    import time
-
-    time.sleep(delay)
-    try:
-        PostgresHistory(url).add(summary)  # type: ignore[arg-type]
-    except BaseException as exc:
-        print(f"writer failed: {exc}", file=sys.stderr)
-        os._exit(2)
-    os._exit(0)
-
-
 def test_eight_concurrent_first_adds_into_a_new_database_all_store_their_entries(server, tmp_path, capsys):
     """Eight processes adding one campaign each to a database nothing was written to yet (the tables are made
     by the first to take the advisory lock): every entry stored once."""
@@ -135,13 +122,7 @@ def test_eight_concurrent_first_adds_into_a_new_database_all_store_their_entries
     settings = judging_settings(None, {})
     campaigns = [write_campaign(tmp_path / f"c{i}", day0, {f"n{i}": 1.0}, trials=6, seed=i) for i in range(8)]
     summaries = [summarize_campaign(c, settings) for c in campaigns]
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_add_summary, args=(url, s, 0.02 * i)) for i, s in enumerate(summaries)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-    assert [p.exitcode for p in procs] == [0] * 8, capsys.readouterr().err
+    assert concurrent_adds(url, summaries, 0.02) == [0] * 8, capsys.readouterr().err
     entries = PostgresHistory(url).read().entries
     assert sorted(entries["node"].astype(str)) == [f"n{i}" for i in range(8)]
 
