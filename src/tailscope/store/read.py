@@ -653,11 +653,16 @@ class CampaignConnection:
         _check_ends(
             self.campaign, "iterations", [f for f in self.campaign.shard_files("iterations") if f not in read]
         )
-        part = read_table(self.campaign, "iterations", files=files)
+        names = None if columns == "*" else [c.strip() for c in columns.split(",")]
+        part = read_table(self.campaign, "iterations", names, files=files)  # only the columns asked for
         if not self._runs_table and self._runs_read is not None:
             # every stored run is visible (runs view = runs_all): the rows of the runs asked for, by Arrow
-            names = part.column_names if columns == "*" else [c.strip() for c in columns.split(",")]
-            return self._as_duckdb_frame(part.filter(self._of_stored_runs(part, ids)).select(names))
+            import pyarrow.compute as pc
+
+            wanted = self._of_stored_runs(part, ids)
+            if not pc.all(wanted).as_py():  # a copy only when some rows are not asked for
+                part = part.filter(wanted)
+            return self._as_duckdb_frame(part)
         self._abort()
         self._con.register("iterations_part", part)  # a name `execute` does not take for a table's
         try:

@@ -231,17 +231,23 @@ def analyze_campaign(
 def _iteration_source(
     con: CampaignConnection, probe: str | None, node: str | None
 ) -> Callable[[Sequence[str] | None], pd.DataFrame]:
-    """The analysis' IterationSource on `con`: only the iterations it asks for are read, each set once."""
-    seen: dict[tuple[str, ...] | None, pd.DataFrame] = {}
+    """The analysis' IterationSource on `con`: only the iterations it asks for are read, a set once while
+    it is held. Not held here: analyze drops its rows once its runs are classified, before it builds the
+    results (the peak of `analyze` of 1,000 nodes), so a second analysis (the pages test) reads them again."""
+    import weakref
+
+    seen: weakref.WeakValueDictionary[tuple[str, ...] | None, pd.DataFrame] = weakref.WeakValueDictionary()
 
     def source(run_ids: Sequence[str] | None) -> pd.DataFrame:
         key = None if run_ids is None else tuple(run_ids)
-        if key not in seen:
+        frame = seen.get(key)
+        if frame is None:
             if run_ids is None:
-                seen[key] = con.iterations_of_runs(probe=probe, node=node)
+                frame = con.iterations_of_runs(probe=probe, node=node)
             else:
-                seen[key] = con.iterations_of_runs(run_ids=run_ids)
-        return seen[key]
+                frame = con.iterations_of_runs(run_ids=run_ids)
+            seen[key] = frame
+        return frame
 
     return source
 
