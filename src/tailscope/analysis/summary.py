@@ -59,6 +59,7 @@ from tailscope.analysis.settings import settings_from_dict, validate_settings
 from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits
 
 __all__ = [
+    "ATTRIBUTION_RUN_COLUMNS",
     "ITERATION_COLUMNS",
     "RUN_COLUMNS",
     "STORE_RUN_COLUMNS",
@@ -84,6 +85,8 @@ RUN_COLUMNS = (
 # The runs columns analyze and the counter attribution (attribution.py: threads, seconds, wall_s) read, and
 # notes (error): `analyze` reads only these from the store.
 STORE_RUN_COLUMNS = (*RUN_COLUMNS, "error", "threads", "wall_s", "seconds", "page_policy")
+# Those only the counter attribution reads: not read where the campaign stored no counters (workflow.py).
+ATTRIBUTION_RUN_COLUMNS = ("threads", "wall_s", "seconds")
 ITERATION_COLUMNS = ("run_id", "iteration", "thread", "kernel", "warmup", "value")
 FWQ_ITERATION_COLUMNS = ("seconds",)  # mono_start_ns is used when present
 

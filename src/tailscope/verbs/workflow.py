@@ -18,7 +18,7 @@ import pandas as pd
 from tailscope.analysis.causes.page_placement import PagesTest, pages_tests, variants_it_explains
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
-from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
+from tailscope.analysis.summary import ATTRIBUTION_RUN_COLUMNS, STORE_RUN_COLUMNS, analyze
 from tailscope.node.facts import node_name
 from tailscope.probes.catalogue import ProbeVariant
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, atomic_files, new_task_id
@@ -209,7 +209,10 @@ def analyze_campaign(
     if con is None:
         con = connect(campaign)  # one connection: every shard footer is read once
     try:
-        runs = con.runs(probe=probe, node=node, columns=STORE_RUN_COLUMNS)
+        columns = STORE_RUN_COLUMNS
+        if not campaign.shard_files("counters"):  # no counter attribution: not its columns (~1/6 of the read)
+            columns = tuple(c for c in columns if c not in ATTRIBUTION_RUN_COLUMNS)
+        runs = con.runs(probe=probe, node=node, columns=columns)
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
         iterations = _iteration_source(con, probe, node)
