@@ -57,6 +57,7 @@ from tailscope.analysis.notes import compose_notes
 from tailscope.analysis.quantiles import quantile_ci
 from tailscope.analysis.settings import settings_from_dict, validate_settings
 from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits
+from tailscope.heap import return_freed_memory
 
 __all__ = [
     "ATTRIBUTION_RUN_COLUMNS",
@@ -172,6 +173,7 @@ def analyze(
     variants = _variant_summaries(scored)
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
     groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
+    return_freed_memory()  # the columns freed so far, before 50,000 run verdicts are built (heap.py)
     run_verdicts = _run_verdicts(scored, kinds, noise, found)
     checks = make_verdict(groups, settings, _references(variants))
     node_verdicts = health.node_health(

@@ -22,7 +22,6 @@ Views (one per table, plus `<table>_all` with every stored row):
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -34,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tailscope.heap import return_freed_memory
 from tailscope.store.campaign import COMMITS, QUARANTINE, Campaign, CommitRecord, conform
 from tailscope.store.errors import StoreError
 from tailscope.store.footer import checked_source, footer_damage
@@ -188,37 +188,17 @@ def _scan(
     if len(tables) > 1 and data.nbytes <= COMBINE_MAX_BYTES and data.nbytes < SMALL_SHARD_BYTES * len(tables):
         data = data.combine_chunks()  # many small shards: their rows in one buffer per column
         del parts, tables
-        _return_freed_memory()
+        # Each shard's footer and column readers are many small allocations, freed once it is read, between
+        # the small buffers of the rows that stay: 1,000 runs shards left 27 MiB free but held, which no later
+        # allocation of the analysis reused, so it added to the peak. The rows were copied into one buffer
+        # per column (above), so whole pages come free; large shards (background samples) are neither copied
+        # nor many, and are left as they are.
+        return_freed_memory()
     return data, np.concatenate(file_of) if file_of else np.zeros(0, np.int32)
 
 
 SMALL_SHARD_BYTES = 1 << 20  # shards this small on average (one node's chunk of trials) are combined
 COMBINE_MAX_BYTES = 256 << 20  # never a copy of more than this (nor a text column past 2 GiB of offsets)
-
-
-def _return_freed_memory() -> None:
-    """Give the C library's freed heap pages back to the system (glibc's malloc_trim; elsewhere nothing).
-
-    Each shard's footer and column readers are many small allocations, freed once it is read, between the
-    small buffers of the rows that stay: 1,000 runs shards left 27 MiB free but held, which no later
-    allocation of the analysis reused (numpy's large arrays are mapped on their own), so it added to the
-    peak. The rows are copied into one buffer per column first (`combine_chunks`), so whole pages come free;
-    large shards (background samples) are neither copied nor many, and are left as they are.
-    """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    """malloc_trim from the C library this process runs on (not glibc: None)."""
-    import ctypes
-
-    try:
-        return getattr(ctypes.CDLL(None), "malloc_trim", None)
-    except OSError:
-        return None
 
 
 def read_table(
