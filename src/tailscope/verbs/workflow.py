@@ -210,7 +210,7 @@ def analyze_campaign(
         con = connect(campaign)  # one connection: every shard footer is read once
     try:
         columns = STORE_RUN_COLUMNS
-        if not campaign.shard_files("counters"):  # no counter attribution: not its columns (~1/6 of the read)
+        if not con.campaign.shard_files("counters"):  # no counter attribution: not its columns (1/6 of reads)
             columns = tuple(c for c in columns if c not in ATTRIBUTION_RUN_COLUMNS)
         runs = con.runs(probe=probe, node=node, columns=columns)
         if runs.empty:
