@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+
+from hosts.hostroot import materialize
+from tailscope.node.host import Host, recorded
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -16,7 +21,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-
 # Property tests run the same examples every time (CI and a developer see the same inputs; a failure found
 # once is found again): hypothesis' derandomized profile.
 try:
@@ -26,3 +30,27 @@ try:
     _hypothesis_settings.load_profile("tailscope")
 except ImportError:  # pragma: no cover - hypothesis is in the test extras
     pass
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[tuple[str, Path]]:
+    """A real PostgreSQL server for the session (tests/pgserver.py): (URL of database `hist`, socket dir)."""
+    from pgserver import running_server
+
+    with running_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def host_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Host]:
+    """name -> the recorded real node tests/hosts/NAME.toml as a host root (node/host.py), written under a
+    session directory the first time a test asks for it."""
+    made: dict[str, Host] = {}
+    base: Path = tmp_path_factory.mktemp("hosts")
+
+    def get(name: str) -> Host:
+        if name not in made:
+            made[name] = recorded(materialize(name, base / name))
+        return made[name]
+
+    return get

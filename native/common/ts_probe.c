@@ -1,6 +1,7 @@
 /* ts_probe.c -- see ts_probe.h. */
 #define _GNU_SOURCE
 #include "ts_probe.h"
+#include "ts_isa.h"
 
 #include "ts_cpulist.h"
 #include "ts_pin.h"
@@ -420,6 +421,9 @@ void ts_probe_init(ts_probe *p, const char *name, const char *manual, int argc, 
     p->stderr_tty = isatty(STDERR_FILENO);
 
     parse_args(p, argc, argv, opts, nopts);
+    if (ts_isa_recorded() && !p->check_args)
+        usage_error(p, "TAILSCOPE_CPUINFO=%s describes another CPU: only --check-args may use it (it says which "
+                       "kernels would run there; nothing runs)", ts_isa_recorded());
 
     char err[1024];
     if (ts_topo_load(&p->topo, SYSFS_CPU, err, sizeof err) != 0)

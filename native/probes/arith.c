@@ -79,6 +79,8 @@
  *   hz_before, hz_after, hz}], checks [{cpu, precision, width, op, outcome, refused, attempts}],
  *   cycles_source pmu|clock, repeats).
  *   TAILSCOPE_ARITH_NO_PMU=1 measures with the clock even where the PMU counts cycles.
+ *   TAILSCOPE_CPUINFO=FILE with --check-args: params.kernel_isa and params.kernels for the CPU that FILE (another
+ *   node's /proc/cpuinfo) describes, from its flags/Features line (common/ts_isa.h); nothing runs.
  *   Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 resource not available, 4 validation failed.
  *
  * KERNELS
@@ -353,6 +355,8 @@ static bool cpus_given(int argc, char **argv)
 /* Does the CPU do FP16 arithmetic (x86: AVX512-FP16, CPUID.(7,0):EDX[23])? (aarch64: decided at build time) */
 static bool have_fp16(void)
 {
+    if (ts_isa_recorded())
+        return ts_isa_recorded_has("avx512_fp16"); /* Linux's name for CPUID.(7,0):EDX[23] */
     unsigned a, b, c, d;
     if (__get_cpuid_max(0, NULL) < 7)
         return false;
@@ -455,7 +459,8 @@ int main(int argc, char **argv)
     /* flavours: scalar (with FMA3 when the CPU has it) and the widest SIMD */
 #if TS_X86
     __builtin_cpu_init();
-    const bool fma3 = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+    const bool fma3 = ts_isa_recorded() ? ts_isa_recorded_has("fma") && ts_isa_recorded_has("avx2")
+                                        : __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
     bool isa_forced;
     const ts_isa isa = ts_isa_select(&isa_forced);
     const bool fp16_cpu = have_fp16(), fp16 = fp16_cpu && isa == TS_ISA_AVX512F;
@@ -478,7 +483,12 @@ int main(int argc, char **argv)
                                               : FLAVOUR(fp64_sse2);
     const char *isa_name = ts_isa_name(isa);
 #elif defined(__aarch64__)
-    const unsigned long hwcap = getauxval(AT_HWCAP);
+    /* the HWCAP bits this decision reads; a recorded CPU's (TAILSCOPE_CPUINFO) from its Features names */
+    const unsigned long hwcap =
+        ts_isa_recorded() ? (ts_isa_recorded_has("fphp") ? HWCAP_FPHP : 0) |
+                                (ts_isa_recorded_has("asimdhp") ? HWCAP_ASIMDHP : 0) |
+                                (ts_isa_recorded_has("sve") ? HWCAP_SVE : 0)
+                          : getauxval(AT_HWCAP);
     /* FEAT_FP16: scalar (HWCAP_FPHP) and vector (HWCAP_ASIMDHP) half-precision arithmetic */
     const bool fp16 = (hwcap & HWCAP_FPHP) && (hwcap & HWCAP_ASIMDHP);
     const flavour *f16v = NULL, *f32v = NULL, *f64v = NULL;
@@ -487,7 +497,8 @@ int main(int argc, char **argv)
     const bool sve = (hwcap & HWCAP_SVE) != 0 && getenv("TAILSCOPE_ARITH_NO_SVE") == NULL;
     /* the SVE rows with the CPU's vector length */
     flavour v16 = *FLAVOUR(fp16_sve), v32 = *FLAVOUR(fp32_sve), v64 = *FLAVOUR(fp64_sve);
-    const int vbits = sve ? sve_bits() : 0;
+    /* a recorded CPU's vector length is not known here (and this CPU may have no SVE to ask): 0 */
+    const int vbits = sve && !ts_isa_recorded() ? sve_bits() : 0;
     if (vbits > MAX_LANES * 16)
         ts_die(TS_EXIT_RUNTIME, "SVE vector length %d bits: longer than the architecture's 2048", vbits);
     v16.bits = v32.bits = v64.bits = vbits;

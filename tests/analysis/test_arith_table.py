@@ -54,7 +54,7 @@ def test_x86_summary_prints_one_seed_table_per_width():
         "arith, avx512f (512-bit), cycles per instruction",
     ]
     for b in blocks:
-        _check_shape(b, ["FP32", "FP64"])  # no FP16: this EPYC has no AVX512-FP16
+        _check_shape(b, ["FP32", "FP64"])  # no FP16: the recorded EPYC (fixture) has no AVX512-FP16
     fma = next(line for line in blocks[0] if line.startswith("FMA")).split()
     lat, thr = (_median(X86, "fp64", "scalar", "fma", c) for c in ("latency_cycles", "rthroughput_cycles"))
     assert (float(fma[3]), float(fma[4])) == pytest.approx((lat, thr), abs=0.005)

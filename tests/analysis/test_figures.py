@@ -77,6 +77,19 @@ def test_imported_and_application_runs_keep_their_stored_figures():
 
 
 @pytest.mark.slow
+def _fma_precisions(options: list[str]) -> set[str]:
+    """The precisions arith measures FMA in on this CPU, as the probe itself says (`--check-args`:
+    params.kernels): FP32 and FP64 everywhere, FP16 too where the CPU has AVX512-FP16 or FEAT_FP16."""
+    import subprocess
+
+    from tailscope.native import native_path
+
+    argv = [str(native_path("arith")), *options, "--check-args"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
+    kernels = json.loads(out.splitlines()[0])["params"]["kernels"]
+    return {k.split("_")[0] for k in kernels if "_fma_" in k}
+
+
 def test_analyze_json_has_every_figure_of_every_run(tmp_path, capsys):
     from tailscope.cli import main
 
@@ -101,7 +114,7 @@ def test_analyze_json_has_every_figure_of_every_run(tmp_path, capsys):
         else:
             assert {"latency_cycles", "rthroughput_cycles", "effective_hz"} <= names
             fma = [f for f in run["figures"] if f.get("params", {}).get("op") == "fma"]
-            assert {f["params"]["precision"] for f in fma} == {"fp32", "fp64"}
+            assert {f["params"]["precision"] for f in fma} == _fma_precisions(arith[1:])
         for f in run["figures"]:
             assert set(f) <= {"name", "value", "unit", "higher_is_better", "params"}
             assert isinstance(f["value"], float) and isinstance(f["higher_is_better"], bool)

@@ -3,16 +3,24 @@ killed, bounded output scanned in full, and nothing left when tailscope is SIGKI
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from app_tools import running, tailscope_env, wait_for
+from app_tools import running, tailscope_env, wait_for, with_marker
 
+import tailscope
 from tailscope.launch import KEEP_BYTES, LaunchError, launch
 from tailscope.launch.tree import cgroup2_mount, make_cgroup, remove_cgroup
 
@@ -156,6 +164,96 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+_ENV_CLEARED = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tailscope.launch import launch
+done = launch(["sh", "-c", "setsid sh -c 'env -i sleep %s &'; sleep %s" % (sys.argv[2], sys.argv[3])])
+print(json.dumps({"mode": done.mode, "leftovers": [m.cmdline for m in done.leftovers]}))
+"""
+
+
+def _python_for(user: str) -> str | None:
+    """A Python 3.11+ that `user` may run (this venv may live under root's home)."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        check = [python, "-c", "import sys; sys.exit(sys.version_info < (3, 11))"]
+        if subprocess.run(["runuser", "-u", user, "--", *check], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+@contextlib.contextmanager
+def _as_nobody(root_sleep_s: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The launcher as the user nobody (no cgroup: the subreaper holds the tree), on a command that leaves a
+    setsid daemon started with `env -i` (no TAILSCOPE_LAUNCH in its environment): (the launcher, the
+    daemon's command line). Whatever is left of the daemon is killed afterwards."""
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        pytest.skip("needs root to run the launcher as an unprivileged user")
+    python = _python_for("nobody")
+    if python is None:
+        pytest.skip("no Python 3.11 the user nobody may run")
+    marker = f"1003.{random.randrange(10**6):06d}"
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:  # pytest's tmp_path is private to root
+        os.chmod(d, 0o755)
+        ignore = shutil.ignore_patterns("_native", "__pycache__")
+        shutil.copytree(Path(tailscope.__file__).parent, Path(d) / "tailscope", ignore=ignore)
+        (Path(d) / "launch.py").write_text(_ENV_CLEARED)
+        argv = ["runuser", "-u", "nobody", "--", python, f"{d}/launch.py", d, marker, root_sleep_s]
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        try:
+            yield proc, marker
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # runuser and the launcher (its tree: the watchdog)
+            proc.communicate(timeout=60)
+            for pid in with_marker(marker):  # the test's own processes: the marker is in their command lines
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _daemon(marker: str) -> list[int]:
+    """The daemon itself: `sleep MARKER`, not the shells whose command lines hold it."""
+    return [p for p in with_marker(marker) if _cmdline(p) == f"sleep {marker} "]
+
+
+def test_a_daemon_that_clears_its_environment_dies_with_the_trial_without_root():
+    """It carried no TAILSCOPE_LAUNCH and survived the trial; it is an orphan reparented to tailscope, so the
+    tree's whatever its environment."""
+    with _as_nobody("0.3") as (proc, marker):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert json.loads(out) == {"mode": "subreaper", "leftovers": [f"sleep {marker}"]}
+        assert not _daemon(marker)
+
+
+def test_a_daemon_that_clears_its_environment_dies_with_a_sigkilled_launcher_without_root():
+    """tailscope SIGKILLed mid-trial: the orphan it had adopted is reparented to init, and the watchdog, which
+    finds the tree by its environment, kills it by the pid and start time it was handed."""
+    with _as_nobody("600") as (_, marker):
+        assert wait_for(lambda: _daemon(marker), 60), "the daemon did not start"
+        [pid] = _daemon(marker)
+        launcher = _ppid(pid)
+        assert wait_for(lambda: _ppid(pid) != launcher or "launch.py" in _cmdline(launcher), 30)
+        launcher = _ppid(pid)  # adopted: tailscope is its parent now
+        time.sleep(2.5)  # tailscope notices an adopted orphan within about a second
+        os.kill(launcher, signal.SIGKILL)
+        assert wait_for(lambda: not running(pid), 60), "the env -i daemon outlived a SIGKILLed tailscope"
+
+
+def _ppid(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 # An OpenMP program (trace refuses others) that leaves a setsid daemon, then sleeps in a parallel region.
 _OMP_PROG = r"""
 #include <omp.h>
@@ -209,8 +307,16 @@ def test_sigkill_of_trace_leaves_nothing(tmp_path):
         # shown, and that start is tried once more: the SIGKILL below is what this test judges.
         stderr = (tmp_path / f"trace-{attempt}.err").open("w")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tailscope", "trace", "--campaign", str(tmp_path / f"c{attempt}"), "--",
-             str(prog)],
+            [
+                sys.executable,
+                "-m",
+                "tailscope",
+                "trace",
+                "--campaign",
+                str(tmp_path / f"c{attempt}"),
+                "--",
+                str(prog),
+            ],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

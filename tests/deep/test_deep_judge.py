@@ -13,6 +13,7 @@ import pytest
 
 from tailscope.analysis.deep_judge import NodeReference, judge_arith, judge_latency, usual_clock
 from tailscope.analysis.reference_tables import TABLES, cpu_identity, nominal_hz, part_of, parts
+from tailscope.node.parts import PARTS
 from tailscope.report.models import DIFFERS, DeepResult, Step
 from tailscope.verbs.deep import _evidence
 
@@ -145,7 +146,8 @@ def test_every_table_row_cites_a_source_and_is_well_formed():
     doc = tomllib.loads(TABLES.read_text())
     assert {"skylake-sp", "sapphire-rapids", "zen4", "kunpeng920"} <= set(doc["parts"]) == set(parts())
     for pid, p in doc["parts"].items():
-        assert p["name"] and p["short"] and "match" in p, pid
+        assert p["name"] and p["short"] and "match" not in p, pid  # which CPUs: node/parts.py, one place
+        assert any(c.table == pid for c in PARTS), f"no part of node/parts.py names the table {pid}"
         for row in p.get("latency", []):
             assert row["level"] in ("L1", "L2", "L3", "DRAM") and row["unit"] in ("cycles", "ns"), (pid, row)
             assert 0 < row["low"] <= row["high"] and len(row["source"]) > 20, (pid, row)
@@ -175,3 +177,29 @@ def test_deep_names_a_pair_refused_in_any_trial_and_on_any_cpu():
     assert scalar["title"].endswith("median of 3 trials")
     fma = dict(scalar["rows"])["FMA"][scalar["precisions"].index("fp64")]
     assert fma[2] == "partial"
+
+
+def test_an_unambiguous_inference_is_judged_against_its_table(tmp_path):
+    """A KVM guest shown as "AMD EPYC" (family 25 model 17) with Zen 4's caches and AVX-512: the part is
+    inferred (Zen 4, one part fits), its table applies, and the expectation says the part was inferred."""
+    from tailscope.analysis.deep_judge import node_reference
+    from tailscope.node.host import Host
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
+        "flags\t\t: fpu sse2 avx2 fma vaes avx512f avx512_bf16 hypervisor\n\n")
+    cpu = tmp_path / "sys/devices/system/cpu"
+    (cpu / "cpu0/topology").mkdir(parents=True)
+    (cpu / "online").write_text("0\n")
+    zen4 = ((1, "Data", "32K"), (2, "Unified", "1024K"), (3, "Unified", "32768K"))
+    for k, (level, kind, size) in enumerate(zen4):
+        index = cpu / f"cpu0/cache/index{k}"
+        index.mkdir(parents=True)
+        for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", "0")):
+            (index / name).write_text(f"{value}\n")
+    ref = node_reference([], [], Host(tmp_path, machine_name="x86_64"))
+    assert ref.part is not None and ref.part.id == "zen4"
+    assert ref.inferred.startswith("virtual machine: part inferred: likely AMD Zen 4")
+    j = judge_latency({"working_sets": [_level("L1", 1.0, 4.0), _level("L2", 4.0, 14.0)]}, ref)
+    assert "inside the published ranges for" in j.expected and ref.inferred in j.expected

@@ -8,12 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import multiprocessing
-import os
-import pwd
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,47 +23,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from campaigns import write_campaign  # noqa: E402
 from synthetic import day_rows, make_fleet  # noqa: E402
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-USER = "pgtest"
+from pgserver import fresh_database  # noqa: E402
 
 
-def _as_user(cmd: list[str]) -> list[str]:
-    return ["runuser", "-u", USER, "--", *cmd] if os.geteuid() == 0 else cmd
-
-
-@pytest.fixture(scope="module")
-def server():
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip("PostgreSQL 15 server binaries are not installed (Debian package postgresql-15)")
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam(USER)
-        except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", USER], check=True)
-    base = Path(tempfile.mkdtemp(prefix="tailscope-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(base, USER, USER)
-    data = base / "data"
-    run = {"check": True, "capture_output": True, "timeout": 60}
-    initdb = [str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
-    subprocess.run(_as_user([*initdb, "--locale=C.UTF-8"]), **run)
-    options = f"-k {base} -c listen_addresses=''"  # the socket in the directory, no TCP
-    pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "start"]
-    subprocess.run(_as_user(pg_ctl), **run)
-    try:
-        subprocess.run(_as_user([str(PG_BIN / "createdb"), "-h", str(base), "-U", "postgres", "hist"]), **run)
-        yield f"postgresql://postgres@/hist?host={base}", base
-    finally:
-        subprocess.run(_as_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
-                       capture_output=True, timeout=60)  # fmt: skip
-        shutil.rmtree(base, ignore_errors=True)
+@pytest.fixture
+def server(postgres_server):
+    return postgres_server  # one server for the session (tests/pgserver.py), shared with tests/jobs
 
 
 def _fresh_db(server: tuple[str, Path], name: str) -> str:
-    url, base = server
-    subprocess.run(_as_user([str(PG_BIN / "createdb"), "-h", str(base), "-U", "postgres", name]),
-                   check=True, capture_output=True, timeout=60)  # fmt: skip
-    return url.replace("/hist?", f"/{name}?")
+    return fresh_database(server, name)
 
 
 def _writer(url: str, worker: int, workers: int, nodes: int, days: int) -> None:

@@ -21,6 +21,7 @@ import pytest
 from tailscope.inject.control import Injection
 from tailscope.inject.kinds import InjectInputError
 from tailscope.node.facts import cache_size
+from tailscope.node.journal_entry import PLACES_ENV
 
 sys.path.insert(0, str(Path(__file__).parent))
 from victims import busy_loop, copy_rate, median, pinned, switches, thp_kib, vmstat
@@ -274,8 +275,12 @@ def test_cpu_quota_throttles_a_process_and_moves_it_back(tmp_path: Path) -> None
         victim.wait()
 
 
-def test_freq_cap_writes_and_restores_scaling_max_freq(tmp_path: Path) -> None:
-    # A cpufreq tree in the kernel's format (this VM has none): the real code path, fed recorded-shape files.
+def test_freq_cap_writes_and_restores_scaling_max_freq(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cpufreq tree in the kernel's format (this VM has none): the real code path, fed recorded-shape files,
+    # which the journal may write as it would the real ones
+    monkeypatch.setenv(PLACES_ENV, str(tmp_path))
     for cpu in (0, 1):
         d = tmp_path / f"cpu{cpu}" / "cpufreq"
         d.mkdir(parents=True)

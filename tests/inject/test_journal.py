@@ -14,78 +14,30 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from journal_tools import (
+    COMPACT,
+    helper_of,
+    inject_restore,
+    pids_named,
+    plant,
+    ready_line,
+    sigkill,
+    tailscope,
+    wait_for,
+)
 
 from tailscope.inject.kinds import InjectInputError
 from tailscope.node import journal
-
-COMPACT = Path("/proc/sys/vm/compact_unevictable_allowed")
-DEADLINE_S = 30.0
-
-
-def wait_for(what: str, ok: Callable[[], bool], deadline_s: float = DEADLINE_S) -> None:
-    end = time.monotonic() + deadline_s
-    while not ok():
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {deadline_s:g} s: {what}")
-        time.sleep(0.05)
-
-
-def tailscope(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tailscope", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-    )
-
-
-def ready_line(proc: subprocess.Popen[str]) -> dict[str, object]:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert '"ready"' in line, (line, proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
-    return json.loads(line)
-
-
-def sigkill(proc: subprocess.Popen[str]) -> str:
-    """SIGKILL the run (no handler can run) and return what was said on its stderr (the helper's lines
-    included: it shares the run's stderr, and the pipe closes when the helper is done)."""
-    proc.kill()
-    _, err = proc.communicate(timeout=DEADLINE_S)
-    return err
-
-
-def pids_named(name: str) -> set[int]:
-    out = set()
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if (d / "comm").read_text().strip() == name:
-                    out.add(int(d.name))
-            except OSError:
-                pass
-    return out
-
-
-def helper_of(pid: int) -> int | None:
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"tailscope.node.journal" in argv and str(pid).encode() in argv:
-                return int(d.name)
-    return None
+from tailscope.node.journal_entry import PLACES_ENV
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {journal.ENV_DIR: str(tmp_path / "journal")}
+    """A journal of the test's own; restore may write the copies of sysfs files the test makes there."""
+    return {journal.ENV_DIR: str(tmp_path / "journal"), PLACES_ENV: str(tmp_path)}
 
 
 @pytest.fixture
@@ -98,14 +50,6 @@ def cpu_root() -> Path:
         return cpu_hierarchy().root
     except InjectInputError as exc:
         pytest.skip(str(exc))
-
-
-@pytest.fixture
-def victim() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "300"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def cgroup_of(pid: int) -> str:
@@ -122,13 +66,6 @@ def quota_on(victim: subprocess.Popen[bytes], env: dict[str, str]) -> tuple[str,
     group = Path(str(ready_line(proc)["cgroup"]))
     assert group.is_dir() and cgroup_of(victim.pid) == str(group)
     return origin, proc, group
-
-
-def inject_restore(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
-    )  # fmt: skip
 
 
 @pytest.mark.root
@@ -207,32 +144,16 @@ def test_inject_restore_after_the_helper_died_too_and_never_a_live_run(
     assert again.stdout.startswith("nothing to restore")
 
 
-def _plant(directory: Path, owner: journal.Owner, target: Path, value: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    data = {
-        "format": journal.FORMAT,
-        "owner": {"pid": owner.pid, "start": owner.start, "boot": owner.boot},
-        "seq": 1,
-        "action": "write",
-        "what": journal.describe("write", {"path": str(target), "value": value}),
-        "path": str(target),
-        "value": value,
-    }
-    entry = directory / f"{owner.tag()}-00001.json"
-    entry.write_text(json.dumps(data))
-    return entry
-
-
 def test_read_only_verbs_and_help_never_touch_the_journal_restore_does(tmp_path: Path) -> None:
     d = tmp_path / "journal"
-    env = {**os.environ, journal.ENV_DIR: str(d)}
+    env = {**os.environ, journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path)}
     me = journal.Owner.this_process()
     dead = journal.Owner(me.pid, me.start + 1, me.boot)  # this pid, another start time: that run is gone
     target, live_target = tmp_path / "knob", tmp_path / "live-knob"
     target.write_text("changed\n")
     live_target.write_text("changed\n")
-    entry = _plant(d, dead, target, "original\n")
-    live = _plant(d, me, live_target, "original\n")
+    entry = plant(d, dead, target, "original\n")
+    live = plant(d, me, live_target, "original\n")
     for argv in (["inject", "--help"], ["validate", "--help"], ["inject", "cpuoccupy", "--cpus", ""]):
         subprocess.run([sys.executable, "-m", "tailscope", *argv], capture_output=True, timeout=60, env=env)
     assert entry.exists() and target.read_text() == "changed\n"
@@ -246,11 +167,12 @@ def test_read_only_verbs_and_help_never_touch_the_journal_restore_does(tmp_path:
     assert live.exists() and live_target.read_text() == "changed\n"  # the live run's entry: untouched
 
 
-def test_an_entry_from_an_earlier_boot_is_restored(tmp_path: Path) -> None:
+def test_an_entry_from_an_earlier_boot_is_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PLACES_ENV, str(tmp_path))
     me = journal.Owner.this_process()
     target = tmp_path / "knob"
     target.write_text("changed\n")
-    _plant(tmp_path / "j", journal.Owner(me.pid, me.start, "another-boot"), target, "original\n")
+    plant(tmp_path / "j", journal.Owner(me.pid, me.start, "another-boot"), target, "original\n")
     restored = journal.restore_dead(directories=[tmp_path / "j"])
     assert [r.done for r in restored] == [[f"{target} back to 'original'"]]
     assert target.read_text() == "original\n"
@@ -352,10 +274,11 @@ def test_a_verb_that_changes_the_node_first_restores_what_a_dead_run_left(tmp_pa
     me = journal.Owner.this_process()
     target = tmp_path / "knob"
     target.write_text("changed\n")
-    entry = _plant(d, journal.Owner(me.pid, me.start - 1, me.boot), target, "original\n")
+    entry = plant(d, journal.Owner(me.pid, me.start - 1, me.boot), target, "original\n")
     out = subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--intensity", "0.05", "--duration", ".2"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, journal.ENV_DIR: str(d)},
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path)},
     )  # fmt: skip
     assert out.returncode == 0, out
     assert f"tailscope: restored what pid {me.pid} left: {target} back to 'original'" in out.stderr
@@ -400,7 +323,7 @@ def test_a_journal_directory_others_may_write_is_not_obeyed(
     me = journal.Owner.this_process()
     target = tmp_path / "knob"
     target.write_text("changed\n")
-    _plant(d, journal.Owner(me.pid, me.start + 1, me.boot), target, "original\n")
+    plant(d, journal.Owner(me.pid, me.start + 1, me.boot), target, "original\n")
     d.chmod(0o777)  # a /tmp fallback another user made, with an entry saying what root should write where
     monkeypatch.setenv(journal.ENV_DIR, str(d))
     assert journal.existing_dirs() == []

@@ -189,11 +189,26 @@ def online_cpus() -> list[int]:
     return [c for c in cpus if c in allowed]
 
 
+def one_thread_per_core() -> list[int]:
+    """What `--cpus cores` (every probe's default) picks: the lowest allowed online thread of each physical
+    core, socket by socket, cores by their lowest CPU (native/common/ts_topo.c's node order), from sysfs as
+    node.topology reads it: on hosts that number SMT siblings next to each other, or alternate sockets, this
+    is not the first CPUs."""
+    from tailscope.node.topology import read_sysfs
+
+    topo = read_sysfs()
+    picks: dict[tuple[int, int], int] = {}
+    for cpu in sorted(online_cpus()):
+        pu = topo.pus[cpu]
+        picks.setdefault((pu.package or 0, pu.core), cpu)
+    return [picks[key] for key in sorted(picks)]
+
+
 def cpu_flags() -> set[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+    """This CPU's flags as the node facts read them (node.facts.cpu_flags, /proc/cpuinfo's first CPU)."""
+    from tailscope.node.facts import cpu_flags as flags
+
+    return set(flags())
 
 
 def is_root() -> bool:

@@ -23,6 +23,9 @@ from typing import Any
 
 import pytest
 
+from hosts.hostroot import NAMES, load
+from tailscope.node.facts import cpu_flags
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TAILSCOPE_TEST_CACHE", "/var/cache/tailscope-tests"))
 SYSROOT = "/usr/aarch64-linux-gnu"
@@ -35,6 +38,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 OPS = ["add", "sub", "mul", "div", "fma", "sqrt"]
+ARM_HOSTS = [n for n in NAMES if load(n).doc["host"]["machine"] == "aarch64"]
 
 
 def _sources_hash() -> str:
@@ -265,3 +269,24 @@ def _loop_of(exe: Path, function: str) -> list[str]:
             loops.append([t for a, t in code if int(m.group(1), 16) <= a <= addr])
     assert loops, f"no loop in {function}"
     return max(loops, key=len)
+
+
+@pytest.mark.parametrize("name", ARM_HOSTS)
+def test_kernel_set_of_each_recorded_arm_cpu(arith_arm, host_root, name):
+    """`arith --check-args` with TAILSCOPE_CPUINFO: the flavours arith would run on each recorded Arm CPU
+    (Kunpeng 920, Grace, A64FX), derived from its Features: FP16 (scalar, NEON and, with SVE, SVE) where it
+    lists fphp and asimdhp, SVE where it lists sve; nothing runs (the emulated CPU is only the host)."""
+    host = host_root(name)
+    features = set(cpu_flags(host))
+    env = {"TAILSCOPE_CPUINFO": str(host.path("/proc/cpuinfo"))}
+    rc, recs = run_arith(arith_arm, "max", "--check-args", env=env)
+    assert rc == 0, recs
+    params = _one(recs, "config")["params"]
+    sve = "sve" in features
+    widths = {"scalar", "neon"} | ({"sve"} if sve else set())
+    precisions = {"fp32", "fp64"} | ({"fp16"} if {"fphp", "asimdhp"} <= features else set())
+    flavours = {tuple(k.split("_")[:2]) for k in params["kernels"]}
+    assert flavours == {(p, w) for p in precisions for w in widths}
+    assert {k.split("_")[2] for k in params["kernels"]} == set(OPS)
+    assert params["kernel_isa"] == ("sve" if sve else "neon")
+

@@ -166,7 +166,7 @@ def test_effective_clock_chain_is_dependent_adds():
         ("fp32_scalar_sse2_sub", r"^subss\s", set()),
         ("fp64_scalar_fma_div", r"^vdivsd\s", {"avx2", "fma"}),
         ("fp64_scalar_sse2_sqrt", r"^sqrtsd\s", set()),
-        # FP16 (AVX512-FP16): compiled here, run only on CPUs that have it (not this Zen 5)
+        # FP16 (AVX512-FP16): compiled here, run only on CPUs that have it (tests/hosts: which of them do)
         ("fp16_avx512fp16_fma", r"^vfmadd\d+ph\s.*%zmm", {"avx512fp16"}),
         ("fp16_avx512fp16_sqrt", r"^vsqrtph\s.*%zmm", {"avx512fp16"}),
         ("fp16_scalar_div", r"^vdivsh\s", {"avx512fp16"}),

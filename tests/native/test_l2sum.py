@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from probe_runs import CONFIG_KEYS, ITERATION_KEYS, RESULT_KEYS, cpu_flags, online_cpus
+from probe_runs import CONFIG_KEYS, ITERATION_KEYS, RESULT_KEYS, cpu_flags, one_thread_per_core
 
 
 def sysfs_cache_bytes(cpu: int, level: int) -> int:
@@ -31,7 +31,7 @@ def test_records_and_numbers(probe):
     n = len(cpus)
     assert config["probe"] == "l2sum"
     assert config["threads"] == config["threads_requested"] == n
-    assert cpus == sorted(online_cpus())[:n]  # default "cores": one thread per physical core
+    assert cpus == one_thread_per_core()  # default "cores": one thread per physical core
     # chunk: 0.95 x the L2 of sysfs, rounded down to whole 64-byte lines
     l2 = sysfs_cache_bytes(cpus[0], 2)
     chunk = int(0.95 * l2) // 64 * 64

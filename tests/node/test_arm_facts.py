@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tailscope.node import arm
+from tailscope.node.host import Host
 
 FIXTURES = Path(__file__).parent / "fixtures" / "arm"
 
@@ -40,8 +41,15 @@ def test_midr_from_sysfs_before_cpuinfo(tmp_path):
     assert arm.read_midr(tmp_path, cpuinfo=(FIXTURES / "kp920-cpuinfo.txt").read_text()) == 0x410FD4F0
 
 
+def _cpuinfo_only(tmp_path, name: str) -> Host:
+    """A host whose only file is /proc/cpuinfo (no sysfs MIDR: the fields of cpuinfo are read instead)."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cpuinfo").write_text((FIXTURES / name).read_text())
+    return Host(tmp_path, machine_name="aarch64")
+
+
 def test_kunpeng_920_facts_from_cpuinfo(tmp_path):
-    facts = arm.collect(tmp_path, cpuinfo=(FIXTURES / "kp920-cpuinfo.txt").read_text(), machine="aarch64")
+    facts = arm.collect(_cpuinfo_only(tmp_path, "kp920-cpuinfo.txt"))
     assert facts["emulation"] is None
     assert facts["cpu_model_name"] == "HiSilicon TSV110 (Kunpeng 920)"
     assert facts["cpu_vendor"] == "HiSilicon" and facts["cpu_model"] == 0xD01
@@ -51,7 +59,7 @@ def test_kunpeng_920_facts_from_cpuinfo(tmp_path):
 
 
 def test_grace_has_sve(tmp_path):
-    facts = arm.collect(tmp_path, cpuinfo=(FIXTURES / "grace-cpuinfo.txt").read_text(), machine="aarch64")
+    facts = arm.collect(_cpuinfo_only(tmp_path, "grace-cpuinfo.txt"))
     assert facts["cpu_model_name"].startswith("Neoverse V2")
     assert {"sve", "sve2"} <= set(facts["isa"])
 

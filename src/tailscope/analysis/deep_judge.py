@@ -10,7 +10,10 @@ Latency per level and arith per instruction are judged against the published per
 (reference_tables.toml, a source per row) where the part is known: a level or an instruction outside its
 range is a finding with both figures. Where the part is not in the tables, only what holds on every part is
 judged (each level slower than the one before it; arith's own plausibility check, native/probes/
-arith_cycles.h), and the finding says no table applied.
+arith_cycles.h), and the finding says no table applied. Under a hypervisor that masks the model
+(node/parts.py) the part is inferred from the ISA flags and caches: its table is used only where the
+inference is unambiguous, and the expectation says "virtual machine: part inferred"; otherwise only the
+clock-relative figures are judged.
 
 Nothing here runs a probe or reads the store: `node_reference` takes what the caller read.
 """
@@ -24,7 +27,8 @@ from itertools import pairwise
 from typing import Any
 
 from tailscope.analysis.arith_table import Trials, as_trials, median_of, pooled_table, refusals
-from tailscope.analysis.reference_tables import Part, part_of, this_node
+from tailscope.analysis.reference_tables import Part, parts, this_node
+from tailscope.node.host import THIS, Host
 
 CLOCK_SLACK = 0.05  # the clock may read this far below the node's usual clock (noise) before it differs
 NOMINAL_SLACK = 0.03  # below the nominal (base) frequency by more than this: throttled or capped
@@ -49,6 +53,7 @@ class NodeReference:
     nominal_source: str
     usual_hz: float | None  # the campaign's median clock
     usual_readings: int  # clock readings it is the median of
+    inferred: str | None = None  # "virtual machine: part inferred: likely ..." where the model is masked
 
 
 @dataclass(frozen=True)
@@ -72,16 +77,36 @@ def usual_clock(
     return (statistics.median(hz), len(hz)) if hz else (None, 0)
 
 
-def node_reference(summaries: Iterable[Mapping[str, Any]], effective_mhz: Iterable[float]) -> NodeReference:
-    """This node's reference: its part (/proc/cpuinfo), nominal frequency and the campaign's usual clock."""
-    cpu, nominal, source = this_node()
+def node_reference(
+    summaries: Iterable[Mapping[str, Any]], effective_mhz: Iterable[float], host: Host = THIS
+) -> NodeReference:
+    """The reference of `host` (this node, or a recorded one): its part (read from /proc/cpuinfo, or inferred
+    where a hypervisor masks the model: node.facts.part_facts), nominal frequency and the campaign's usual
+    clock."""
+    from tailscope.node.facts import cpu_facts
+
+    cpu, nominal, source = this_node(host)
     words = (
         f"CPU implementer {cpu.arm_implementer:#x} part {cpu.arm_part:#x}"
         if cpu.arm_implementer is not None and cpu.arm_part is not None
         else f"{cpu.vendor} family {cpu.family} model {cpu.model} ({cpu.model_name})"
     )
+    facts = cpu_facts(host)
+    table = facts.get("cpu_part_table")
+    part = parts().get(table) if table else None
     usual, n = usual_clock(summaries, effective_mhz)
-    return NodeReference(part_of(cpu), words, nominal, source, usual, n)
+    return NodeReference(part, words, nominal, source, usual, n, facts.get("cpu_part_note"))
+
+
+def _no_table(what: str, ref: NodeReference) -> str:
+    """Why no published table applied: the part is not in the tables, or (masked model) not known for sure."""
+    if ref.inferred and ref.part is None:
+        return f"no published {what} table: {ref.inferred}; only the clock-relative figures are judged"
+    return f"no published {what} table for this part ({ref.cpu_words})"
+
+
+def _inferred(ref: NodeReference) -> list[str]:
+    return [ref.inferred] if ref.inferred and ref.part is not None else []
 
 
 def _ghz(hz: float) -> str:
@@ -143,8 +168,9 @@ def judge_arith(trials: Trials, ref: NodeReference) -> Judgement:
         parts.append(refused)
     part = ref.part
     if part is None or not part.arith_latency:
-        expected.append(f"no published instruction table for this part ({ref.cpu_words})")
+        expected.append(_no_table("instruction", ref))
     else:
+        expected += _inferred(ref)
         checked = 0
         for r in rows:
             key = (str(r.get("precision")), str(r.get("op")))
@@ -208,8 +234,9 @@ def judge_latency(summary: Mapping[str, Any], ref: NodeReference) -> Judgement:
     if judged:
         name = part.name if part else ""
         expected.append(f"inside the published ranges for {name}: {', '.join(judged)} ({SOURCES})")
+        expected += _inferred(ref)
     elif sets:
-        expected.append(f"no published latency table for this part ({ref.cpu_words})")
+        expected.append(_no_table("latency", ref))
     if bad:
         finding += f" ({'; '.join(bad)})"
     judged_any = len(sets) > 1 or bool(judged)

@@ -1,10 +1,11 @@
 """The published per-part tables `check --deep` judges against (reference_tables.toml beside this module),
 and which part this node is.
 
-A part is recognised from /proc/cpuinfo: x86 by vendor, family and model (`vendor_id`, `cpu family`,
-`model`), aarch64 by `CPU implementer` and `CPU part` (Kunpeng 920: 0x48, 0xd01). Its nominal frequency is
-cpufreq's `base_frequency` where the driver gives it (intel_pstate, amd-pstate), else the `@ 2.60GHz` of the
-model name (Intel names carry it; AMD names do not), else unknown. Nothing here measures anything.
+A part is recognised by node/parts.py's catalogue (the one place that knows which CPU is which part): x86 by
+vendor, family and model (`vendor_id`, `cpu family`, `model`), aarch64 by `CPU implementer` and `CPU part`
+(Kunpeng 920: 0x48, 0xd01); a catalogue part names its table here. Its nominal frequency is cpufreq's
+`base_frequency` where the driver gives it (intel_pstate, amd-pstate), else the `@ 2.60GHz` of the model name
+(Intel names carry it; AMD names do not), else unknown. Nothing here measures anything.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+
+from tailscope.node.host import THIS, Host
 
 TABLES = Path(__file__).with_name("reference_tables.toml")
 # the frequency in an Intel model name: "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz" -> 2.40
@@ -78,21 +80,17 @@ def parts() -> dict[str, Part]:
     return out
 
 
-def _matches(match: dict[str, Any], cpu: CpuIdentity) -> bool:
-    if "arm_implementer" in match:
-        return cpu.arm_implementer == match["arm_implementer"] and cpu.arm_part == match["arm_part"]
-    if cpu.vendor != match.get("vendor") or cpu.family != match.get("family") or cpu.model is None:
-        return False
-    return any(lo <= cpu.model <= hi for lo, hi in match.get("models", []))
-
-
 def part_of(cpu: CpuIdentity) -> Part | None:
-    """The part this CPU is, or None where the tables do not know it."""
-    doc = tomllib.loads(TABLES.read_text())
-    for pid, p in doc["parts"].items():
-        if _matches(p.get("match", {}), cpu):
-            return parts()[pid]
-    return None
+    """The part this CPU is by its model number (aarch64: MIDR part), or None where the tables do not know it.
+    A masked model (a hypervisor's) is inferred from flags and caches by node.facts.part_facts instead."""
+    from tailscope.node.parts import by_midr, by_model
+
+    known = (
+        by_midr(cpu.arm_implementer, cpu.arm_part)
+        if cpu.arm_implementer is not None
+        else by_model(cpu.vendor, cpu.family, cpu.model)
+    )
+    return parts().get(known.table) if known is not None and known.table else None
 
 
 def _int(text: str) -> int | None:
@@ -132,15 +130,9 @@ def nominal_hz(cpu: CpuIdentity, base_frequency_khz: str | None) -> tuple[float 
     return None, "no cpufreq base_frequency and no '@ GHz' in the model name"
 
 
-def this_node() -> tuple[CpuIdentity, float | None, str]:
-    """This node's CPU identity and nominal frequency (read from /proc and sysfs)."""
-    try:
-        cpu = cpu_identity(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        cpu = CpuIdentity()
-    try:
-        base = Path("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency").read_text()
-    except OSError:
-        base = None
+def this_node(host: Host = THIS) -> tuple[CpuIdentity, float | None, str]:
+    """The CPU identity and nominal frequency of `host` (this node, or a recorded one: node/host.py)."""
+    cpu = cpu_identity(host.text("/proc/cpuinfo") or "")
+    base = host.text("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency")
     hz, source = nominal_hz(cpu, base)
     return cpu, hz, source

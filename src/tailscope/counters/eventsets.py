@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from tailscope.counters.derived import FormulaError, check_formula
 from tailscope.errors import InputError
@@ -231,3 +233,36 @@ def load(name_or_path: str) -> EventSet:
     except (OSError, UnicodeDecodeError) as exc:
         raise EventSetError(f"{path}: cannot read: {exc}") from None
     return parse(text, path, name=path.stem)
+
+
+# The shipped set that measures each part (node/parts.py ids: one place knows which CPU is which part); a part
+# not here has no shipped hardware set yet (its PMU events were not checked against this project's sets).
+SHIPPED_FOR_PART = {
+    "skylake-sp": "skx",
+    "icelake-sp": "icx",
+    "sapphire-rapids": "spr",
+    "emerald-rapids": "spr",
+    "zen3": "zen",
+    "zen4": "zen",
+    "kunpeng920": "kp920",
+    "neoverse-v2": "armv8",
+}
+
+
+def for_part(part_id: str | None) -> str | None:
+    """The shipped hardware set for a part (node/parts.py id), or None."""
+    return SHIPPED_FOR_PART.get(part_id or "")
+
+
+def for_node(facts: Mapping[str, Any]) -> tuple[str, str]:
+    """(the set to use on a node, why) from its facts (cpu_part_id, cpu_part, core_pmu): its part's shipped
+    set where the kernel shows a core PMU, else the software set (no PMU: most virtual machines)."""
+    shipped = for_part(facts.get("cpu_part_id"))
+    part = facts.get("cpu_part") or "this CPU"
+    if not facts.get("core_pmu"):
+        needs = f"; the {shipped} set needs one" if shipped else ""
+        return "software", f"no core PMU here (no hardware counters){needs}"
+    if shipped is None:
+        return "software", f"no shipped hardware set for {part}"
+    return shipped, f"the shipped set for {part} (core PMU {facts['core_pmu']})"
+

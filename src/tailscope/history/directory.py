@@ -45,10 +45,14 @@ from tailscope.store.schema import TABLES
 
 HISTORY_NAME = "tailscope history"  # the manifest's name: what tells a history from a campaign
 HISTORY_TABLES = ("history_entries", "history_facts", "history_notes", "history_exclusions")
+JOBS_TABLES = ("jobs", "job_evidence")  # tailscope.jobs: in the same transactions and compactions
+# What a directory may hold before anything was added: the epilog's spool (tailscope.jobs.store.SPOOL), which
+# an epilog creates on its first job, before any collect made the history.
+SPOOL = "jobs-epilog-spool"
 ADD, COMPACT = "history add", "history compact"
 AUTO_COMPACT_COMMITS = 64  # appends not yet compacted that trigger a compaction
 FULL_COMPACT_COMMITS = 16  # compacted shards that trigger a full one
-KEYS = {t: TABLES[t].key for t in HISTORY_TABLES}
+KEYS = {t: TABLES[t].key for t in (*HISTORY_TABLES, *JOBS_TABLES)}
 
 
 class DirectoryHistory:
@@ -61,7 +65,7 @@ class DirectoryHistory:
         if not (self.root / MANIFEST).is_file():
             if self.root.exists() and not self.root.is_dir():
                 raise StoreError(f"{self.root}: not a directory (expected a tailscope history directory)")
-            if self.root.is_dir() and any(self.root.iterdir()):
+            if self.root.is_dir() and any(p.name != SPOOL for p in self.root.iterdir()):
                 raise StoreError(f"{self.root}: not a tailscope history (no {MANIFEST}) and not empty")
             return None
         campaign = Campaign.open(self.root)
@@ -99,6 +103,25 @@ class DirectoryHistory:
             tx.write("history_entries", entries_table(entries, now), node=shard_node)
             tx.write("history_facts", facts_table(facts), node=shard_node)
         self._compact_when_due()
+
+    def append(self, tables: dict[str, pa.Table], operation: str) -> None:
+        """Append rows of any of the history's tables in one transaction (then compact when due)."""
+        with load_into(self.root, operation, create=True, name=HISTORY_NAME) as tx:
+            if tx.manifest.name != HISTORY_NAME:
+                raise StoreError(f"{self.root}: a tailscope campaign, not a history")
+            for table, data in tables.items():
+                tx.write(table, data, node="fleet")
+        self._compact_when_due()
+
+    def read_table(self, table: str, columns: Sequence[str] | None = None) -> tuple[pa.Table, list[str]]:
+        """Every committed row of one of the history's tables (every version: the caller keeps the latest)
+        and the damaged shards left out; an empty table when nothing was added yet."""
+        campaign = self._campaign()
+        if campaign is None:
+            spec = TABLES[table].schema
+            wanted = spec if columns is None else pa.schema([spec.field(c) for c in columns])
+            return wanted.empty_table(), []
+        return self._read_all(campaign, table, columns)
 
     def _write_rows(self, table: str, rows: list[dict[str, Any]], node: str) -> None:
         with load_into(
@@ -230,7 +253,7 @@ class DirectoryHistory:
         if len(merge) <= 1:
             return len(records), len(records)
         tables: dict[str, pa.Table] = {}
-        for table in HISTORY_TABLES:
+        for table in (*HISTORY_TABLES, *JOBS_TABLES):
             files = [campaign.shard_dir(table) / name for r in merge for name in r.shards.get(table, [])]
             if not files:
                 continue

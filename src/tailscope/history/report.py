@@ -9,6 +9,7 @@ script, drawn when scrolled into view). At most MAX_TIMELINES timelines: the ser
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,14 @@ def timeline_figure(figs: Figures, block: pd.DataFrame, changes: list[Change]) -
     return figs.html("history-timeline", variant, data, layout, 320, extra={"node": node})
 
 
-def write_report(result: HistoryAnswer, data: HistoryData, output: Path) -> Path:
+def write_report(
+    result: HistoryAnswer,
+    data: HistoryData,
+    output: Path,
+    *,
+    sections: Sequence[Callable[[Figures], str]] = (),
+) -> Path:
+    """The page; `sections` add HTML drawn with its figures (the jobs section: tailscope.jobs.report)."""
     figs = Figures()
     entries = result.entries
     parts = [
@@ -141,6 +149,7 @@ def write_report(result: HistoryAnswer, data: HistoryData, output: Path) -> Path
         }
         for key in shown:
             parts.append(timeline_figure(figs, groups[key], by_series.get(key, [])))
+    parts += [section(figs) for section in sections]
     parts.append(scripts())
     parts.append("</body></html>")
     output = Path(output)

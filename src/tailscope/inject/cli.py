@@ -10,11 +10,20 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tailscope.inject.kinds import KINDS, InjectInputError
 from tailscope.options import SECONDS, TRIALS, number, whole
 
+if TYPE_CHECKING:
+    from tailscope.inject.control import Injection
+
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+WAIT = number(0, 7 * 86400)
+WAIT_HELP = (
+    "seconds to wait while another tailscope is changing this node (one at a time: docs/inject.md; "
+    "default 10, then one line and exit 2; --restore: 0)"
+)
 
 
 class _Stop(Exception):
@@ -36,57 +45,79 @@ def _signals_stop() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def cmd_restore() -> int:
-    """`tailscope inject --restore`: put back what runs that are gone left in the node-state journal."""
-    from tailscope.node.journal import existing_dirs, live_runs, restore_dead, restored_lines
+def cmd_restore(wait_s: float | None) -> int:
+    """`tailscope inject --restore`: put back what runs that are gone left in the node-state journal. While
+    another tailscope holds the node lock it has put back what dead runs left when it took it: nothing to do
+    (unless `--wait` was given: then it waits that long for the lock)."""
+    from tailscope.node.journal import (
+        NodeBusy,
+        damaged_entries,
+        existing_dirs,
+        live_runs,
+        restore_dead,
+        restored_lines,
+    )
 
-    restored = restore_dead()
-    lines = restored_lines(restored)
-    for line in lines:
-        print(line)
-    if not lines:
-        where = ", ".join(map(str, existing_dirs())) or "no journal on this node"
-        print(f"nothing to restore ({where})")
+    where = ", ".join(map(str, existing_dirs())) or "no journal on this node"
+    try:
+        restored = restore_dead(wait_s=wait_s or 0.0)
+    except NodeBusy as exc:
+        print(
+            f"nothing to restore ({where}): {exc.who} holds the node lock; it put back what dead runs left "
+            "when it took it"
+        )
+        restored = []
+    else:
+        lines = restored_lines(restored)
+        for line in lines:
+            print(line)
+        if not lines:
+            print(f"nothing to restore ({where})")
+    damaged = damaged_entries()
+    for d in damaged:
+        print(d.line())
     for owner in live_runs():
         print(f"pid {owner.pid} still runs: what it changed is its own to undo (left alone)")
-    return EXIT_FAILED if any(r.failed for r in restored) else EXIT_OK
+    return EXIT_FAILED if damaged or any(r.failed for r in restored) else EXIT_OK
 
 
 def cmd_inject(args: argparse.Namespace) -> int:
     from tailscope.inject.control import Injection, online_cpus, parse_cpus
-    from tailscope.node.journal import restore_before_changing
+    from tailscope.node.journal import WAIT_S, changing_the_node
 
     if args.restore:
         if args.kind is not None:
             raise InjectInputError(f"--restore takes no KIND (got {args.kind}): it restores every dead run's")
-        return cmd_restore()
+        return cmd_restore(args.wait)
     if args.kind is None:
         raise InjectInputError("inject: expected a KIND (or --restore); --help lists them")
     if args.cpus is not None:
         cpus = parse_cpus(args.cpus)
     else:
         cpus = [0] if args.kind != "cpu-quota" else online_cpus()
-    restore_before_changing()
     inj = Injection.of(
         args.kind, args.intensity, cpus=cpus, pids=args.pid or [], cgroup=args.cgroup, reserve=args.reserve
     )
+    with changing_the_node(WAIT_S if args.wait is None else args.wait):  # one at a time; dead runs' put back
+        return _inject(inj, args.duration)
+
+
+def _inject(inj: Injection, duration: float | None) -> int:
+    from tailscope.inject.control import signals_deferred
+
     interrupted = None
     with _signals_stop():
         try:
             inj.start()
             print(json.dumps({**inj.ready, "kind": inj.kind.name, "intensity": inj.intensity}), flush=True)
-            deadline = time.monotonic() + args.duration if args.duration else float("inf")
+            deadline = time.monotonic() + duration if duration else float("inf")
             while time.monotonic() < deadline and inj.running():
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
         except _Stop as exc:
             interrupted = str(exc)
         finally:
-            old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
+            with signals_deferred():
                 inj.stop()
-            finally:
-                for s, h in old.items():
-                    signal.signal(s, h)
     if inj.done:
         print(json.dumps(inj.done))
     if inj.returncode not in (None, 0, -signal.SIGTERM):
@@ -107,9 +138,7 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         description=f"Intensity per kind -- {kinds}.",
     )
     p.add_argument("kind", nargs="?", choices=list(KINDS), metavar="KIND", help=", ".join(KINDS))
-    p.add_argument(
-        "--intensity", type=number(0, lo_open=True), metavar="X", help="see the kinds above"
-    )
+    p.add_argument("--intensity", type=number(0, lo_open=True), metavar="X", help="see the kinds above")
     p.add_argument("--cpus", metavar="LIST", help="CPUs to act on (default 0; cpu-quota: all, for its size)")
     p.add_argument(
         "--duration", type=SECONDS, metavar="S", help="seconds, at most a week (default: until Ctrl-C)"
@@ -119,6 +148,7 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     p.add_argument("--cgroup", type=Path, metavar="DIR", help="cpu-quota: a cgroup whose quota to set")
     p.add_argument("--reserve", metavar="BYTES", help="memory kinds: MemAvailable to leave (default 1g)")
+    p.add_argument("--wait", type=WAIT, metavar="S", help=WAIT_HELP)
     p.add_argument(
         "--restore",
         action="store_true",
@@ -150,10 +180,31 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="share of blocks injected (0.25: the node median, the analysis' reference, stays a clean one)",
     )
     p.add_argument("--reserve", default="512m", metavar="BYTES", help="memory kinds leave this (512m)")
+    p.add_argument(
+        "--until-settled",
+        action="store_true",
+        help="rounds instead of blocks: after a clean baseline, each round (clean or one injection) runs "
+        "until its verdict against the baseline settles; scores the false-alarm rate and trials to a verdict",
+    )
+    p.add_argument(
+        "--rounds",
+        type=whole(2, 10_000),
+        default=20,
+        metavar="R",
+        help="--until-settled: rounds (default 20)",
+    )
+    p.add_argument(
+        "--cap",
+        type=whole(3, 100_000),
+        default=30,
+        metavar="N",
+        help="--until-settled: trials a round at most (30)",
+    )
     p.add_argument("--json", action="store_true", help="the scores as JSON")
     p.add_argument(
         "--rescore",
         action="store_true",
         help="score the validate campaign --campaign DIR again (no trials run)",
     )
+    p.add_argument("--wait", type=WAIT, metavar="S", help=WAIT_HELP)
     p.add_argument("--no-progress", action="store_true")  # its verb: tailscope.verbs.validate (cli.py)

@@ -5,7 +5,9 @@
 (SIGTERM, then SIGKILL after a grace period), moves processes back to their own cgroups and removes the one it
 made, and writes back every sysfs/procfs value it changed. Every change is first written to the node-state
 journal (node/journal.py), whose restore helper undoes it if tailscope is SIGKILLed; tsinject also dies with
-its parent (PR_SET_PDEATHSIG).
+its parent (PR_SET_PDEATHSIG). `start()` first takes the node lock (node/lock.py: one tailscope changes a node
+at a time; `lock_wait_s` bounds the wait), so the old values it reads are the node's own; `stop()` gives it
+back once everything is undone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -23,7 +27,7 @@ from typing import Any
 
 from tailscope.inject.kinds import InjectInputError, InjectorKind, kind_named
 from tailscope.native import native_path
-from tailscope.node.journal import Entry, JournalError, start_time, this_journal
+from tailscope.node.journal import WAIT_S, Entry, JournalError, start_time, this_journal
 
 READY_TIMEOUT_S = 300.0  # thp-fragment takes a minute to take and fragment all memory here
 STOP_GRACE_S = 10.0
@@ -70,6 +74,7 @@ class Injection:
     reserve: str | None = None  # memory kinds: MemAvailable left alone (tsinject --reserve)
     home_cpus: list[int] | None = None  # kinds without pinned threads: the CPUs the injector may run on
     cpufreq_root: Path = CPUFREQ_ROOT
+    lock_wait_s: float = WAIT_S  # how long start() waits for another tailscope to finish changing the node
 
     ready: dict[str, Any] = field(default_factory=dict)  # tsinject's ready record / what was written
     done: dict[str, Any] = field(default_factory=dict)  # tsinject's done record
@@ -78,6 +83,7 @@ class Injection:
     _proc: subprocess.Popen[str] | None = None
     _changes: list[Entry] = field(default_factory=list)  # journal entries of what start() changed, in order
     _proc_entry: Entry | None = None  # the journal entry of the tsinject process
+    _holding: bool = False  # start() took the node lock; stop() gives it back
 
     @classmethod
     def of(cls, name: str, intensity: float | None = None, **kw: Any) -> Injection:
@@ -95,6 +101,11 @@ class Injection:
         self.stop()
 
     def start(self) -> None:
+        try:
+            this_journal().hold(self.lock_wait_s)  # before any old value is read
+        except JournalError as exc:
+            raise InjectInputError(f"{self.kind.name}: {exc}") from exc
+        self._holding = True
         try:
             if self.kind.backend == "native":
                 self._start_native()
@@ -153,6 +164,9 @@ class Injection:
                 journal.restore(entry)
             except OSError as exc:
                 errors.append(f"{entry.what}: {exc.strerror or exc}")
+        if self._holding:  # the lock stays held while an entry of ours remains (journal.Journal)
+            self._holding = False
+            journal.unhold()
         if errors:
             raise InjectInputError(f"{self.kind.name}: cleanup incomplete: {'; '.join(errors)}")
 
@@ -181,9 +195,10 @@ class Injection:
             preexec_fn=(lambda: os.sched_setaffinity(0, home)) if home else None,
         )
         start = start_time(self._proc.pid)
-        self._proc_entry = this_journal().record(
-            "process", pid=self._proc.pid, pid_start=start, name="tsinject " + self.kind.name
-        )
+        if start is not None:  # else it has exited already: said below, from its stderr
+            self._proc_entry = this_journal().record(
+                "process", pid=self._proc.pid, pid_start=start, name="tsinject " + self.kind.name
+            )
         assert self._proc.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -282,6 +297,17 @@ class Injection:
             self._set(d / "scaling_max_freq", f"{cap}\n")
             capped[cpu] = cap
         self.ready = {"record": "ready", "scaling_max_freq_khz": capped}
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while an injection is cleaned up: a second Ctrl-C must not cut it short."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def freq_cap_available(root: Path = CPUFREQ_ROOT) -> bool:

@@ -34,6 +34,7 @@ from typing import Any
 from tailscope.errors import InputError
 from tailscope.launch.guard import guard, temporary_directory
 from tailscope.launch.tree import Member, ProcessTree
+from tailscope.launch.watchdog import start_time
 
 KEEP_BYTES = 64 * 1024
 MAX_LINE = 1 << 20  # a line without a newline for this long is handed on in pieces (bounded memory)
@@ -41,6 +42,7 @@ DRAIN_S = 5.0  # after the tree is gone, how long to wait for the pipes' last by
 
 __all__ = [
     "KEEP_BYTES",
+    "MAX_LINE",
     "LaunchError",
     "Launched",
     "Member",
@@ -230,6 +232,7 @@ def launch(
             if not exited:
                 exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
                 aside.step(pid)
+                tree.adopt()
             now = time.monotonic()
             if on_sample is not None and not exited and now >= next_sample:
                 on_sample(pid, tree.pids())
@@ -337,9 +340,4 @@ def _read_stream(
 
 
 def _start_time(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode(errors="replace")
-        return text[text.rindex(")") + 2 :].split()[19]
-    except (OSError, ValueError, IndexError):
-        return "0"
+    return start_time(pid) or "0"

@@ -4,9 +4,18 @@ Where tailscope may make a cgroup (cgroup v2 mounted and writable: as root on mo
 its own directory under tailscope's cgroup; a process that calls setsid and double-forks stays in it, and the
 cgroup is killed (cgroup.kill, or SIGKILL to every member) and removed at the end. Elsewhere tailscope is a
 child subreaper (PR_SET_CHILD_SUBREAPER): the tree's orphans are reparented to it instead of to init, and the
-tree is the launched process's descendants plus those orphans (found through /proc/PID/task/TID/children,
-or a scan of /proc where that file is missing). Every process of a tree also carries TAILSCOPE_LAUNCH=<token>
-in its environment: the watchdog finds the tree by it when tailscope itself has died.
+tree is the launched process's descendants plus those orphans and theirs (found through
+/proc/PID/task/TID/children, or a scan of /proc where that file is missing). An orphan is known by its
+ancestry, not its environment: every child of tailscope that was not one when the tree was opened (the
+watchdog, a monitor, an injector started before it) and is not the launched process was reparented to it
+during the trial, so it is the tree's, whatever its environment says (a daemon started with `env -i`);
+tailscope's own callbacks during a trial start nothing that outlives them.
+Every process of a tree also carries TAILSCOPE_LAUNCH=<token> in its environment: the watchdog finds the tree
+by it when tailscope itself has died. An orphan is reparented to init then, so the launcher hands each one it
+adopts to the watchdog by pid and start time as it notices it (`adopt`, at most every ADOPT_EVERY_S while
+the command runs): one that cleared its environment dies with a SIGKILLed tailscope too, unless it was
+adopted in the last moment before (and a child it starts after that carries no token either: said in
+the README).
 """
 
 from __future__ import annotations
@@ -23,12 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailscope.launch.guard import guard
+from tailscope.launch.watchdog import start_time
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 TOKEN_VAR = "TAILSCOPE_LAUNCH"
 _counter = itertools.count()
 _subreaper = False
+ADOPT_EVERY_S = 0.5
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -192,7 +203,12 @@ class ProcessTree:
         self.seen: set[int] = set()  # every pid found in the tree: only these are ever reaped here
         _tree_opened()
         self._open = True
-        guard().hold("token", self.token)
+        guard().hold("token", self.token)  # the watchdog first: it is a child of ours, not of the tree
+        # tailscope's own children now (pid, start time): any other child later, but the root, is an orphan
+        # of the tree reparented to us
+        self._own = {(p, start_time(p)) for p in _own_children()}
+        self._adopted: dict[int, str] = {}  # orphans handed to the watchdog: pid -> start time
+        self._adopt_at = 0.0
 
     @property
     def mode(self) -> str:
@@ -265,9 +281,8 @@ class ProcessTree:
         mine = _children_file(me)
         if mine is None:
             return self._descendants_by_scan()
-        marker = f"{TOKEN_VAR}={self.token}".encode()
         # our children that belong to the tree: the root, and orphans of the tree reparented to us
-        todo = [p for p in mine if p == self.root_pid or _has_token(p, marker)]
+        todo = [p for p in mine if self._is_tree_child(p)]
         seen: list[int] = []
         while todo:
             pid = todo.pop()
@@ -281,11 +296,10 @@ class ProcessTree:
     def _descendants_by_scan(self) -> list[int]:
         me = os.getpid()
         ppids = _ppids()
-        marker = f"{TOKEN_VAR}={self.token}".encode()
         kids: dict[int, list[int]] = {}
         for pid, ppid in ppids.items():
             kids.setdefault(ppid, []).append(pid)
-        todo = [p for p in kids.get(me, []) if p == self.root_pid or _has_token(p, marker)]
+        todo = [p for p in kids.get(me, []) if self._is_tree_child(p)]
         seen: list[int] = []
         while todo:
             pid = todo.pop()
@@ -293,6 +307,27 @@ class ProcessTree:
                 seen.append(pid)
                 todo += kids.get(pid, [])
         return seen
+
+    def adopt(self) -> None:
+        """Subreaper only, at most every ADOPT_EVERY_S: the orphans reparented to tailscope since the last
+        call, handed to the watchdog by pid and start time (it kills them if tailscope dies)."""
+        now = time.monotonic()
+        if self.cgroup is not None or now < self._adopt_at:
+            return
+        self._adopt_at = now + ADOPT_EVERY_S
+        for pid in _own_children():
+            start = start_time(pid)
+            if pid == self.root_pid or start is None or (pid, start) in self._own or pid in self._adopted:
+                continue
+            self._adopted[pid] = start
+            guard().hold("pid", f"{pid} {start}")
+
+    def _is_tree_child(self, pid: int) -> bool:
+        """A child of tailscope that is the tree's: the root, one carrying the token, or one reparented to
+        tailscope since the tree opened (not a child of tailscope's own from before)."""
+        if pid == self.root_pid or _has_token(pid, f"{TOKEN_VAR}={self.token}".encode()):
+            return True
+        return (pid, start_time(pid)) not in self._own
 
     def leftovers(self) -> list[Member]:
         """Processes of the tree still running (the root is excluded: it has exited when this is asked)."""
@@ -323,11 +358,8 @@ class ProcessTree:
                 os.waitpid(pid, os.WNOHANG)
 
     def _zombie_children(self) -> list[int]:
-        mine = _children_file(os.getpid())
-        if mine is None:
-            mine = [p for p, pp in _ppids().items() if pp == os.getpid()]
         out = []
-        for pid in mine:
+        for pid in _own_children():
             if pid == self.root_pid:
                 continue
             try:
@@ -340,9 +372,10 @@ class ProcessTree:
         return out
 
     def _zombie_is_ours(self, pid: int) -> bool:
-        # a zombie's environ is unreadable: only a pid seen in the tree while it ran is reaped here, never
-        # another child of tailscope (a monitor, the watchdog), whose owner waits for it
-        return pid in self.seen
+        # a pid seen in the tree while it ran, or an orphan reparented to us that exited before it was seen
+        # (its stat still has its start time); never a child of tailscope's own (a monitor, the watchdog),
+        # whose owner waits for it
+        return pid in self.seen or (pid, start_time(pid)) not in self._own
 
     def close(self) -> None:
         """After the trial: nothing of the tree left, the cgroup removed, the watchdog's entries released."""
@@ -350,9 +383,17 @@ class ProcessTree:
         if self.cgroup is not None:
             remove_cgroup(self.cgroup)
         guard().release("token", self.token)
+        for pid, start in self._adopted.items():
+            guard().release("pid", f"{pid} {start}")
+        self._adopted.clear()
         if self._open:
             self._open = False
             _tree_closed()
+
+
+def _own_children() -> list[int]:
+    mine = _children_file(os.getpid())
+    return mine if mine is not None else [p for p, pp in _ppids().items() if pp == os.getpid()]
 
 
 def _own_cgroup_dir() -> Path | None:

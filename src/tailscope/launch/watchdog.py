@@ -27,7 +27,8 @@ import time
 KILL_DEADLINE_S = 10.0
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (a zombie's too), None when there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             text = f.read().decode(errors="replace")
@@ -107,7 +108,7 @@ def cleanup(held: dict[str, dict[str, str]]) -> None:
     for token in held["token"]:
         kill_token(token)
     for pid, start in held["pid"].items():
-        if _start_time(int(pid)) == start:
+        if start_time(int(pid)) == start:
             _kill(int(pid))
     for path in held["tmp"]:
         shutil.rmtree(path, ignore_errors=True)

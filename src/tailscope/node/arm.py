@@ -20,6 +20,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from tailscope.node.host import THIS, Host
 from tailscope.node.read import cpuinfo_block
 
 IMPLEMENTERS = {
@@ -131,18 +132,18 @@ def emulation(machine: str | None = None, cpuinfo: str | None = None) -> str | N
     return None
 
 
-def collect(sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: str | None = None,
-            machine: str | None = None) -> dict[str, Any]:
-    """The aarch64 facts (empty on other machines, except the emulation fact, which is always there)."""
-    machine = machine or platform.machine()
-    text = cpuinfo if cpuinfo is not None else _read("/proc/cpuinfo")
+def collect(host: Host = THIS) -> dict[str, Any]:
+    """The aarch64 facts of `host` (empty on other machines, except the emulation fact, which is always
+    there): this node, or a recorded one (node/host.py)."""
+    machine = host.machine
+    text = host.text("/proc/cpuinfo") or ""
     facts: dict[str, Any] = {"emulation": emulation(machine, text)}
     if machine not in ("aarch64", "arm64") or facts["emulation"]:
         return facts
-    midr = read_midr(sys_cpu, text)
+    midr = read_midr(host.path("/sys/devices/system/cpu"), text)
     fields = cpuinfo_block(text)
     firmware = " ".join(
-        _read(path)
+        host.text(path) or ""
         for path in (
             "/sys/class/dmi/id/sys_vendor", "/sys/class/dmi/id/product_name", "/sys/devices/soc0/soc_id",
             "/sys/devices/soc0/family",
@@ -160,7 +161,8 @@ def collect(sys_cpu: Path = Path("/sys/devices/system/cpu"), cpuinfo: str | None
             cpu_stepping=f["variant"] << 4 | f["revision"],
         )
     facts["isa"] = [name for name in ("asimd", "asimdhp", "fphp", "sve", "sve2", "sme") if name in features]
-    facts["sve_vector_bits"] = sve_vector_bits() if "sve" in features else None
+    vl = host.path("/proc/sys/abi/sve_default_vector_length")
+    facts["sve_vector_bits"] = sve_vector_bits(vl) if "sve" in features else None
     return facts
 
 

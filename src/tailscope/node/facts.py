@@ -18,7 +18,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tailscope.node.host import THIS, Host
 from tailscope.node.read import SYS_CPU, cpuinfo_block, parse_cpu_list, parse_size, read_int, read_text
+
+SYS_NODE = Path("/sys/devices/system/node")
+# the CPU flags that decide what the probes run and which part this is (x86 `flags`; aarch64 in node/arm.py)
+ISA_FLAGS = ("fma", "avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_fp16", "sve", "asimd")
 
 
 def node_name() -> str:
@@ -26,8 +31,14 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
-def cpuinfo() -> dict[str, Any]:
-    first = cpuinfo_block(read_text("/proc/cpuinfo") or "")
+def cpu_flags(host: Host = THIS) -> list[str]:
+    """The first processor's flags (x86) or Features (aarch64), as /proc/cpuinfo lists them."""
+    first = cpuinfo_block(host.text("/proc/cpuinfo") or "")
+    return (first.get("flags") or first.get("Features") or "").split()
+
+
+def cpuinfo(host: Host = THIS) -> dict[str, Any]:
+    first = cpuinfo_block(host.text("/proc/cpuinfo") or "")
 
     def as_int(key: str) -> int | None:
         try:
@@ -44,37 +55,38 @@ def cpuinfo() -> dict[str, Any]:
         "cpu_stepping": as_int("stepping"),
         "microcode": first.get("microcode"),
         "hypervisor_flag": "hypervisor" in flags,
-        "isa": [f for f in ("avx2", "avx512f", "amx_tile", "sve", "asimd") if f in flags],
+        "isa": [f for f in ISA_FLAGS if f in flags],
     }
 
 
-def topology() -> dict[str, Any]:
-    online = parse_cpu_list(read_text(SYS_CPU / "online"))
+def topology(host: Host = THIS) -> dict[str, Any]:
+    sys_cpu = host.path(SYS_CPU)
+    online = parse_cpu_list(read_text(sys_cpu / "online"))
     packages: set[int] = set()
     cores: set[tuple[int, int]] = set()
     for cpu in online:
-        base = SYS_CPU / f"cpu{cpu}" / "topology"
+        base = sys_cpu / f"cpu{cpu}" / "topology"
         pkg = read_int(base / "physical_package_id")
         core = read_int(base / "core_id")
         if pkg is not None:
             packages.add(pkg)
             cores.add((pkg, core if core is not None else cpu))
-    numa = sorted(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
+    numa = sorted(p.name for p in host.path(SYS_NODE).glob("node[0-9]*"))
     return {
         "sockets": len(packages) or None,
         "cores": len(cores) or None,
         "threads": len(online) or None,
         "numa_nodes": len(numa) or None,
-        "online_cpus": read_text(SYS_CPU / "online"),
-        "isolated_cpus": read_text(SYS_CPU / "isolated") or "",
-        "nohz_full": read_text(SYS_CPU / "nohz_full") or "",
-        "smt_active": read_int(SYS_CPU / "smt" / "active"),
+        "online_cpus": read_text(sys_cpu / "online"),
+        "isolated_cpus": read_text(sys_cpu / "isolated") or "",
+        "nohz_full": read_text(sys_cpu / "nohz_full") or "",
+        "smt_active": read_int(sys_cpu / "smt" / "active"),
     }
 
 
-def caches(cpu: int = 0) -> list[dict[str, Any]]:
+def caches(cpu: int = 0, host: Host = THIS) -> list[dict[str, Any]]:
     out = []
-    for index in sorted((SYS_CPU / f"cpu{cpu}" / "cache").glob("index*")):
+    for index in sorted((host.path(SYS_CPU) / f"cpu{cpu}" / "cache").glob("index*")):
         out.append(
             {
                 "level": read_int(index / "level"),
@@ -89,22 +101,22 @@ def caches(cpu: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-def cache_size(level: int, kinds: tuple[str, ...] = ("Data", "Unified")) -> int | None:
-    for c in caches():
+def cache_size(level: int, kinds: tuple[str, ...] = ("Data", "Unified"), host: Host = THIS) -> int | None:
+    for c in caches(0, host):
         if c["level"] == level and c["type"] in kinds:
             return c["size_bytes"]
     return None
 
 
-def memory() -> dict[str, Any]:
+def memory(host: Host = THIS) -> dict[str, Any]:
     meminfo: dict[str, int] = {}
-    for line in (read_text("/proc/meminfo") or "").splitlines():
+    for line in (host.text("/proc/meminfo") or "").splitlines():
         key, _, value = line.partition(":")
         size = parse_size(value.replace(" kB", "K"))
         if size is not None:
             meminfo[key] = size
     per_node = {}
-    for node in sorted(Path("/sys/devices/system/node").glob("node[0-9]*")):
+    for node in sorted(host.path(SYS_NODE).glob("node[0-9]*")):
         match = re.search(r"MemTotal:\s+(\d+) kB", read_text(node / "meminfo") or "")
         if match:
             per_node[node.name] = int(match.group(1)) * 1024
@@ -147,12 +159,12 @@ def dimms() -> list[dict[str, str]] | None:
     return found
 
 
-def firmware_and_cpufreq() -> dict[str, Any]:
+def firmware_and_cpufreq(host: Host = THIS) -> dict[str, Any]:
     """BIOS vendor/version/date (SMBIOS via /sys/class/dmi/id, world-readable) and the cpufreq driver and
     maximum frequency of CPU 0; None where the kernel exposes none (a VM without SMBIOS, no cpufreq driver).
     Compared across nodes by node/fleet.py."""
-    dmi = Path("/sys/class/dmi/id")
-    cpufreq = Path("/sys/devices/system/cpu/cpu0/cpufreq")
+    dmi = host.path("/sys/class/dmi/id")
+    cpufreq = host.path(SYS_CPU / "cpu0" / "cpufreq")
     return {
         "bios_vendor": read_text(dmi / "bios_vendor"),
         "bios_version": read_text(dmi / "bios_version"),
@@ -162,13 +174,13 @@ def firmware_and_cpufreq() -> dict[str, Any]:
     }
 
 
-def virtualization() -> str:
+def virtualization(host: Host = THIS) -> str:
     """`none`, or the hypervisor as the firmware/kernel name it (kvm, vmware, xen, microsoft, ...)."""
-    hv = read_text("/sys/hypervisor/type")
+    hv = host.text("/sys/hypervisor/type")
     if hv:
         return hv
     vendor = " ".join(
-        filter(None, (read_text("/sys/class/dmi/id/sys_vendor"), read_text("/sys/class/dmi/id/product_name")))
+        filter(None, (host.text("/sys/class/dmi/id/sys_vendor"), host.text("/sys/class/dmi/id/product_name")))
     ).lower()
     for needle, name in (
         ("kvm", "kvm"),
@@ -181,7 +193,7 @@ def virtualization() -> str:
     ):
         if needle in vendor:
             return name
-    if cpuinfo()["hypervisor_flag"]:
+    if cpuinfo(host)["hypervisor_flag"]:
         return "unknown-hypervisor"
     return "none"
 
@@ -192,25 +204,67 @@ def os_release() -> str | None:
     return match.group(1) if match else None
 
 
+def core_pmu(host: Host = THIS) -> str | None:
+    """The core PMU the kernel registered (x86 `cpu` or hybrid `cpu_core`, Arm `armv8_pmuv3*`), or None: no
+    hardware counters (most virtual machines)."""
+    devices = host.path("/sys/bus/event_source/devices")
+    names = sorted(d.name for d in devices.iterdir()) if devices.is_dir() else []
+    core = [n for n in names if n in ("cpu", "cpu_core") or n.startswith(("armv8_pmuv3", "armv9_"))]
+    return core[0] if core else None
+
+
+def cpu_facts(host: Host = THIS) -> dict[str, Any]:
+    """What the CPU of `host` is (this node, or a recorded one: node/host.py): identity, ISA flags, the
+    aarch64 part, topology, caches, cpufreq and firmware, virtualization, and the part it is (read from the
+    model, or inferred where a hypervisor masks it: part_facts)."""
+    from tailscope.node import arm  # aarch64 parts; qemu-user emulation anywhere
+
+    facts: dict[str, Any] = cpuinfo(host)
+    facts.update(arm.collect(host))
+    facts.update(topology(host))
+    facts["l1d_bytes"] = cache_size(1, ("Data",), host)
+    facts["l2_bytes"] = cache_size(2, host=host)
+    facts["l3_bytes"] = cache_size(3, host=host)
+    facts["caches"] = caches(0, host)
+    facts["virtualization"] = virtualization(host)
+    facts["core_pmu"] = core_pmu(host)
+    facts.update(firmware_and_cpufreq(host))
+    facts.update(part_facts(facts, cpu_flags(host)))
+    return facts
+
+
+def part_facts(facts: dict[str, Any], flags: list[str]) -> dict[str, Any]:
+    """cpu_part (the part's name; "likely ..." where inferred), cpu_part_id, cpu_part_table (the reference
+    table `check --deep` judges against, only where the identification is unambiguous), cpu_part_inferred,
+    cpu_part_basis, and cpu_part_note: "virtual machine: part inferred: ..." where the model was masked."""
+    from tailscope.node.parts import identify
+
+    who = identify(facts, flags)
+    note = None
+    if who.inferred:
+        where = "virtual machine" if facts.get("virtualization") not in (None, "", "none") else "masked model"
+        note = f"{where}: part inferred: {who.name or 'no part tailscope knows fits'}, from {who.basis}"
+    return {
+        "cpu_part": who.name,
+        "cpu_part_id": who.part.id if who.part else None,
+        "cpu_part_table": who.table,
+        "cpu_part_inferred": who.inferred,
+        "cpu_part_basis": who.basis,
+        "cpu_part_note": note,
+    }
+
+
 def collect() -> dict[str, Any]:
     """Every fact, as a flat-ish dict; the keys that are also `nodes` columns come first."""
-    from tailscope.node import arm, build, dimms, hugepages  # aarch64 parts; build limits; pools; DIMMs
+    from tailscope.node import build, dimms, hugepages  # build limits; pools; DIMMs
     from tailscope.node.knobs import KNOBS
 
     facts: dict[str, Any] = {"node": node_name(), "hostname": socket.gethostname()}
-    facts.update(cpuinfo())
-    facts.update(arm.collect())  # aarch64: the part from MIDR_EL1, SVE length; qemu-user emulation anywhere
-    facts.update(topology())
-    facts["l1d_bytes"] = cache_size(1, ("Data",))
-    facts["l2_bytes"] = cache_size(2)
-    facts["l3_bytes"] = cache_size(3)
-    facts["caches"] = caches()
+    facts.update(cpu_facts())
     facts.update(memory())
     facts["kernel"] = platform.release()
     facts["os"] = os_release()
-    facts["virtualization"] = virtualization()
     facts["boot_cmdline"] = read_text("/proc/cmdline")
-    facts.update(firmware_and_cpufreq())
     for knob in KNOBS:
         facts[knob.name] = knob.read()
     facts.update(hugepages.collect())  # the mitigation advice's facts

@@ -15,6 +15,12 @@ ends, SIGKILL included, which no handler can catch. So each change has an entry,
 Nothing is restored while its run lives: a run is gone when its pid is absent, or names a process with
 another start time (/proc/PID/stat field 22), or the entry is from another boot (boot_id).
 
+One tailscope at a time changes the node: every writer and every restorer holds the node lock (lock.py)
+first -- `Journal.hold` (the verbs: `changing_the_node`; an Injection takes it itself), `restore_dead`, the
+helper -- and the first hold of a process restores what dead runs left before anything is read. An entry is
+untrusted input (journal_entry.py: one schema, and the places tailscope may change); a damaged one is said in
+one line (`Damaged.line`) and left alone, never restored, never a traceback.
+
 Where: `$TAILSCOPE_JOURNAL_DIR` when set, else /run/tailscope/journal for root (tmpfs: it empties at boot,
 as the state it describes does), else $XDG_RUNTIME_DIR/tailscope/journal, else
 /tmp/tailscope-<uid>/journal; root falls back to the last two when /run cannot be written.
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import select
@@ -35,18 +40,22 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tailscope.errors import InputError  # standard library only, as this module
+from tailscope.node.journal_entry import FORMAT, DamagedEntry, check, refusal, start_time
+from tailscope.node.lock import WAIT_S, NodeBusy, NodeLock, lock_path, node_lock, trusted_dir
+from tailscope.printable import printable
 
 ENV_DIR = "TAILSCOPE_JOURNAL_DIR"
 RUN_DIR = Path("/run/tailscope/journal")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-FORMAT = 1
 STOP_GRACE_S = 5.0  # a process entry: SIGTERM, then SIGKILL after this
+ENTRY_MAX = 1 << 16  # an entry is well under 1 KiB: a bigger file is not one tailscope wrote
+HELPER_WAIT_S = 3600.0  # the helper waits this long for the node lock while its run's entries remain
 
 
 class JournalError(InputError):
@@ -56,19 +65,6 @@ class JournalError(InputError):
 # -- who wrote an entry -----------------------------------------------------------------------------------
 def boot_id() -> str:
     return BOOT_ID.read_text().strip()
-
-
-def start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (clock ticks after boot); None when there is no such process or it has
-    exited and waits to be reaped (a zombie: a SIGKILLed run is one until its parent waits for it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
 
 
 @dataclass(frozen=True)
@@ -105,22 +101,12 @@ def _candidates() -> list[Path]:
     return out
 
 
-def _trusted(d: Path) -> bool:
-    """A journal directory is used only when this user owns it and nobody else may write it: an entry
-    says what to write where, as root (a /tmp fallback made by another user must not be obeyed)."""
-    try:
-        st = d.lstat()
-    except OSError:
-        return False
-    return d.is_dir() and not d.is_symlink() and st.st_uid == os.geteuid() and not st.st_mode & 0o022
-
-
 def journal_dir(*, create: bool) -> Path | None:
     """The journal directory; with `create`, made (mode 0700) if missing. Without, None when none exists."""
     errors = []
     for d in _candidates():
         if d.is_dir():
-            if _trusted(d):
+            if trusted_dir(d):
                 return d
             errors.append(f"{d}: not owned by this user alone")
             continue
@@ -138,7 +124,7 @@ def journal_dir(*, create: bool) -> Path | None:
 
 def existing_dirs() -> list[Path]:
     """Every candidate directory that exists (a dead run may have used a fallback)."""
-    return [d for d in _candidates() if _trusted(d)]
+    return [d for d in _candidates() if trusted_dir(d)]
 
 
 def _fsync_dir(d: Path) -> None:
@@ -149,67 +135,102 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def _locked(d: Path) -> Iterator[None]:
-    """One restorer at a time per journal (the helper, a new run and `inject --restore` may meet)."""
-    fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 # -- entries ----------------------------------------------------------------------------------------------
 @dataclass
 class Entry:
     path: Path  # the entry's file
-    data: dict[str, Any]
+    data: dict[str, Any]  # checked by journal_entry.check: every field below is there, of its type
 
     @property
     def owner(self) -> Owner:
         o = self.data["owner"]
-        return Owner(int(o["pid"]), int(o["start"]), str(o["boot"]))
+        return Owner(o["pid"], o["start"], o["boot"])
 
     @property
     def what(self) -> str:
-        return str(self.data["what"])
+        return describe(self.data["action"], self.data)
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """An entry file that is not a valid entry of a place tailscope changes: said, left alone."""
+
+    path: Path
+    why: str
+
+    def line(self) -> str:
+        return (
+            f"damaged journal entry {printable(self.path)}: {self.why}; not restored and left in place "
+            "(check what it names by hand, then remove it)"
+        )
 
 
 def describe(action: str, f: dict[str, Any]) -> str:
     if action == "write":
-        return f"{f['path']} back to {str(f['value']).strip()!r}"
+        return f"{printable(f['path'])} back to {printable(repr(str(f['value']).strip()))}"
     if action == "mkdir":
-        return f"cgroup {f['path']} removed"
+        return f"cgroup {printable(f['path'])} removed"
     if action == "move":
-        return f"pid {f['pid']} back to cgroup {f['origin']}"
+        return f"pid {f['pid']} back to cgroup {printable(f['origin'])}"
     if action == "process":
-        return f"{f.get('name', 'process')} pid {f['pid']} stopped"
+        return f"{printable(f.get('name', 'process'))} pid {f['pid']} stopped"
     raise ValueError(action)
 
 
-def read_entries(d: Path) -> list[Entry]:
-    out = []
-    for p in sorted(d.glob("*.json")):
+def _parse(p: Path) -> Entry:
+    """One entry file, checked; DamagedEntry (with why) for anything else."""
+    try:
+        with open(p, "rb") as f:
+            raw = f.read(ENTRY_MAX + 1)
+    except OSError as exc:
+        raise DamagedEntry(f"unreadable ({exc.strerror or exc})") from None
+    if len(raw) > ENTRY_MAX:
+        raise DamagedEntry(f"over {ENTRY_MAX} bytes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise DamagedEntry(f"not JSON ({len(raw)} bytes: truncated?)") from None
+    fields = check(data)
+    why = refusal(fields)
+    if why is not None:
+        raise DamagedEntry(why)
+    return Entry(p, fields)
+
+
+def scan(d: Path) -> tuple[list[Entry], list[Damaged]]:
+    """Every entry in `d` (the last change of a run last), and every file that is not a valid entry."""
+    out, damaged = [], []
+    for p in sorted(d.glob("*.json")):  # a torn temporary is never named *.json
         try:
-            data = json.loads(p.read_text())
-            if data.get("format") != FORMAT:
-                continue
-            out.append(Entry(p, data))
-        except (OSError, ValueError):
-            continue  # a torn temporary is never named *.json; anything else unreadable is left alone
-    out.sort(key=lambda e: (e.data["owner"]["pid"], e.data["owner"]["start"], e.data["seq"]))
-    return out
+            out.append(_parse(p))
+        except DamagedEntry as exc:
+            if p.exists():  # not an entry removed while it was read
+                damaged.append(Damaged(p, str(exc)))
+    out.sort(key=lambda e: (e.owner.pid, e.owner.start, e.data["seq"]))
+    return out, damaged
+
+
+def read_entries(d: Path) -> list[Entry]:
+    return scan(d)[0]
+
+
+def damaged_entries(directories: list[Path] | None = None) -> list[Damaged]:
+    return [x for d in (directories if directories is not None else existing_dirs()) for x in scan(d)[1]]
 
 
 class Journal:
-    """The entries of this process. `record` before a change; `restore` (or `forget`) after."""
+    """The entries of this process. `hold` (the node lock) before reading what is about to change; `record`
+    before a change; `restore` (or `forget`) after; `unhold` at the end. The lock is kept while an entry of
+    this process remains (a change that could not be undone), whatever `unhold` says."""
 
     def __init__(self, directory: Path | None = None) -> None:
         self._dir = directory
         self._owner: Owner | None = None
         self._seq = 0
         self._helper: subprocess.Popen[bytes] | None = None
+        self._lock: NodeLock | None = None
+        self._holds = 0
+        self._mine: set[Path] = set()  # this process's entries not yet undone
 
     @property
     def directory(self) -> Path:
@@ -218,15 +239,64 @@ class Journal:
             assert self._dir is not None
         return self._dir
 
-    def record(self, action: str, **fields: Any) -> Entry:
-        """Write the entry for a change about to be made (durably: on disk before this returns)."""
+    @property
+    def owner(self) -> Owner:
         if self._owner is None:
             self._owner = Owner.this_process()
+        return self._owner
+
+    def hold(self, wait_s: float = WAIT_S, say: Callable[[str], None] | None = None) -> None:
+        """Take the node lock (waiting at most `wait_s`: NodeBusy, nothing changed). The first hold of this
+        process puts back what dead runs left, saying so through `say` (stderr by default), and refuses
+        (JournalError) when some of it cannot be put back: the node is not as it was."""
+        if self._holds or self._mine:
+            self._holds += 1
+            return
+        d = self.directory  # JournalError when no journal can be written: nothing was changed
+        lock = node_lock(lock_path(d))
+        fresh = lock.acquire(wait_s, journal=d, start=self.owner.start)
+        self._lock, self._holds = lock, 1
+        if not fresh:
+            return
+        try:
+            restored, damaged = _restore_locked(None, existing_dirs())
+        except BaseException:
+            self.unhold()
+            raise
+        lines = restored_lines(restored) + [x.line() for x in damaged]
+        for line in lines:
+            (say or _say)(line)
+        failed = [line for line in restored_lines(restored) if line.startswith("could not")]
+        if failed:
+            self.unhold()
+            raise JournalError(
+                f"{failed[0]}: the node is not as it was; fix that, then `tailscope inject --restore` "
+                "(nothing was changed)"
+            )
+
+    def unhold(self) -> None:
+        self._holds = max(0, self._holds - 1)
+        self._maybe_release()
+
+    def _maybe_release(self) -> None:
+        if self._holds == 0 and not self._mine and self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
+
+    @property
+    def holding(self) -> bool:
+        return self._lock is not None
+
+    def record(self, action: str, **fields: Any) -> Entry:
+        """Write the entry for a change about to be made (durably: on disk before this returns)."""
+        if not self.holding:
+            raise RuntimeError("a node change recorded without the node lock (Journal.hold first)")
+        owner = self.owner
         d = self.directory
         self._seq += 1
         data = {
             "format": FORMAT,
-            "owner": {"pid": self._owner.pid, "start": self._owner.start, "boot": self._owner.boot},
+            "owner": {"pid": owner.pid, "start": owner.start, "boot": owner.boot},
             "argv": sys.argv[:8],
             "seq": self._seq,
             "action": action,
@@ -234,7 +304,13 @@ class Journal:
             "written_at": time.time(),
             **fields,
         }
-        path = d / f"{self._owner.tag()}-{self._seq:05d}.json"
+        try:
+            why = refusal(check(data))
+        except DamagedEntry as exc:
+            why = str(exc)
+        if why is not None:
+            raise JournalError(f"{why}: nothing was changed")
+        path = d / f"{owner.tag()}-{self._seq:05d}.json"
         tmp = d / f".{path.name}.tmp"
         try:
             with open(tmp, "w") as f:
@@ -247,10 +323,11 @@ class Journal:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise JournalError(f"node-state journal {d}: {exc.strerror}: nothing was changed") from exc
+        self._mine.add(path)
         try:
             self._ensure_helper()
         except OSError as exc:
-            path.unlink(missing_ok=True)
+            self.forget(Entry(path, data))
             why = f"cannot start the restore helper ({exc.strerror})"
             raise JournalError(f"{why}: nothing was changed") from exc
         return Entry(path, data)
@@ -259,6 +336,8 @@ class Journal:
         """The change is undone (or was never made): drop its entry."""
         with contextlib.suppress(FileNotFoundError):
             entry.path.unlink()
+        self._mine.discard(entry.path)
+        self._maybe_release()
 
     def restore(self, entry: Entry) -> None:
         """Undo one change of this run and drop its entry; OSError when it cannot be undone."""
@@ -268,12 +347,11 @@ class Journal:
     def _ensure_helper(self) -> None:
         if self._helper is not None and self._helper.poll() is None:
             return
-        assert self._owner is not None
         env = dict(os.environ)
         src = str(Path(__file__).resolve().parents[2])  # this tree's tailscope, whatever sys.path says
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         argv = [sys.executable, "-m", "tailscope.node.journal", "watch"]
-        argv += [str(self._owner.pid), str(self._owner.start), str(self.directory)]
+        argv += [str(self.owner.pid), str(self.owner.start), str(self.directory)]
         self._helper = subprocess.Popen(
             argv, start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env
         )
@@ -281,6 +359,10 @@ class Journal:
     @property
     def helper_pid(self) -> int | None:
         return self._helper.pid if self._helper is not None else None
+
+
+def _say(line: str) -> None:
+    print(f"tailscope: {line}", file=sys.stderr)
 
 
 _THIS: Journal | None = None
@@ -308,25 +390,30 @@ def _procs(group: Path) -> list[int]:
 
 
 def undo(f: dict[str, Any], context: dict[str, Path]) -> str | None:
-    """Undo one recorded change; returns what was done instead of the entry's `what`, if anything else.
-    `context` carries, from a `move` to the `mkdir` before it, where the processes left in a made cgroup
-    go (the cgroup they came from)."""
+    """Undo one recorded change (a checked entry's fields); returns what was done instead of the entry's
+    `what`, if anything else. OSError when it cannot be done, and before anything is done when the entry
+    names a place tailscope never changes. `context` carries, from a `move` to the `mkdir` before it, where
+    the processes left in a made cgroup go (the cgroup they came from)."""
+    why = refusal(f)
+    if why is not None:
+        raise OSError(errno.EPERM, why)
     action = f["action"]
     if action == "write":
-        _write(Path(f["path"]), str(f["value"]))
+        _write(Path(os.path.realpath(f["path"])), f["value"])  # the place refusal() checked
     elif action == "move":
-        pid, group, origin = int(f["pid"]), Path(f["group"]), Path(f["origin"])
+        pid, group, origin = f["pid"], Path(f["group"]), Path(f["origin"])
         context[str(group)] = origin
-        if start_time(pid) != f.get("pid_start"):  # its pid may name another process now: leave that alone
-            return f"pid {pid} had ended (nothing to move back to {origin})"
+        gone = f"pid {pid} had ended (nothing to move back to {printable(origin)})"
+        if f["pid_start"] is None or start_time(pid) != f["pid_start"]:  # the pid may name another process
+            return gone
         try:
             _write(origin / "cgroup.procs", f"{pid}\n")
         except ProcessLookupError:
-            return f"pid {pid} had ended (nothing to move back to {origin})"
+            return gone
     elif action == "mkdir":
         group = Path(f["path"])
         if not group.is_dir():
-            return f"cgroup {group} was already gone"
+            return f"cgroup {printable(group)} was already gone"
         to = context.get(str(group), group.parent)
         evacuated: set[int] = set()
         for _ in range(100):  # children the run started in the group, or a process moving out
@@ -345,14 +432,12 @@ def undo(f: dict[str, Any], context: dict[str, Path]) -> str | None:
             group.rmdir()  # the last try raises with the reason
         if evacuated:
             pids = ", ".join(map(str, sorted(evacuated)))
-            return f"cgroup {group} removed (pids {pids} left in it moved to {to})"
-    elif action == "process":
-        pid = int(f["pid"])
-        if start_time(pid) != f.get("pid_start"):
-            return f"{f.get('name', 'process')} pid {pid} had ended"
-        _stop_process(pid, int(f["pid_start"]))
-    else:
-        raise OSError(0, f"unknown action {action!r}")
+            return f"cgroup {printable(group)} removed (pids {pids} left in it moved to {printable(to)})"
+    else:  # process (check() allows no other action; refusal() refused another running program)
+        pid = f["pid"]
+        if start_time(pid) != f["pid_start"]:
+            return f"{printable(f['name'])} pid {pid} had ended"
+        _stop_process(pid, f["pid_start"])
     return None
 
 
@@ -378,31 +463,46 @@ class Restored:
     failed: list[str]  # what could not be, with why (the entries stay)
 
 
-def restore_dead(only: Owner | None = None, directories: list[Path] | None = None) -> list[Restored]:
-    """Restore everything that runs which are gone left in the journal (only `only`'s, when given).
-    A live run's entries are never touched. Reads nothing and creates nothing when there is no journal."""
-    out = []
-    for d in directories if directories is not None else existing_dirs():
-        with _locked(d):
-            entries = read_entries(d)
-            owners: dict[Owner, list[Entry]] = {}
-            for e in entries:
-                owners.setdefault(e.owner, []).append(e)
-            for owner, mine in owners.items():
-                if (only is not None and owner != only) or owner.alive():
+def _restore_locked(only: Owner | None, dirs: list[Path]) -> tuple[list[Restored], list[Damaged]]:
+    out, damaged = [], []
+    for d in dirs:
+        entries, bad = scan(d)
+        damaged += bad
+        owners: dict[Owner, list[Entry]] = {}
+        for e in entries:
+            owners.setdefault(e.owner, []).append(e)
+        for owner, mine in owners.items():
+            if (only is not None and owner != only) or owner.alive():
+                continue
+            done, failed = [], []
+            context: dict[str, Path] = {}
+            for e in reversed(mine):  # the last change first
+                try:
+                    note = undo(e.data, context)
+                except OSError as exc:
+                    failed.append(f"{e.what}: {exc.strerror or exc}")
                     continue
-                done, failed = [], []
-                context: dict[str, Path] = {}
-                for e in reversed(mine):  # the last change first
-                    try:
-                        note = undo(e.data, context)
-                    except OSError as exc:
-                        failed.append(f"{e.what}: {exc.strerror or exc}")
-                        continue
-                    e.path.unlink(missing_ok=True)
-                    done.append(note or e.what)
-                out.append(Restored(owner, done, failed))
-    return out
+                e.path.unlink(missing_ok=True)
+                done.append(note or e.what)
+            out.append(Restored(owner, done, failed))
+    return out, damaged
+
+
+def restore_dead(
+    only: Owner | None = None, directories: list[Path] | None = None, *, wait_s: float = WAIT_S
+) -> list[Restored]:
+    """Restore everything that runs which are gone left in the journal (only `only`'s, when given), under
+    the node lock (NodeBusy after `wait_s`). A live run's entries are never touched; damaged entries are
+    left (`damaged_entries` says them). Reads nothing and creates nothing when there is no journal."""
+    dirs = directories if directories is not None else existing_dirs()
+    if not dirs:
+        return []
+    lock = node_lock(lock_path(dirs[0]))  # the one NodeLock of this process: held already, it counts
+    lock.acquire(wait_s, journal=dirs[0], start=this_journal().owner.start)
+    try:
+        return _restore_locked(only, dirs)[0]
+    finally:
+        lock.release()
 
 
 def live_runs(directories: list[Path] | None = None) -> list[Owner]:
@@ -421,16 +521,23 @@ def restored_lines(restored: list[Restored]) -> list[str]:
     return lines
 
 
-def restore_before_changing() -> None:
-    """Called by the verbs that change the node before their first change: say what dead runs left and
-    put it back."""
-    for line in restored_lines(restore_dead()):
-        print(f"tailscope: {line}", file=sys.stderr)
+@contextlib.contextmanager
+def changing_the_node(wait_s: float = WAIT_S) -> Iterator[Journal]:
+    """For a verb that changes the node, around all of it: the node lock held (`Journal.hold`: what dead
+    runs left is put back first and said on stderr; NodeBusy after `wait_s`), released at the end once
+    everything this process changed is undone."""
+    journal = this_journal()
+    journal.hold(wait_s)
+    try:
+        yield journal
+    finally:
+        journal.unhold()
 
 
 # -- the helper -------------------------------------------------------------------------------------------
 def watch(owner: Owner, directory: Path) -> int:
-    """Wait until `owner` is gone, then restore what it left in `directory`."""
+    """Wait until `owner` is gone, then, holding the node lock, restore what it (and any other dead run) left
+    in `directory`; when another holds the lock, that one has restored it on taking it (or will)."""
     for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(s, signal.SIG_IGN)  # only SIGKILL ends the helper before its run
     fd = None
@@ -445,13 +552,32 @@ def watch(owner: Owner, directory: Path) -> int:
     if fd is not None:
         os.close(fd)
     t0 = time.monotonic()
-    restored = restore_dead(only=owner, directories=[directory])
-    lines = restored_lines(restored)
+    lock = node_lock(lock_path(directory))
+    while True:  # the node lock, as every restorer; while another holds it, it has put back or will
+        try:
+            lock.acquire(0.0, journal=directory, start=start_time(os.getpid()) or 0)
+            break
+        except NodeBusy:
+            if not any(e.owner == owner for e in read_entries(directory)):
+                return 0  # the holder, which restores what dead runs left when it takes the lock, did
+            if time.monotonic() - t0 > HELPER_WAIT_S:
+                _helper_say([f"node lock still held after {HELPER_WAIT_S:g} s: `tailscope inject --restore`"])
+                return 1
+            time.sleep(0.1)
+    try:  # what any dead run left there, its own run's first of all
+        restored, damaged = _restore_locked(None, [directory])
+    finally:
+        lock.release()
+    damaged = [x for x in damaged if x.path.name.startswith(f"{owner.tag()}-")]  # its run said the others
+    lines = restored_lines(restored) + [x.line() for x in damaged]
     if lines:
-        lines.append(f"restore took {time.monotonic() - t0:.3f} s")
-        with contextlib.suppress(OSError):
-            print("\n".join(f"tailscope restore helper: {line}" for line in lines), file=sys.stderr)
-    return 1 if any(r.failed for r in restored) else 0
+        _helper_say([*lines, f"restore took {time.monotonic() - t0:.3f} s"])
+    return 1 if damaged or any(r.failed for r in restored) else 0
+
+
+def _helper_say(lines: list[str]) -> None:
+    with contextlib.suppress(OSError):
+        print("\n".join(f"tailscope restore helper: {line}" for line in lines), file=sys.stderr)
 
 
 def main(argv: list[str]) -> int:

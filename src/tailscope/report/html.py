@@ -57,7 +57,7 @@ from tailscope.report.numbers import (
     tail_text,
     value_text,
 )
-from tailscope.report.pages_section import install_limits, pages_section, virtual_nodes
+from tailscope.report.pages_section import inferred_parts, install_limits, pages_section, virtual_nodes
 from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
 from tailscope.report.validation_section import validation_section
 from tailscope.store.manifest import Manifest
@@ -378,6 +378,12 @@ def _answer_section(
     elif analysis.runs:
         verdict.append("<p>No flagged runs: nothing to explain.</p>")
     verdict.append(_explain(explain.verdict_text(bool(analysis.verdict.checks))))
+    if analysis.claims:  # a check stopped when settled: what its confidence sequences claim
+        claims = "".join(
+            f'<li data-claim="{esc(c.kind)}">{esc(c.node)}: {esc(c.text)}</li>' for c in analysis.claims
+        )
+        verdict.append("<h3>Claims (anytime-valid: they hold whenever the check stopped)</h3>")
+        verdict.append(f'<ul class="claims">{claims}</ul>')
     limits = next((n.limits for n in analysis.nodes if n.limits), ())
     if limits:
         verdict.append(_explain("Limits: " + "; ".join(limits) + "."))
@@ -395,6 +401,7 @@ def _answer_section(
             "the host, so slow runs may come from outside this node; guest-physical pages say nothing about "
             "host cache sets."
         )
+    caveats.extend(esc(line[0].upper() + line[1:]) + "." for line in inferred_parts(nodes))
     if hardware_counters is False:
         caveats.append(
             "No hardware counters were recorded (no PMU here, or no --events set): causes are judged from "

@@ -7,6 +7,7 @@ statement that guest-physical addresses say nothing about host slices when a nod
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -54,10 +55,27 @@ def install_limits(nodes: pd.DataFrame | None) -> list[str]:
     nodes' recorded facts carry, each once, naming the nodes where not all share it."""
     from tailscope.node.build import limit_lines
 
-    latest = _latest_facts(nodes)
+    return _once_each(_latest_facts(nodes), limit_lines)
+
+
+def inferred_parts(nodes: pd.DataFrame | None) -> list[str]:
+    """"virtual machine: part inferred: likely ... (what it rests on)" of the nodes whose recorded facts say a
+    hypervisor masked their CPU model (node.facts.part_facts), each once, naming the nodes where not all share
+    it."""
+    return _once_each(_latest_facts(nodes), _part_note)
+
+
+def _part_note(facts: dict[str, Any]) -> list[str]:
+    return [str(facts["cpu_part_note"])] if facts.get("cpu_part_note") else []
+
+
+Lines = Callable[[dict[str, Any]], list[str]]
+
+
+def _once_each(latest: dict[str, dict[str, Any]], lines_of: Lines) -> list[str]:
     by_line: dict[str, list[str]] = {}
     for node, facts in latest.items():
-        for line in limit_lines(facts):
+        for line in lines_of(facts):
             by_line.setdefault(line, []).append(node)
     return [
         line if len(where) == len(latest) else f"{line} (node{'s' * (len(where) > 1)} {', '.join(where)})"
