@@ -26,6 +26,7 @@ from typing import Any
 from tailscope.inject.kinds import InjectInputError, InjectorKind, kind_named
 from tailscope.native import native_path
 from tailscope.node.journal import WAIT_S, Entry, JournalError, start_time, this_journal
+from tailscope.node.journal_entry import CPU_CONTROLLER_OFF
 
 READY_TIMEOUT_S = 300.0  # thp-fragment takes a minute to take and fragment all memory here
 STOP_GRACE_S = 10.0
@@ -240,7 +241,9 @@ class Injection:
 
         if not self.pids and self.cgroup is None:
             raise InjectInputError("cpu-quota: name the processes (--pid) or the cgroup (--cgroup) to limit")
-        hierarchy = cgroups.cpu_hierarchy()
+        hierarchy = cgroups.cpu_hierarchy()  # read under the node lock: the node's own state
+        if hierarchy.enable is not None:  # before the cgroup is made: a cpu.max appears in it only then
+            self._enable_cpu(hierarchy.enable)
         period_us = 100_000
         quota_us = max(1000, int((1 - self.intensity) * period_us * len(self.cpus)))
         if self.cgroup is not None:
@@ -278,6 +281,16 @@ class Injection:
             "cpus": len(self.cpus),
             "pids": self.pids,
         }
+
+    def _enable_cpu(self, subtree: Path) -> None:
+        """`+cpu` in a v2 root's cgroup.subtree_control, journaled as the `-cpu` that takes it back."""
+        entry = self._record("write", path=str(subtree), value=CPU_CONTROLLER_OFF)
+        try:
+            subtree.write_text("+cpu\n")
+        except OSError as exc:
+            this_journal().forget(entry)
+            raise InjectInputError(f"cpu-quota: cannot enable cpu in {subtree}: {exc.strerror}") from exc
+        self._changes.append(entry)
 
     # -- freq-cap (cpufreq scaling_max_freq) -----------------------------------------------------------
     def _start_freq_cap(self) -> None:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.errors import InputError  # standard library only, as this module
-from tailscope.node.journal_entry import FORMAT, DamagedEntry, check, refusal, start_time
+from tailscope.node.journal_entry import FORMAT, SUBTREE_CONTROL, DamagedEntry, check, refusal, start_time
 from tailscope.node.lock import WAIT_S, NodeBusy, NodeLock, lock_path, node_lock, trusted_dir
 from tailscope.printable import printable
 
@@ -389,6 +389,20 @@ def _procs(group: Path) -> list[int]:
         return []
 
 
+def _cpu_users(subtree: Path) -> list[Path]:
+    """The child cgroups of `subtree`'s cgroup that enable cpu in their own cgroup.subtree_control (why the
+    kernel refuses `-cpu` there: EBUSY); none unless `subtree` is a cgroup.subtree_control."""
+    if subtree.name != SUBTREE_CONTROL:
+        return []
+    out = []
+    with contextlib.suppress(OSError):
+        for child in sorted(subtree.parent.iterdir()):
+            with contextlib.suppress(OSError):
+                if child.is_dir() and "cpu" in (child / SUBTREE_CONTROL).read_text().split():
+                    out.append(child)
+    return out
+
+
 def undo(f: dict[str, Any], context: dict[str, Path]) -> str | None:
     """Undo one recorded change (a checked entry's fields); returns what was done instead of the entry's
     `what`, if anything else. OSError when it cannot be done, and before anything is done when the entry
@@ -399,7 +413,17 @@ def undo(f: dict[str, Any], context: dict[str, Path]) -> str | None:
         raise OSError(errno.EPERM, why)
     action = f["action"]
     if action == "write":
-        _write(Path(os.path.realpath(f["path"])), f["value"])  # the place refusal() checked
+        real = Path(os.path.realpath(f["path"]))  # the place refusal() checked
+        try:
+            _write(real, f["value"])
+        except OSError as exc:
+            users = _cpu_users(real) if exc.errno == errno.EBUSY else []
+            if not users:
+                raise
+            # the kernel keeps a controller on while a child cgroup hands it to its own children: that child
+            # (Slurm's or systemd's, since) uses it now, and taking it away is not tailscope's to do
+            shown = ", ".join(printable(str(u)) for u in users[:3]) + (" ..." if len(users) > 3 else "")
+            return f"cpu controller left on in {printable(real)}: {shown} enable it for their children now"
     elif action == "move":
         pid, group, origin = f["pid"], Path(f["group"]), Path(f["origin"])
         context[str(group)] = origin
