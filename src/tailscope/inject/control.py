@@ -245,7 +245,7 @@ class Injection:
         if hierarchy.enable is not None:  # before the cgroup is made: a cpu.max appears in it only then
             self._enable_cpu(hierarchy.enable)
         period_us = 100_000
-        quota_us = max(1000, int((1 - self.intensity) * period_us * len(self.cpus)))
+        quota_us = max(1000, round((1 - self.intensity) * period_us * len(self.cpus)))  # 1 - 0.9 < 0.1
         if self.cgroup is not None:
             group = self.cgroup
         else:
