@@ -9,6 +9,7 @@ the three readers: `inject --restore`, the next `inject`, and the restore helper
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -24,9 +25,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from journal_tools import COMPACT, inject_restore, pids_named, plant, ready_line, tailscope, wait_for
 
+from tailscope.errors import InputError
 from tailscope.node import journal
 from tailscope.node.journal_entry import PLACES_ENV, DamagedEntry, check
-from tailscope.node.lock import NodeBusy, NodeLock, lock_path
+from tailscope.node.lock import WAIT_ENV, WAIT_S, NodeBusy, NodeLock, default_wait, lock_path
 
 THP = ("inject", "thp-fragment", "--intensity", "0.002", "--reserve", "1g")  # ~64 MiB fragmented: ~1.5 s
 
@@ -113,6 +115,87 @@ def test_a_second_injector_refuses_in_one_line_and_never_undoes_the_first(
     assert COMPACT.read_text() == sysctl
 
 
+def test_the_default_wait_is_the_environments_or_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WAIT_ENV, raising=False)
+    assert default_wait() == WAIT_S
+    monkeypatch.setenv(WAIT_ENV, "2.5")
+    assert default_wait() == 2.5
+    for bad in ("abc", "-1", "nan", "inf", "1e9", "10 s"):
+        monkeypatch.setenv(WAIT_ENV, bad)
+        expected = r"^\$TAILSCOPE_NODE_LOCK_WAIT=.*: expected seconds from 0 to 604800$"
+        with pytest.raises(InputError, match=expected):
+            default_wait()
+
+
+def test_a_second_injector_waits_as_long_as_the_environment_says(tmp_path: Path) -> None:
+    """This process holds the node lock; `tailscope inject` without --wait waits $TAILSCOPE_NODE_LOCK_WAIT
+    seconds, then one line and exit 2, nothing changed; a bad value is one line too."""
+    d = tmp_path / "journal"
+    d.mkdir(mode=0o700)
+    lock = NodeLock(lock_path(d))  # a descriptor of its own: to the CLI below, another tailscope
+    lock.acquire(default_wait(), journal=d, start=0)
+    try:
+        argv = [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--duration", "1"]
+        bad = "$TAILSCOPE_NODE_LOCK_WAIT=soon: expected seconds"
+        for wait, line in (("0.4", "waited 0.4 s"), ("soon", bad)):
+            env = {**os.environ, journal.ENV_DIR: str(d), WAIT_ENV: wait}
+            t0 = time.monotonic()
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+            assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and line in out.stderr, out
+            assert time.monotonic() - t0 >= (0.4 if wait == "0.4" else 0)
+        assert not list(d.glob("*.json"))
+    finally:
+        lock.release()
+
+
+def test_inject_restore_waits_for_a_holder_that_keeps_its_journal_elsewhere(tmp_path: Path) -> None:
+    """A holder restores what dead runs left in its own journal when it takes the lock: one whose journal is
+    elsewhere (another suite's test) restored none of this one's, so `inject --restore` waits for it (as
+    long as any verb waits) instead of saying "nothing to restore" over entries nobody will put back."""
+    d, elsewhere = tmp_path / "journal", tmp_path / "another"
+    elsewhere.mkdir(mode=0o700)
+    target = tmp_path / "knob"
+    target.write_text("changed\n")
+    entry = plant(d, dead_owner(), target, "original\n")
+    env = {journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path), WAIT_ENV: "30"}
+    for holders_journal in (d, elsewhere):
+        lock = NodeLock(lock_path(d))  # a descriptor of its own: to the CLI, another tailscope
+        lock.acquire(default_wait(), journal=holders_journal, start=0)
+        restore = subprocess.Popen(
+            [sys.executable, "-m", "tailscope", "inject", "--restore"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
+        )  # fmt: skip
+        if holders_journal == d:  # it put back what was there when it took the lock: nothing to wait for
+            out, err = restore.communicate(timeout=60)
+            lock.release()
+            assert restore.returncode == 0 and out.startswith("nothing to restore"), (out, err)
+            assert "holds the node lock" in out and entry.exists()
+            continue
+        wait_for("inject --restore at the lock", functools.partial(at_lock, restore.pid, lock.path))
+        time.sleep(0.3)  # it polls the lock (flock, non-blocking) and waits
+        assert restore.poll() is None
+        lock.release()
+        out, err = restore.communicate(timeout=60)
+        assert restore.returncode == 0, (out, err)
+        assert out.splitlines()[0].endswith(f"{target} back to 'original'"), out
+        assert not entry.exists() and target.read_text() == "original\n"
+
+
+def at_lock(pid: int, lock: Path) -> bool:
+    """Process `pid` has the lock file open (it is trying to take it)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) == str(lock):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.mark.root
 @pytest.mark.slow
 def test_random_sigkills_of_concurrent_injectors_leave_the_node_as_it_was(
@@ -156,7 +239,7 @@ def test_the_lock_is_held_from_the_first_read_until_every_change_is_undone(
     with pytest.raises(RuntimeError, match="without the node lock"):
         j.record("write", path=str(knob), value="old\n")
     path = lock_path(j.directory)
-    j.hold(0)
+    j.hold()  # another tailscope on this node (another suite's): its turn first
     j.hold(0)  # counted: no second flock of this process's own lock (it would wait for itself)
     entry = j.record("write", path=str(knob), value="old\n")
     j.unhold()
@@ -167,7 +250,7 @@ def test_the_lock_is_held_from_the_first_read_until_every_change_is_undone(
     j.forget(entry)  # undone: now it is given back
     assert not j.holding
     other = NodeLock(path)
-    assert other.acquire(0, journal=j.directory, start=0)
+    assert other.acquire(default_wait(), journal=j.directory, start=0)
     other.release()
     assert j.helper_pid is not None
     os.kill(j.helper_pid, signal.SIGKILL)  # nothing left for it: this process is its run and lives on

@@ -25,7 +25,7 @@ from typing import Any
 
 from tailscope.inject.kinds import InjectInputError, InjectorKind, kind_named
 from tailscope.native import native_path
-from tailscope.node.journal import WAIT_S, Entry, JournalError, start_time, this_journal
+from tailscope.node.journal import Entry, JournalError, start_time, this_journal
 from tailscope.node.journal_entry import CPU_CONTROLLER_OFF
 
 READY_TIMEOUT_S = 300.0  # thp-fragment takes a minute to take and fragment all memory here
@@ -73,7 +73,7 @@ class Injection:
     reserve: str | None = None  # memory kinds: MemAvailable left alone (tsinject --reserve)
     home_cpus: list[int] | None = None  # kinds without pinned threads: the CPUs the injector may run on
     cpufreq_root: Path = CPUFREQ_ROOT
-    lock_wait_s: float = WAIT_S  # how long start() waits for another tailscope to finish changing the node
+    lock_wait_s: float | None = None  # how long start() waits for another tailscope (None: default_wait())
 
     ready: dict[str, Any] = field(default_factory=dict)  # tsinject's ready record / what was written
     done: dict[str, Any] = field(default_factory=dict)  # tsinject's done record

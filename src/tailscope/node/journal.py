@@ -47,7 +47,7 @@ from typing import Any
 
 from tailscope.errors import InputError  # standard library only, as this module
 from tailscope.node.journal_entry import FORMAT, SUBTREE_CONTROL, DamagedEntry, check, refusal, start_time
-from tailscope.node.lock import WAIT_S, NodeBusy, NodeLock, lock_path, node_lock, trusted_dir
+from tailscope.node.lock import NodeBusy, NodeLock, default_wait, lock_path, node_lock, trusted_dir
 from tailscope.printable import printable
 
 ENV_DIR = "TAILSCOPE_JOURNAL_DIR"
@@ -245,8 +245,9 @@ class Journal:
             self._owner = Owner.this_process()
         return self._owner
 
-    def hold(self, wait_s: float = WAIT_S, say: Callable[[str], None] | None = None) -> None:
-        """Take the node lock (waiting at most `wait_s`: NodeBusy, nothing changed). The first hold of this
+    def hold(self, wait_s: float | None = None, say: Callable[[str], None] | None = None) -> None:
+        """Take the node lock (waiting at most `wait_s`, default `default_wait()`: NodeBusy, nothing changed;
+        InputError for a bad $TAILSCOPE_NODE_LOCK_WAIT). The first hold of this
         process puts back what dead runs left, saying so through `say` (stderr by default), and refuses
         (JournalError) when some of it cannot be put back: the node is not as it was."""
         if self._holds or self._mine:
@@ -254,7 +255,7 @@ class Journal:
             return
         d = self.directory  # JournalError when no journal can be written: nothing was changed
         lock = node_lock(lock_path(d))
-        fresh = lock.acquire(wait_s, journal=d, start=self.owner.start)
+        fresh = lock.acquire(default_wait() if wait_s is None else wait_s, journal=d, start=self.owner.start)
         self._lock, self._holds = lock, 1
         if not fresh:
             return
@@ -513,7 +514,7 @@ def _restore_locked(only: Owner | None, dirs: list[Path]) -> tuple[list[Restored
 
 
 def restore_dead(
-    only: Owner | None = None, directories: list[Path] | None = None, *, wait_s: float = WAIT_S
+    only: Owner | None = None, directories: list[Path] | None = None, *, wait_s: float | None = None
 ) -> list[Restored]:
     """Restore everything that runs which are gone left in the journal (only `only`'s, when given), under
     the node lock (NodeBusy after `wait_s`). A live run's entries are never touched; damaged entries are
@@ -522,6 +523,7 @@ def restore_dead(
     if not dirs:
         return []
     lock = node_lock(lock_path(dirs[0]))  # the one NodeLock of this process: held already, it counts
+    wait_s = default_wait() if wait_s is None else wait_s
     lock.acquire(wait_s, journal=dirs[0], start=this_journal().owner.start)
     try:
         return _restore_locked(only, dirs)[0]
@@ -546,7 +548,7 @@ def restored_lines(restored: list[Restored]) -> list[str]:
 
 
 @contextlib.contextmanager
-def changing_the_node(wait_s: float = WAIT_S) -> Iterator[Journal]:
+def changing_the_node(wait_s: float | None = None) -> Iterator[Journal]:
     """For a verb that changes the node, around all of it: the node lock held (`Journal.hold`: what dead
     runs left is put back first and said on stderr; NodeBusy after `wait_s`), released at the end once
     everything this process changed is undone."""

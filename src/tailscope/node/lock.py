@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import sys
 import time
@@ -33,6 +34,8 @@ from tailscope.printable import printable
 
 ROOT_LOCK = Path("/run/tailscope/node.lock")
 WAIT_S = 10.0  # a second tailscope waits this long for the first by default
+WAIT_ENV = "TAILSCOPE_NODE_LOCK_WAIT"  # seconds: that default instead (a prolog, a suite beside others)
+WAIT_MAX_S = 7 * 86400
 POLL_S = 0.05
 RECORD_MAX = 8192
 
@@ -40,9 +43,26 @@ RECORD_MAX = 8192
 class NodeBusy(InputError):
     """Another tailscope holds the node lock after the wait: one line naming it, exit 2, nothing changed."""
 
-    def __init__(self, message: str, who: str) -> None:
+    def __init__(self, message: str, who: str, holder: Holder | None = None) -> None:
         super().__init__(message)
         self.who = who  # the holder, in words
+        self.holder = holder  # as it wrote itself into the lock file, where it could be read
+
+
+def default_wait() -> float:
+    """How long a tailscope that changes the node waits for another to finish when `--wait` is not given:
+    $TAILSCOPE_NODE_LOCK_WAIT seconds where set (a node's prolog that should queue behind a running
+    injector; the test suite, run beside other tailscopes), else WAIT_S. A bad value: one line, exit 2."""
+    given = os.environ.get(WAIT_ENV)
+    if given is None or not given.strip():
+        return WAIT_S
+    try:
+        value = float(given)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= WAIT_MAX_S:  # nan too
+        raise InputError(f"${WAIT_ENV}={printable(given[:40])!s}: expected seconds from 0 to {WAIT_MAX_S}")
+    return value
 
 
 def trusted_dir(d: Path) -> bool:
@@ -146,11 +166,14 @@ class NodeLock:
 
     def _busy(self, wait_s: float) -> NodeBusy:
         h = self.holder()
-        who = h.describe() if h is not None and h.pid != os.getpid() else "another tailscope"
+        if h is not None and h.pid == os.getpid():
+            h = None
+        who = h.describe() if h is not None else "another tailscope"
         return NodeBusy(
             f"{who} is changing this node (one tailscope changes a node at a time: {self.path}); waited "
             f"{wait_s:g} s (--wait S waits longer): nothing was changed",
             who,
+            h,
         )
 
 

@@ -209,7 +209,7 @@ def validate(args: argparse.Namespace) -> int:
         else:
             print("\n".join(render_scores(result)))
         return EXIT_OK
-    from tailscope.node.journal import WAIT_S, changing_the_node
+    from tailscope.node.journal import changing_the_node
 
     for p in args.param or []:
         if "=" not in p or not p.split("=", 1)[0]:
@@ -234,7 +234,7 @@ def validate(args: argparse.Namespace) -> int:
     )
     # the node lock for the whole campaign (a clean block is clean: no other injector starts between blocks);
     # what a killed inject or validate left is put back first
-    with changing_the_node(WAIT_S if args.wait is None else args.wait):
+    with changing_the_node(args.wait):
         result = run_validate(request)
     if args.json:
         json.dump(result, sys.stdout, indent=1, default=str)
