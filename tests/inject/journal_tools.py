@@ -11,9 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tailscope.node import journal
+from tailscope.node.lock import default_wait
 
 COMPACT = Path("/proc/sys/vm/compact_unevictable_allowed")
 DEADLINE_S = 30.0
+LOCKED_S = default_wait() + 120  # a run that takes the node lock: its wait (conftest's), then itself
 
 
 def wait_for(what: str, ok: Callable[[], bool], deadline_s: float = DEADLINE_S) -> None:
@@ -76,7 +78,7 @@ def helper_of(pid: int) -> int | None:
 def inject_restore(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+        capture_output=True, text=True, timeout=LOCKED_S, env={**os.environ, **env},
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from journal_tools import (
     COMPACT,
+    LOCKED_S,
     helper_of,
     inject_restore,
     pids_named,
@@ -277,7 +278,7 @@ def test_a_verb_that_changes_the_node_first_restores_what_a_dead_run_left(tmp_pa
     entry = plant(d, journal.Owner(me.pid, me.start - 1, me.boot), target, "original\n")
     out = subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--intensity", "0.05", "--duration", ".2"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=LOCKED_S,
         env={**os.environ, journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path)},
     )  # fmt: skip
     assert out.returncode == 0, out

@@ -23,7 +23,17 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from journal_tools import COMPACT, inject_restore, pids_named, plant, ready_line, tailscope, wait_for
+from journal_tools import (
+    COMPACT,
+    LOCKED_S,
+    helper_of,
+    inject_restore,
+    pids_named,
+    plant,
+    ready_line,
+    tailscope,
+    wait_for,
+)
 
 from tailscope.errors import InputError
 from tailscope.node import journal
@@ -85,6 +95,43 @@ def test_a_second_injector_waits_for_the_first_and_reads_the_nodes_own_value(
                 proc.communicate(timeout=60)
     assert COMPACT.read_text() == sysctl
     assert not entries(env)
+
+
+@pytest.mark.root
+def test_a_run_killed_while_another_waits_is_put_back_by_the_waiter_whatever_its_journal(
+    sysctl: str, tmp_path: Path
+) -> None:
+    """The first run keeps its journal in one directory, the second in another ($TAILSCOPE_JOURNAL_DIR: two
+    checkouts' suites, or a run told to): the first is SIGKILLed, its helper too, while the second waits for
+    the lock. The second, holding it now, used to read the first's 0 as the node's own and leave the node at
+    0 (issue 30's item 3 again, across journals); it reads who held the lock before and puts back what that
+    one left, from its journal, first."""
+    env_a, env_b = ({journal.ENV_DIR: str(tmp_path / n)} for n in ("a", "b"))
+    first = tailscope(*THP, env=env_a)
+    second = None
+    try:
+        ready_line(first)
+        assert COMPACT.read_text().strip() == "0"
+        helper = helper_of(first.pid)
+        assert helper is not None
+        os.kill(helper, signal.SIGKILL)  # nothing restores on its own now
+        wait_for("the helper gone", lambda: journal.start_time(helper) is None)
+        second = tailscope(*THP, "--duration", "0.5", "--wait", "300", env=env_b)
+        wait_for("the second at the lock", functools.partial(at_lock, second.pid, lock_path(tmp_path / "a")))
+        first.kill()
+        first.communicate(timeout=60)
+        ready_line(second)
+        written = [json.loads(p.read_text()) for p in entries(env_b)]
+        assert [e["value"] for e in written if e["action"] == "write"] == [sysctl]  # the node's own
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 0 and "Traceback" not in err, err
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=60)
+    wait_for("compact_unevictable_allowed back", lambda: COMPACT.read_text() == sysctl)
+    assert not entries(env_a) and not entries(env_b)
 
 
 @pytest.mark.root
@@ -304,19 +351,19 @@ def test_a_damaged_entry_is_one_line_for_every_reader_never_a_traceback(
 
     restore = subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env=full,
+        capture_output=True, text=True, timeout=LOCKED_S, env=full,
     )  # fmt: skip
     assert restore.returncode == 1 and "Traceback" not in restore.stderr, restore
     lines = said(restore.stdout, "")
     later = subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--intensity", "0.05", "--duration", ".2"],
-        capture_output=True, text=True, timeout=60, env=full,
+        capture_output=True, text=True, timeout=LOCKED_S, env=full,
     )  # fmt: skip
     assert later.returncode == 0 and "Traceback" not in later.stderr, later
     assert said(later.stderr, "tailscope: ") == [f"tailscope: {line}" for line in lines]
     helper = subprocess.run(
         [sys.executable, "-m", "tailscope.node.journal", "watch", str(owner.pid), str(owner.start), str(d)],
-        capture_output=True, text=True, timeout=60, env=full,
+        capture_output=True, text=True, timeout=LOCKED_S, env=full,
     )  # fmt: skip
     assert helper.returncode == 1 and "Traceback" not in helper.stderr, helper
     said(helper.stderr, "tailscope restore helper: ")

@@ -127,6 +127,16 @@ def existing_dirs() -> list[Path]:
     return [d for d in _candidates() if trusted_dir(d)]
 
 
+def dirs_after(lock: NodeLock, dirs: list[Path]) -> list[Path]:
+    """`dirs`, and the journal of the lock's previous holder where it kept it elsewhere
+    ($TAILSCOPE_JOURNAL_DIR): a run SIGKILLed while another waited for the lock left its changes there, and
+    the waiter, holding the lock now, puts them back before it reads a single old value."""
+    prev = Path(lock.previous.journal) if lock.previous is not None and lock.previous.journal else None
+    if prev is None or not prev.is_absolute() or prev in dirs or not trusted_dir(prev):
+        return dirs
+    return [*dirs, prev]
+
+
 def _fsync_dir(d: Path) -> None:
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -260,7 +270,7 @@ class Journal:
         if not fresh:
             return
         try:
-            restored, damaged = _restore_locked(None, existing_dirs())
+            restored, damaged = _restore_locked(None, dirs_after(lock, existing_dirs()))
         except BaseException:
             self.unhold()
             raise
@@ -524,9 +534,9 @@ def restore_dead(
         return []
     lock = node_lock(lock_path(dirs[0]))  # the one NodeLock of this process: held already, it counts
     wait_s = default_wait() if wait_s is None else wait_s
-    lock.acquire(wait_s, journal=dirs[0], start=this_journal().owner.start)
+    fresh = lock.acquire(wait_s, journal=dirs[0], start=this_journal().owner.start)
     try:
-        return _restore_locked(only, dirs)[0]
+        return _restore_locked(only, dirs_after(lock, dirs) if fresh and only is None else dirs)[0]
     finally:
         lock.release()
 
@@ -591,7 +601,7 @@ def watch(owner: Owner, directory: Path) -> int:
                 return 1
             time.sleep(0.1)
     try:  # what any dead run left there, its own run's first of all
-        restored, damaged = _restore_locked(None, [directory])
+        restored, damaged = _restore_locked(None, dirs_after(lock, [directory]))
     finally:
         lock.release()
     damaged = [x for x in damaged if x.path.name.startswith(f"{owner.tag()}-")]  # its run said the others

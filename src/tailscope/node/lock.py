@@ -9,9 +9,12 @@ refuses with one line naming the holder; it never reads the first one's value as
 The lock is flock(2) on one file: the kernel drops it when its holder dies, SIGKILL included. For root,
 /run/tailscope/node.lock, the same whatever journal directory a run was told to use; for other users (who
 change only what is theirs: a delegated cgroup) `.lock` in their own journal directory. The holder writes who
-it is into the file (pid, start time, command, journal directory, since when): a waiter names it. One journal
+it is into the file (pid, start time, command, journal directory, since when): a waiter names it, and the
+next holder reads it (`previous`): when that one died, what it left is put back from its journal, wherever it
+was kept, before anything is read (journal.dirs_after). One journal
 per node: a run told to keep its journal elsewhere ($TAILSCOPE_JOURNAL_DIR, for tests) is still one holder at
-a time, but what it leaves is restored from there (its helper, or `inject --restore` with the same setting).
+a time, but what it leaves is restored from there (its helper, the next holder, or `inject --restore` with the
+same setting).
 
 A process holds the lock at most once (counted): flock on a second descriptor of the same file would wait for
 the process itself. Standard library only (the restore helper imports this).
@@ -116,6 +119,7 @@ class NodeLock:
         self.path = path
         self.count = 0
         self._fd = -1
+        self.previous: Holder | None = None  # who held it before this process took it (its record)
 
     def acquire(self, wait_s: float, *, journal: Path, start: int) -> bool:
         """Take the lock, waiting at most `wait_s`; True when this process newly holds it (then the caller
@@ -135,6 +139,7 @@ class NodeLock:
                     if left <= 0:
                         raise self._busy(wait_s) from None
                     time.sleep(min(POLL_S, left))
+            self.previous = Holder.parse(os.pread(fd, RECORD_MAX, 0))
             me = {"pid": os.getpid(), "start": start, "argv": sys.argv[:8], "journal": str(journal)}
             record = json.dumps({**me, "since": time.time()}).encode()
             os.ftruncate(fd, 0)
