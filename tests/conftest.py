@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-
 # Property tests run the same examples every time (CI and a developer see the same inputs; a failure found
 # once is found again): hypothesis' derandomized profile.
 try:
@@ -38,6 +37,15 @@ try:
     _hypothesis_settings.load_profile("tailscope")
 except ImportError:  # pragma: no cover - hypothesis is in the test extras
     pass
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[tuple[str, Path]]:
+    """A real PostgreSQL server for the session (tests/pgserver.py): (URL of database `hist`, socket dir)."""
+    from pgserver import running_server
+
+    with running_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -53,4 +61,3 @@ def host_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Host]
         return made[name]
 
     return get
-

@@ -142,6 +142,13 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         help="degraded when a node's CV is more than K x its robust CV and above 1%% (default 3)",
     )
     v.add_argument(
+        "--max-level-drop",
+        type=_limit(SHARE),
+        metavar="X",
+        help="degraded when a stopped check's level is more than X below the node's history (anytime-valid "
+        "confidence sequence; default 0.05)",
+    )
+    v.add_argument(
         "--max-busy-share",
         type=SHARE,
         metavar="S",
@@ -215,6 +222,7 @@ VERBS: dict[str, str] = {
     "inject": "run one fault injector in the foreground (until --duration or Ctrl-C)",
     "validate": "a campaign with a random, recorded schedule of injections; scores tailscope's answers",
     "history": "a node's results across campaigns: add, show change points, report, note, exclude, compact",
+    "jobs": "the site's own jobs (sacct, a per-job epilog): which nodes make them slow, since when",
 }
 
 if TYPE_CHECKING:
@@ -244,6 +252,17 @@ def _build_run(sub: _Sub, probe_for_run: str | None) -> None:
     p.add_argument("--monitor-interval", default="1s", metavar="T", help="monitor interval (default 1s)")
     p.add_argument("--monitor-events", metavar="SET", help="monitor event set (default: --events/software)")
     p.add_argument("--no-evidence", action="store_true", help=_NO_EVIDENCE_HELP)
+    p.add_argument(
+        "--until-settled",
+        action="store_true",
+        help="stop when the probe's verdict is settled (anytime-valid; --trials N is then the cap), judged "
+        "against the node's --history where it has one",
+    )
+    p.add_argument(
+        "--history",
+        metavar="DIR|URL",
+        help="with --until-settled: the node's history, the probe's baseline (default: $TAILSCOPE_HISTORY)",
+    )
     p.add_argument(
         "--scaling",
         action="store_true",
@@ -336,16 +355,39 @@ def _build_compare(sub: _Sub, probe_for_run: str | None) -> None:
 def _build_check(sub: _Sub, probe_for_run: str | None) -> None:
     from pathlib import Path
 
-    from tailscope.options import TRIALS
+    from tailscope.options import BUDGET, TRIALS
 
     p = sub.add_parser("check", help=VERBS["check"])
-    p.add_argument("--quick", action="store_true", help="about 30 s instead of 2-3 minutes")
+    p.add_argument("--quick", action="store_true", help="smaller trial caps (fixed: about 30 s, not 2-3 min)")
     p.add_argument(
         "--deep",
         action="store_true",
         help="then follow each degraded probe with the micro-architecture probes that isolate its component",
     )
-    p.add_argument("--trials", type=TRIALS, metavar="N", help="N trials of every probe")
+    p.add_argument(
+        "--trials", type=TRIALS, metavar="N", help="N trials of every probe (with --until-settled: at most N)"
+    )
+    s = p.add_argument_group(
+        "stopping (default: each probe stops when its verdict is settled, judged against the node's "
+        "history where --history has one; anytime-valid, README: How check stops)"
+    )
+    s.add_argument("--fixed", action="store_true", help="the fixed trial counts (200/20/20/30), no stopping")
+    s.add_argument(
+        "--until-settled", action="store_true", help="with --trials N: stop each probe when settled"
+    )
+    s.add_argument(
+        "--budget",
+        type=BUDGET,
+        metavar="T",
+        help="stop within T (20s, 1.5m): the most informative trials first; the verdict says what it claims",
+    )
+    s.add_argument(
+        "--between-jobs",
+        action="store_true",
+        help="for a Prolog/Epilog or NHC: a 20 s budget (or --budget), the node's --history as baseline and "
+        "appended, no report unless -o; NHC's output and exit codes (0 healthy, 1 degraded, 3 inconclusive)",
+    )
+    p.add_argument("--json", action="store_true", help="the verdict, claims and stopping as one JSON object")
     p.add_argument("--campaign", type=Path, metavar="DIR", help="campaign directory (default: a new one)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.html", help="report (default DIR/report.html)")
     p.add_argument("--no-progress", action="store_true")
@@ -394,16 +436,30 @@ def _build_trace(sub: _Sub, probe_for_run: str | None) -> None:
         help="per-thread counters read at each region edge, ';'-separated "
         "(task-clock;page-faults;cpu/event=0x..,umask=../)",
     )
-    p.add_argument("--uncore", metavar="LIST", help="uncore counters read at parallel region edges, "
-                   "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)")
-    p.add_argument("--numa", choices=["first", "every", "off"], default="first",
-                   help="copy numa_maps after the first instance of each parallel region (default), each, "
-                   "or never")
-    p.add_argument("--touched", choices=["first", "every", "off"], default="first",
-                   help="measure the bytes a parallel region touched on its first two instances (default), "
-                   "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)")
-    p.add_argument("--bins", metavar="MIBS", help="bandwidth bins for OTF2 communicators, MiB/s edges "
-                   "(default 100,200,1024,10240)")
+    p.add_argument(
+        "--uncore",
+        metavar="LIST",
+        help="uncore counters read at parallel region edges, "
+        "';'-separated NAME:SPEC (e.g. upi_rx:uncore_upi/event=0x3,umask=0xf/)",
+    )
+    p.add_argument(
+        "--numa",
+        choices=["first", "every", "off"],
+        default="first",
+        help="copy numa_maps after the first instance of each parallel region (default), each, or never",
+    )
+    p.add_argument(
+        "--touched",
+        choices=["first", "every", "off"],
+        default="first",
+        help="measure the bytes a parallel region touched on its first two instances (default), "
+        "each, or never (a measured instance runs slower: its pages' accessed bits are set anew)",
+    )
+    p.add_argument(
+        "--bins",
+        metavar="MIBS",
+        help="bandwidth bins for OTF2 communicators, MiB/s edges (default 100,200,1024,10240)",
+    )
     p.add_argument("--sysfs", type=Path, metavar="DIR", help="CPU/NUMA topology from this sysfs tree")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
     p.set_defaults(func=_verb("tailscope.verbs.trace:trace"))
@@ -429,7 +485,12 @@ def _build_verdict(sub: _Sub, probe_for_run: str | None) -> None:
     from pathlib import Path
 
     p = sub.add_parser("verdict", help=VERBS["verdict"])
-    p.add_argument("campaign", type=Path, metavar="CAMPAIGN")
+    p.add_argument("campaign", type=Path, metavar="CAMPAIGN", nargs="?")
+    p.add_argument(
+        "--jobs",
+        metavar="HISTORY",
+        help="judge the nodes by the site's own jobs in this history (tailscope jobs) instead of a campaign",
+    )
     p.add_argument(
         "--nhc",
         action="store_true",
@@ -478,13 +539,19 @@ def _build_history(sub: _Sub, probe_for_run: str | None) -> None:
     add_history_parser(sub, lambda name: _verb(f"tailscope.verbs.history:{name}"))
 
 
+def _build_jobs(sub: _Sub, probe_for_run: str | None) -> None:
+    from tailscope.jobs.cli import add_jobs_parser
+
+    add_jobs_parser(sub, lambda name: _verb(f"tailscope.verbs.jobs:{name}"))
+
+
 # verb -> the builder that registers it (one builder may register several verbs, in VERBS order)
 _BUILDERS: dict[str, Callable[[Any, str | None], None]] = {
     "probes": _build_probes, "run": _build_run, "import": _build_import, "analyze": _build_analyze,
     "report": _build_report, "compare": _build_compare, "check": _build_check, "facts": _build_facts,
     "trace": _build_trace, "addr": _build_addr, "campaign": _build_campaign, "verdict": _build_verdict,
     "export": _build_export, "metrics": _build_metrics, "monitor": _build_monitor, "inject": _build_inject,
-    "validate": _build_inject, "history": _build_history,
+    "validate": _build_inject, "history": _build_history, "jobs": _build_jobs,
 }  # fmt: skip
 
 

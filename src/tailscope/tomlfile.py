@@ -1,6 +1,10 @@
 """A TOML file a user wrote (a campaign spec, an application definition): read, parsed, and the keys of its
 tables checked. Every complaint is one line, `FILE:LINE: [section.]key: what was expected`, raised as the
 caller's InputError (exit 2); LINE is the line of the key (inside its `[section]` when one is named).
+
+The file is read through userfile.py: a regular file (not a FIFO or /dev/zero) of at most MAX_BYTES. Values
+are checked against a bound given by the caller (options.py's one table of the bounds the command line has
+too: trials, timeout, warmup), so a file takes exactly what the command line takes.
 """
 
 from __future__ import annotations
@@ -9,9 +13,12 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tailscope.errors import InputError
+from tailscope.userfile import MIB, UnreadableFile, read_bytes
+
+MAX_BYTES = 4 * MIB  # a definition or spec is a few KiB; more is not one a user wrote
 
 
 def load(path: Path, what: str, error: type[InputError]) -> tuple[dict[str, Any], TomlFile]:
@@ -19,7 +26,9 @@ def load(path: Path, what: str, error: type[InputError]) -> tuple[dict[str, Any]
     ("the campaign spec")."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, limit=MAX_BYTES)
+    except UnreadableFile as exc:
+        raise error(f"{path}: cannot read {what} ({exc.reason})") from None
     except OSError as exc:
         raise error(f"{path}: cannot read {what} ({exc.strerror})") from None
     try:
@@ -34,7 +43,17 @@ def load(path: Path, what: str, error: type[InputError]) -> tuple[dict[str, Any]
         raise error(f"{path}:{number.group(1) if number else 1}: not valid TOML ({exc})") from None
     except ValueError as exc:  # tomllib's int() of a number over Python's 4300-digit limit: no line given
         raise error(f"{path}: not a TOML file tailscope can read ({exc})") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables by recursion
+        deep = "arrays or tables nested too deep"
+        raise error(f"{path}: not a TOML file tailscope can read ({deep})") from None
     return data, TomlFile(path, text, error)
+
+
+class Bound(Protocol):
+    """A bound of options.py's table: `check(value)` returns the value or raises ValueError saying what was
+    expected."""
+
+    def check(self, value: Any) -> Any: ...
 
 
 class TomlFile:
@@ -124,13 +143,15 @@ class Table:
             raise self.error(key, expected)
         return value
 
-    def seconds(self, key: str, value: Any) -> float | None:
-        """A number of seconds > 0."""
-        if value is None:
+    def bounded(self, key: str, value: Any, bound: Bound, *, required: bool = False) -> Any:
+        """`value` checked by `bound` (options.py's table: the command line's own bounds), or None when the
+        key is absent and not `required`."""
+        if value is None and not required:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise self.error(key, "expected seconds > 0")
-        return float(value)
+        try:
+            return bound.check(value)
+        except ValueError as exc:
+            raise self.error(key, str(exc)) from None
 
     def strings(self, data: Mapping[str, Any], keys: Iterable[str]) -> None:
         """Each of `keys` that `data` gives is a non-empty string."""

@@ -363,9 +363,6 @@ def test_bad_input_is_refused_in_one_line(build):
     good = build.runs_frame([build.run_row("n1", t, 100.0) for t in range(3)])
     with pytest.raises(ValueError, match="runs table: missing column 'value'"):
         analyze(good.drop(columns=["value"]), pd.DataFrame(), Settings(), "c")
-    zero = build.runs_frame([build.run_row("n1", 0, 0.0)])
-    with pytest.raises(ValueError, match=r"trial 0\): status ok but value 0.0 is not > 0"):
-        analyze(zero, pd.DataFrame(), Settings(), "c")
     mixed = build.runs_frame([build.run_row("n1", 0, 1.0), build.run_row("n1", 1, 1.0, unit="MB/s")])
     with pytest.raises(ValueError, match="variant l2sum-1a2b: runs disagree on unit"):
         analyze(mixed, pd.DataFrame(), Settings(), "c")
@@ -373,6 +370,21 @@ def test_bad_input_is_refused_in_one_line(build):
         analyze(good, pd.DataFrame({"run_id": ["x"]}), Settings(), "c")
     with pytest.raises(ValueError, match="setting thresholds"):
         analyze(good, pd.DataFrame(), Settings(thresholds=()), "c")
+
+
+def test_an_ok_run_whose_value_is_not_positive_is_invalid_not_a_traceback(build):
+    """A store written before `run` refused headlines <= 0 (issue 30: LAMMPS' TotEng as the headline) or an
+    importer's row: those runs count as invalid, with the reason, and the others are analysed."""
+    rows = [build.run_row("n1", t, 100.0 + t % 3) for t in range(6)]
+    rows += [build.run_row("n1", 6, 0.0), build.run_row("n1", 7, -6.7)]
+    result = analyze(build.runs_frame(rows), pd.DataFrame(), Settings(), "c")
+    (group,) = result.groups
+    assert (group.n, group.n_failed, group.median) == (6, 2, 101.0)
+    assert sorted(r.trial for r in result.runs) == list(range(6))
+    (note,) = [n for n in result.notes if "gave no value" in n]
+    assert "invalid: 2" in note and "value 0 is not > 0: the headline" in note
+    alone = analyze(build.runs_frame([build.run_row("n1", 0, -6.7)]), pd.DataFrame(), Settings(), "c")
+    assert alone.groups == () and not alone.verdict.passed
 
 
 def test_settings_from_dict():

@@ -45,7 +45,16 @@ def test_definition_becomes_the_same_variant_as_the_command_line(tmp_path, capsy
     ("text", "where"),
     [
         ('argv = "ls"\n', ":1: argv: expected the command as a list of words"),
-        ('argv = ["ls"]\ntrials = 0\n', ":2: trials: expected a whole number >= 1"),
+        ('argv = ["ls"]\ntrials = 0\n', ":2: trials: expected a whole number from 1 to 1,000,000"),
+        # the command line's bounds (options.SHARED), which a definition once escaped (issue 30)
+        ('argv = ["ls"]\ntrials = 1000001\n', ":2: trials: expected a whole number from 1 to 1,000,000"),
+        ('argv = ["ls"]\ntrials = 1000000000000000000\n', ":2: trials: expected a whole number from 1"),
+        ('argv = ["ls"]\ntimeout = inf\n', ":2: timeout: expected seconds, a finite number > 0 and <= 6048"),
+        ('argv = ["ls"]\ntimeout = nan\n', ":2: timeout: expected seconds, a finite number > 0"),
+        ('argv = ["ls"]\ntimeout = 604801\n', ":2: timeout: expected seconds"),
+        ('argv = ["ls"]\nwarmup = 1001\n', ":2: warmup: expected a whole number from 0 to 1,000"),
+        ('argv = ["ls"]\nmetric_file = "/etc/shadow"\n', ":2: metric_file: --metric-file /etc/shadow"),
+        ('argv = ["ls"]\nmetrics = ["x=(a)\\\\1"]\n', ":2: metrics: --metric 'x=(a)\\\\1': not a valid"),
         ('argv = ["ls"]\nbogus = 1\n', ":2: bogus: unknown key"),
         ('argv = ["ls"]\n\nmetrics = ["x=(a"]\n', ":3: metrics: --metric 'x=(a'"),
         ('argv = ["ls"]\nsanity = "[z"\n', ":2: sanity: --sanity '[z': not a valid regular expression"),
@@ -53,7 +62,7 @@ def test_definition_becomes_the_same_variant_as_the_command_line(tmp_path, capsy
         ('argv = ["ls"]\nenv = { "1A" = "x" }\n', ":2: env: 1A: expected NAME"),
         ('argv = ["ls"\n', ": not valid TOML"),
         ('argv = ["ls"]\nname = "a b"\n', ":2: name: expected a word"),
-        ('argv = ["ls"]\nwarmup = true\n', ":2: warmup: expected a whole number from 0 to 1000"),
+        ('argv = ["ls"]\nwarmup = true\n', ":2: warmup: expected a whole number from 0 to 1,000"),
         ('argv = ["ls"]\n\n[env]\n"A-B" = "1"\n', ":3: env: A-B: expected NAME"),  # the table's header
     ],
 )

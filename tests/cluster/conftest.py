@@ -1,11 +1,21 @@
-"""A real Slurm cluster (munged, slurmctld, 3 slurmd on loopback) for the cluster tests, started once.
+"""A real Slurm cluster (munged, slurmctld, 3 slurmd on loopback; with Debian's slurmdbd and mariadb-server
+installed also MariaDB + slurmdbd, so sacct works) for the cluster tests, started once per test session.
 
 `scripts/slurm-test-cluster` does the work; this fixture starts it in a temporary directory and always stops
-it (also when a test fails). Tests that use it skip, with the reason, when not root or Slurm is missing.
+it (also when a test fails). Tests that use it skip, with the reason, when not root or Slurm is missing;
+those that need accounting use `slurm_accounting`, which skips without it.
+
+Prolog and Epilog: the cluster runs every script in DIR/etc/prolog.d/ and DIR/etc/epilog.d/ (slurm.conf
+`Prolog=DIR/etc/prolog.d/*`, `PrologFlags=Alloc`: on every node of a job at its allocation), with
+PrologEpilogTimeout=PROLOG_EPILOG_TIMEOUT_S. Both directories hold a link to tailscope's wrapper
+(scripts/slurm/tailscope-jobs, copied to DIR/etc/ with its tailscope-jobs.conf: this tree's tailscope,
+records into DIR/history). A test adds a script of its own to either directory (and removes it after);
+`jobs_conf()` changes the wrapper's configuration for the length of a test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -17,10 +27,82 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm-test-cluster"
+WRAPPER = ROOT / "scripts" / "slurm" / "tailscope-jobs"
 NODES = ("n1", "n2", "n3")
+PROLOG_EPILOG_TIMEOUT_S = 6  # tailscope's own bound is 1.8 s; a hung script without one drains after this
 
 
-def _missing() -> str | None:
+class SlurmCluster(dict[str, str]):
+    """The environment (SLURM_CONF, PATH with sbin) for Slurm clients and `tailscope campaign`, with where
+    the cluster lives."""
+
+    root: Path
+    nodes: tuple[str, ...]
+    accounting: bool
+
+    @property
+    def prolog_dir(self) -> Path:
+        return self.root / "etc" / "prolog.d"
+
+    @property
+    def epilog_dir(self) -> Path:
+        return self.root / "etc" / "epilog.d"
+
+    @property
+    def jobs_conf_path(self) -> Path:
+        return self.root / "etc" / "tailscope-jobs.conf"
+
+    @property
+    def history(self) -> Path:
+        return self.root / "history"
+
+    def default_jobs_conf(self) -> str:
+        return (
+            f"PYTHON={sys.executable}\nPYTHONPATH={ROOT / 'src'}\nHISTORY={self.history}\n"
+            f"ARGS=--state-dir {self.root / 'jobs-state'}\n"
+        )
+
+    @contextlib.contextmanager
+    def jobs_conf(self, text: str) -> Iterator[None]:
+        """The wrapper's configuration is `text` while the block runs (it is read by every prolog/epilog)."""
+        self.jobs_conf_path.write_text(text)
+        try:
+            yield
+        finally:
+            self.jobs_conf_path.write_text(self.default_jobs_conf())
+
+
+def drained(env: dict[str, str]) -> dict[str, str]:
+    """Nodes down or drained, with Slurm's reason (`sinfo -R`)."""
+    out = subprocess.run(
+        ["sinfo", "-R", "-h", "-o", "%N|%T|%E"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        nodes, _, rest = line.partition("|")
+        for node in _expand(nodes):
+            found[node] = rest
+    return found
+
+
+def _expand(nodes: str) -> list[str]:
+    """`n[1-3]` / `n1,n3` as sinfo prints them (this cluster's names only: n1..n9)."""
+    if "[" not in nodes:
+        return [n for n in nodes.split(",") if n]
+    prefix, _, inner = nodes.partition("[")
+    out = []
+    for part in inner.rstrip("]").split(","):
+        lo, _, hi = part.partition("-")
+        out += [f"{prefix}{i}" for i in range(int(lo), int(hi or lo) + 1)]
+    return out
+
+
+def slurm_missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root: slurmd and munged run as root in the test cluster"
     for tool in ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scancel", "scontrol"):
@@ -29,25 +111,54 @@ def _missing() -> str | None:
     return None
 
 
+def accounting_missing() -> str | None:
+    for tool in ("slurmdbd", "mariadbd", "mariadb-install-db", "sacct"):
+        if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
+            return f"{tool} not found: install the Debian packages slurmdbd and mariadb-server"
+    return None
+
+
+def _install_wrapper(cluster: SlurmCluster) -> None:
+    etc = cluster.root / "etc"
+    etc.mkdir()
+    shutil.copy(WRAPPER, etc / "tailscope-jobs")
+    cluster.jobs_conf_path.write_text(cluster.default_jobs_conf())
+    for scripts in (cluster.prolog_dir, cluster.epilog_dir):
+        scripts.mkdir()
+        (scripts / "tailscope-jobs").symlink_to(etc / "tailscope-jobs")
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The environment (SLURM_CONF, PATH with sbin) for Slurm clients and `tailscope campaign`."""
-    reason = _missing()
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    reason = slurm_missing()
     if reason:
         pytest.skip(reason)
-    root = tmp_path_factory.mktemp("slurm")
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "start", str(root), "--nodes", str(len(NODES))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cluster = SlurmCluster()
+    cluster.root = tmp_path_factory.mktemp("slurm")
+    cluster.nodes = NODES
+    cluster.accounting = accounting_missing() is None
+    _install_wrapper(cluster)
+    argv = [sys.executable, str(SCRIPT), "start", str(cluster.root), "--nodes", str(len(NODES))]
+    argv += ["--prolog", f"{cluster.prolog_dir}/*", "--epilog", f"{cluster.epilog_dir}/*"]
+    argv += ["--prolog-epilog-timeout", str(PROLOG_EPILOG_TIMEOUT_S), "--conf", "PrologFlags=Alloc"]
+    if cluster.accounting:
+        argv.append("--accounting")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180)
     try:
         if proc.returncode != 0:
             pytest.fail(f"slurm-test-cluster start failed: {proc.stderr.strip()}")
-        env = dict(os.environ)
-        env["SLURM_CONF"] = proc.stdout.strip().splitlines()[-1]
-        env["PATH"] = f"{env.get('PATH', '')}:/usr/sbin"
-        yield env
+        cluster.update(os.environ)
+        cluster["SLURM_CONF"] = proc.stdout.strip().splitlines()[-1]
+        cluster["PATH"] = f"{cluster.get('PATH', '')}:/usr/sbin"
+        yield cluster
     finally:
-        subprocess.run([sys.executable, str(SCRIPT), "stop", str(root)], timeout=120, check=False)
+        subprocess.run([sys.executable, str(SCRIPT), "stop", str(cluster.root)], timeout=180, check=False)
+
+
+@pytest.fixture(scope="session")
+def slurm_accounting(slurm_cluster: SlurmCluster) -> SlurmCluster:
+    """The session's cluster, where it has accounting (sacct reads slurmdbd's MariaDB)."""
+    reason = accounting_missing()
+    if reason:
+        pytest.skip(reason)
+    return slurm_cluster

@@ -9,8 +9,10 @@ import re
 import pandas as pd
 import pytest
 from report_builders import (
+    CHECKS,
     HOSTILE,
     NOTES,
+    demo_analysis,
     group,
     iterations_frame,
     nodes_frame,
@@ -348,3 +350,23 @@ def test_a_masked_part_is_a_caveat_with_its_inference(host_root):
     caveat = render(nodes=nodes).split('<aside class="caveat">')[1].split("</aside>")[0]
     assert "Virtual machine: part inferred: likely Intel Xeon 6 (Granite Rapids)" in caveat
     assert "L3 480 MiB" in caveat and "(node vm1)" in caveat and "n2" not in caveat
+
+
+def test_a_stopped_checks_claims_are_listed_escaped():
+    """A check stopped when settled lists what its confidence sequences claim, in the verdict box."""
+    import dataclasses
+
+    from tailscope.analysis.model import Claim
+
+    level = "stream within 1.8% of its history"
+    rate = "l2sum slow-run rate <b>below</b> 5%"
+    claims = (
+        Claim("stream", "stream-1", "n1", "level", "within", 0.018, 0.95, 4, level),
+        Claim("l2sum", "l2sum-1", HOSTILE, "slow_rate", "below", 0.05, 0.95, 60, rate),
+    )
+    page = render(dataclasses.replace(demo_analysis(checks=CHECKS, notes=NOTES), claims=claims))
+    start = page.index('<section id="verdict"')
+    box = page[start : page.index("</section>", start)]
+    assert "<h3>Claims (anytime-valid" in box and box.count("<li data-claim=") == 2
+    assert "stream within 1.8% of its history" in box and "&lt;b&gt;below&lt;/b&gt;" in box
+    assert "<h3>Claims" not in render()  # a campaign of fixed trial counts claims nothing

@@ -91,10 +91,9 @@ def busy_by_node(
     rows but with fwq runs is judged by fwq's noise fraction: the share of each quantum's time the probe
     thread did not run its work (others, the host, interrupts), which is what "busy" means here."""
     out = _fwq_busy(scored, fwq or {}, limit)
-    features, cpus = run_features(counters if counters is not None else pd.DataFrame())
-    if features.empty or not {"others_share", "steal_share"} & set(features.columns):
+    share, cpus = trial_busy_shares(counters if counters is not None else pd.DataFrame())
+    if share.empty:
         return out
-    share = features.reindex(columns=["others_share", "steal_share"]).sum(axis=1, min_count=1)
     co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
     for node, g in scored.groupby("node", sort=True):
         ids = [r for r in g["run_id"].astype(str) if r in share.index and pd.notna(share.get(r))]
@@ -125,6 +124,16 @@ def busy_by_node(
     return out
 
 
+def trial_busy_shares(counters: pd.DataFrame) -> tuple[pd.Series, dict[str, tuple[int, ...]]]:
+    """Per run_id: others' share of its probe CPUs plus the hypervisor's steal (NaN without either), from
+    the evidence rows (source os); and each run's probe CPUs. One definition for the campaign's verdict
+    and for `check`'s stopping, trial by trial (campaign/stopping.py)."""
+    features, cpus = run_features(counters)
+    if features.empty or not {"others_share", "steal_share"} & set(features.columns):
+        return pd.Series(dtype=float), cpus
+    return features.reindex(columns=["others_share", "steal_share"]).sum(axis=1, min_count=1), cpus
+
+
 def _fwq_busy(scored: pd.DataFrame, fwq: Mapping[str, Mapping[str, Any]], limit: float) -> dict[str, Busy]:
     out = {}
     usable = [r for r, e in fwq.items() if e.get("noise_fraction") is not None]
@@ -153,9 +162,12 @@ def node_health(
     settings: Settings,
     busy: Mapping[str, Busy],
     facts: Mapping[str, Mapping[str, Any]],
+    unsettled: Mapping[str, tuple[list[str], list[str]]] | None = None,
 ) -> tuple[NodeHealth, ...]:
-    """One NodeHealth per node of `groups`, sorted by node name."""
-    limits = limits_text(settings)
+    """One NodeHealth per node of `groups`, sorted by node name. `unsettled` (a campaign stopped when
+    settled, analysis/sequential.py): per node, the reasons its unsettled probes make it inconclusive, and
+    the notes its verdict carries."""
+    limits = limits_text(settings, stopped=unsettled is not None)
     by_scope: dict[str, list[Check]] = defaultdict(list)
     for c in checks:
         by_scope[c.scope].append(c)
@@ -189,6 +201,7 @@ def node_health(
                 limits,
                 floors,
                 emulated.get(node),
+                (unsettled or {}).get(node, ([], [])),
             )
         )
     return tuple(out)
@@ -284,10 +297,11 @@ def _one_node(
     limits: tuple[str, ...],
     floors: Mapping[tuple[str, str], OwnFloor],
     emulated: str | None = None,
+    unsettled: tuple[list[str], list[str]] = ([], []),
 ) -> NodeHealth:
     degraded: list[str] = []
     drains: list[str] = []
-    unsure: list[str] = []
+    unsure: list[str] = list(unsettled[0])
     causes: list[CauseFinding] = []
     slow_runs: list[RunVerdict] = []
     spread: list[CauseFinding] = []  # failed groups without a flagged run
@@ -311,8 +325,9 @@ def _one_node(
             degraded += [f"{c.name}: {c.message}" for c in failed]
             mine = flagged.get((g.variant, g.node), [])
             slow_runs += mine
-            # an application's --reference judges the node's level, not its spread: its own line says it
-            of_spread = [c for c in failed if c.name != "reference"]
+            # an application's --reference and the level against the node's history judge the node's level,
+            # not its spread: their own lines say it
+            of_spread = [c for c in failed if c.name not in ("reference", "max_level_drop")]
             if not mine and of_spread:
                 spread.append(_spread_cause(g, of_spread))
     drained = any(e.drain for _, e in screen)
@@ -352,7 +367,11 @@ def _one_node(
         state, reasons = "inconclusive", unsure
     else:
         state = "healthy"
-        reasons = [_healthy_text(groups, busy), *([_cause_line(hw)] if hw is not None else [])]
+        reasons = [
+            _healthy_text(groups, busy),
+            *([_cause_line(hw)] if hw is not None else []),
+            *unsettled[1],
+        ]
     return NodeHealth(
         node=node,
         verdict=state,

@@ -35,6 +35,9 @@ class Settings:
     max_cv: float | None = None  # degraded when a node's coefficient of variation exceeds this (absolute)
     max_cv_ratio: float | None = 3.0  # degraded when CV > this x the robust CV (noise floor) and > 1%
     max_busy_share: float = 0.10  # inconclusive when others took more of the probe CPUs in the median trial
+    # degraded when the level's anytime-valid confidence sequence against the node's baseline (its history,
+    # else the fleet's) lies wholly more than this below it (analysis/sequential.py); only with a baseline
+    max_level_drop: float | None = 0.05
 
     @property
     def primary_threshold(self) -> float:
@@ -233,6 +236,21 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """What a stopped probe's anytime-valid confidence sequences allow to say (analysis/sequential.py)."""
+
+    probe: str
+    variant: str
+    node: str
+    kind: Literal["level", "slow_rate"]
+    relation: Literal["within", "below", "above"]  # level within / below the baseline; rate below / above
+    bound: float  # level: the drop (0.02 = 2% below the baseline at most / at least); rate: the rate
+    confidence: float
+    trials: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Verdict:
     passed: bool  # every node healthy
     checks: tuple[Check, ...]
@@ -254,6 +272,9 @@ class CampaignAnalysis:
     # Which counters explain the slow runs (analysis/attribution.py); None when no run has counters.
     attribution: dict[str, Any] | None = None
     nodes: tuple[NodeHealth, ...] = ()  # one verdict per node (analysis/health.py)
+    # A campaign stopped when settled (`check`, `run --until-settled`): what each probe's anytime-valid
+    # confidence sequences claim (analysis/sequential.py); empty for a campaign of fixed trial counts.
+    claims: tuple[Claim, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The `analyze --json` object: runs, groups, variants, verdict, settings, notes, methods."""

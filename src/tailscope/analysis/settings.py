@@ -13,11 +13,11 @@ from typing import Any
 from tailscope.analysis.model import Settings
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
-_OPTIONAL = ("max_slow_rate", "max_q01_drop", "max_cv", "max_cv_ratio")
+_OPTIONAL = ("max_slow_rate", "max_q01_drop", "max_cv", "max_cv_ratio", "max_level_drop")
 _OPEN_UNIT = ("alpha", "confidence", "quantile_rule_q")  # strictly between 0 and 1
 # May also be 0: a rate of 0 allows no slow run at all (any slow run fails the test), a drop limit of 0
 # allows no drop; a given rate of 0 has no "trials needed".
-_HALF_OPEN_UNIT = ("allowed_slow_rate", "given_rate", "max_slow_rate", "max_q01_drop")
+_HALF_OPEN_UNIT = ("allowed_slow_rate", "given_rate", "max_slow_rate", "max_q01_drop", "max_level_drop")
 
 
 def settings_from_dict(values: Mapping[str, Any], base: Settings | None = None) -> Settings:

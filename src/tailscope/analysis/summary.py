@@ -38,6 +38,7 @@ from tailscope.analysis import (
     quantiles,
     robust,
     scaling,
+    sequential,
 )
 from tailscope.analysis.binomial import prime_intervals, tail_count, trials_to_observe
 from tailscope.analysis.model import (
@@ -56,7 +57,7 @@ from tailscope.analysis.model import (
 from tailscope.analysis.notes import compose_notes
 from tailscope.analysis.quantiles import quantile_ci
 from tailscope.analysis.settings import settings_from_dict, validate_settings
-from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits
+from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits, spread_rules_apply
 
 __all__ = [
     "ITERATION_COLUMNS",
@@ -118,6 +119,7 @@ def analyze(
     corunners: pd.DataFrame | None = None,
     nodes: pd.DataFrame | None = None,
     pages_tests: Mapping[str, Any] | None = None,
+    stopping: sequential.Stopping | None = None,
 ) -> CampaignAnalysis:
     """Analyse a campaign: `runs` has one row per trial (any status), `iterations` those runs' rows (or an
     IterationSource that reads the rows of the runs asked for).
@@ -125,19 +127,28 @@ def analyze(
     `counters` (rows with source "os" are the per-trial evidence, EVIDENCE.md), `corunners` and `nodes`
     (facts) feed the cause catalogue and the node verdicts; without them causes say "no evidence recorded".
     `pages_tests` (causes.page_placement.pages_tests of an addr explain result) back page-placement.
+    `stopping` (a campaign `check` stopped when settled: its DIR/stopping.json) judges each group by the
+    anytime-valid rules of sequential.py: its level against its baseline, its claims, what is unsettled.
 
-    Raises ValueError with a one-line message for input that cannot be analysed (missing column, an ok
-    run with a value <= 0, a variant whose runs disagree on metric, unit or direction).
+    An ok run whose value is not > 0 (ratios cannot be taken of it: a store written before `run` refused such
+    headlines, or an importer's) counts as invalid, with that reason, among the runs that gave no value.
+
+    Raises ValueError with a one-line message for input that cannot be analysed (missing column, a variant
+    whose runs disagree on metric, unit or direction).
     """
     validate_settings(settings)
     _require(runs, RUN_COLUMNS, "runs")
-    runs = runs.sort_values(["variant", "node", "trial", "run_id"], kind="stable", ignore_index=True)
+    runs = _not_positive_as_invalid(
+        runs.sort_values(["variant", "node", "trial", "run_id"], kind="stable", ignore_index=True)
+    )
     is_ok = (runs["status"] == "ok").to_numpy(dtype=bool) & runs["value"].notna().to_numpy()
     ok = runs.loc[is_ok].reset_index(drop=True)
     failed = runs.loc[~is_ok].reset_index(drop=True)
     _check_ok_runs(ok)
 
-    scored = score_runs(ok, settings)
+    stopped = sequential.stopped_groups(ok, failed, stopping, settings) if stopping is not None else {}
+    few = [key for key, s in stopped.items() if not spread_rules_apply(s.judgement.n, s.at_cap)]
+    scored = score_runs(ok, settings, spread_off=few)
     iterations, have_iterations = _iterations_needed(iterations, scored)
     if have_iterations:
         _require(iterations, ITERATION_COLUMNS, "iterations")
@@ -168,7 +179,8 @@ def analyze(
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
     groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
     run_verdicts = _run_verdicts(scored, kinds, noise, found)
-    checks = make_verdict(groups, settings, _references(variants))
+    checks = make_verdict(groups, settings, _references(variants), stopped)
+    names = {v.variant: _probe_name(v) for v in variants}
     node_verdicts = health.node_health(
         groups=groups,
         runs=run_verdicts,
@@ -177,6 +189,7 @@ def analyze(
         settings=settings,
         busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share, extras),
         facts=causes.node_facts(nodes),
+        unsettled=sequential.unsettled(stopped, names, stopping, settings) if stopping is not None else None,
     )
     state = health.campaign_state(node_verdicts)
     verdict = dataclasses.replace(checks, passed=state == "healthy", state=state)
@@ -198,10 +211,18 @@ def analyze(
         runs=run_verdicts,
         verdict=verdict,
         notes=notes,
-        methods=dict(METHODS) | ({"cluster": cluster.METHOD} if node_ensembles else {}),
+        methods=dict(METHODS)
+        | ({"cluster": cluster.METHOD} if node_ensembles else {})
+        | ({"stopping": sequential.METHOD} if stopping is not None else {}),
         cluster=node_ensembles,
         nodes=node_verdicts,
+        claims=sequential.campaign_claims(stopped, names, settings),
     )
+
+
+def _probe_name(variant: VariantSummary) -> str:
+    """The name a claim shows: the probe's ('stream'), an application's ('app:widgets')."""
+    return variant.probe
 
 
 def _iterations_needed(
@@ -237,11 +258,15 @@ def _one_node_screen(
     )
 
 
-def score_runs(ok: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+def score_runs(
+    ok: pd.DataFrame, settings: Settings, *, spread_off: Sequence[tuple[str, str]] = ()
+) -> pd.DataFrame:
     """Add node_median, node_mad, global_median, perf_ratio, scaled_value, robust_score, robust_outlier, slow,
     past_node_line and flagged.
 
-    `ok` holds ok runs only (value > 0). Vectorised; row order is kept.
+    `ok` holds ok runs only (value > 0). Vectorised; row order is kept. `spread_off`: the (variant, node)
+    groups the quantile rule does not judge (a stopped campaign's groups with few runs), whose runs are not
+    past its line.
     """
     scored = ok.copy()
     value = scored["value"].astype(float)
@@ -262,6 +287,9 @@ def score_runs(ok: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     scored["robust_outlier"] = robust.slow_outliers(score, settings.robust_cut)
     scored["slow"] = scored["perf_ratio"] < 1.0 - settings.primary_threshold
     scored["past_node_line"] = _past_node_line(scored, group, settings)
+    if len(spread_off):
+        keys = pd.MultiIndex.from_frame(scored[["variant", "node"]].astype(str))
+        scored.loc[keys.isin(list(spread_off)), "past_node_line"] = False
     scored["flagged"] = scored["slow"] | scored["robust_outlier"] | scored["past_node_line"]
     return scored
 
@@ -520,14 +548,27 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], table: str) -> None:
         )
 
 
+def _not_positive_as_invalid(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with every ok run whose value is not > 0 (a ratio, a log, a slowdown of it has no meaning)
+    marked invalid, its error saying why."""
+    value = pd.to_numeric(runs["value"], errors="coerce")
+    bad = ((runs["status"] == "ok") & value.notna() & ~(value > 0)).to_numpy(dtype=bool)
+    if not bad.any():
+        return runs
+    runs = runs.copy()
+    why = [
+        f"value {v:g} is not > 0: the headline {m} is compared as ratios"
+        for v, m in zip(value[bad].tolist(), runs.loc[bad, "metric"].astype(str).tolist(), strict=True)
+    ]
+    if "error" not in runs.columns:
+        runs["error"] = None
+    runs["error"] = runs["error"].astype(object)
+    runs.loc[bad, "error"] = why
+    runs.loc[bad, "status"] = "invalid"
+    return runs
+
+
 def _check_ok_runs(ok: pd.DataFrame) -> None:
-    bad = ok.loc[~(ok["value"].astype(float) > 0)]
-    if len(bad):
-        row = bad.iloc[0]
-        raise ValueError(
-            f"run {row['run_id']} (node {row['node']}, {row['variant']}, trial {row['trial']}): status ok "
-            f"but value {row['value']} is not > 0; mark it failed or fix the importer"
-        )
     for name in ("probe", "metric", "unit", "higher_is_better"):
         distinct = ok.groupby("variant", sort=True)[name].nunique()
         mixed = distinct[distinct > 1]

@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from tailscope.analysis.binomial import tail_p_value
 from tailscope.analysis.model import Check, GroupSummary, Settings, Verdict
 from tailscope.analysis.robust import VISIBLE_SDS, robust_cv
+from tailscope.analysis.sequential import SLOW_BURN_IN, Stopped
 from tailscope.analysis.wording import p_value, pct, pct_range, quantity, runs_word, were, where
 
 MIN_RUNS = 10  # the CV-ratio check needs this many runs for a robust CV worth comparing with
@@ -35,12 +36,23 @@ SJTU_HPL_LIGHT = "500 runs of N = 32768, NB = 128 on one node; -0.25 % on 32 nod
 CV_FLOOR = 0.01  # a CV below 1% never fails the CV-ratio check
 
 
-def group_checks(group: GroupSummary, settings: Settings) -> list[Check]:
-    """The checks of one (variant, node) for the limits set in `settings`, in a fixed order."""
+def group_checks(group: GroupSummary, settings: Settings, stopped: Stopped | None = None) -> list[Check]:
+    """The checks of one (variant, node) for the limits set in `settings`, in a fixed order. A group of a
+    campaign stopped when settled (`stopped`) is judged by its anytime-valid rules (analysis/sequential.py):
+    the level against its baseline, the slow-run rate's sequential test instead of the fixed-n binomial one,
+    and the spread rules (quantile rule, CV) only where they can be read: from MIN_RUNS runs on, or at the
+    trial cap (a fixed design)."""
     checks: list[Check] = []
     scope = f"{group.variant}/{group.node}"
+    if stopped is not None and stopped.judgement.level.state in ("within", "below", "open"):
+        checks.append(_level_check(group, stopped, settings, scope))
     if settings.max_slow_rate is not None:
-        checks.append(_slow_rate_check(group, settings, scope))
+        if stopped is not None:
+            checks.append(_sequential_slow_rate_check(group, stopped, settings, scope))
+        else:
+            checks.append(_slow_rate_check(group, settings, scope))
+    if stopped is not None and not spread_rules_apply(group.n, stopped.at_cap):
+        return checks
     if settings.max_q01_drop is not None:
         checks.append(_quantile_check(group, quantile_limit(group, settings), scope, settings.max_q01_drop))
     if settings.max_cv is not None and group.cv is not None:
@@ -48,6 +60,13 @@ def group_checks(group: GroupSummary, settings: Settings) -> list[Check]:
     if settings.max_cv_ratio is not None and group.cv is not None and group.n >= MIN_RUNS:
         checks.append(_cv_ratio_check(group, settings.max_cv_ratio, scope))
     return checks
+
+
+def spread_rules_apply(n: int, at_cap: bool) -> bool:
+    """Whether a stopped group is judged by the spread rules (quantile rule, CV, CV ratio): these fixed-n
+    rules read the slowest of a few runs against a noise floor a few runs cannot estimate (3 runs: the MAD
+    is the smaller of two distances), so a group stopped early is judged by them from MIN_RUNS runs on."""
+    return at_cap or n >= MIN_RUNS
 
 
 def group_floor(group: GroupSummary) -> float:
@@ -79,13 +98,21 @@ def quantile_limit(group: GroupSummary, settings: Settings) -> float:
     return rule_limit(group_floor(group), settings, has_interval=group.low_quantile.lower_rank is not None)
 
 
-def limits_text(settings: Settings) -> tuple[str, ...]:
-    """The limits in force, in words, printed with every verdict."""
+def limits_text(settings: Settings, *, stopped: bool = False) -> tuple[str, ...]:
+    """The limits in force, in words, printed with every verdict (`stopped`: a campaign stopped when
+    settled, judged by the anytime-valid rules of analysis/sequential.py)."""
     out = []
+    if stopped and settings.max_level_drop is not None:
+        out.append(
+            f"level at most {pct(settings.max_level_drop)} below the node's history (else the fleet's), by "
+            f"an anytime-valid {pct(settings.confidence)} confidence sequence; each probe stops when settled"
+        )
     if settings.max_slow_rate is not None:
         out.append(
             f"slow-run rate (> {pct(settings.primary_threshold)} below the node median) at most "
-            f"{pct(settings.max_slow_rate)} (binomial test, alpha {settings.alpha:g})"
+            f"{pct(settings.max_slow_rate)} ("
+            + ("anytime-valid sequential test" if stopped else "binomial test")
+            + f", alpha {settings.alpha:g})"
         )
     if settings.max_q01_drop is not None:
         out.append(
@@ -108,12 +135,14 @@ def make_verdict(
     groups: Iterable[GroupSummary],
     settings: Settings,
     references: Mapping[str, tuple[float, float, float]] | None = None,
+    stopped: Mapping[tuple[str, str], Stopped] | None = None,
 ) -> Verdict:
     """The checks alone (before the node verdicts of analysis/health.py set `state` and `passed`).
-    `references`: variant -> (expected value, lowest, highest) of an application's `--reference`."""
+    `references`: variant -> (expected value, lowest, highest) of an application's `--reference`;
+    `stopped`: (variant, node) -> its anytime-valid judgement, for a campaign stopped when settled."""
     checks: list[Check] = []
     for g in groups:
-        checks += group_checks(g, settings)
+        checks += group_checks(g, settings, (stopped or {}).get((g.variant, g.node)))
         if references and g.variant in references:
             checks.append(reference_check(g, *references[g.variant]))
     return Verdict(passed=all(c.passed for c in checks), checks=tuple(checks))
@@ -130,6 +159,63 @@ def reference_check(group: GroupSummary, expected: float, low: float, high: floa
         f"({low:.6g} to {high:.6g})"
     )
     return Check("reference", f"{group.variant}/{group.node}", group.median, expected, passed, message)
+
+
+def _level_check(group: GroupSummary, stopped: Stopped, settings: Settings, scope: str) -> Check:
+    """The level against the node's baseline (its history, else the fleet's): failed when the whole
+    confidence sequence of the ratio lies below 1 - max_level_drop."""
+    level, baseline = stopped.judgement.level, stopped.baseline
+    assert baseline is not None and level.limit is not None and settings.max_level_drop is not None
+    ratio = level.ratio if level.ratio is not None else 1.0
+    drop = 1.0 - ratio
+    against = f"{baseline.words()} ({quantity(baseline.value, group.unit)}, median of {baseline.entries} "
+    against += f"{'entries' if baseline.source == 'history' else 'nodes'})"
+    side = f"{pct(abs(drop))} {'below' if drop > 0 else 'above'}"
+    cs = (
+        f"{pct(settings.confidence)} confidence sequence {_ratio_range(level.low, level.high)} of it"
+        if level.low is not None and level.high is not None
+        else "no confidence sequence yet (3 trials needed)"
+    )
+    message = f"{where(group)}: level {side} {against} after {runs_word(stopped.judgement.n)}; {cs}; "
+    if level.state == "below":
+        message += f"failed: all of it more than the {pct(settings.max_level_drop)} allowed below"
+    elif level.state == "within":
+        message += f"passed: all of it within {pct(settings.max_level_drop)}"
+    else:
+        message += f"not settled: it spans the {pct(settings.max_level_drop)} limit"
+    return Check("max_level_drop", scope, drop, settings.max_level_drop, level.state != "below", message)
+
+
+def _ratio_range(low: float | None, high: float | None) -> str:
+    return f"{low:.3f}-{high:.3f}" if low is not None and high is not None else "-"
+
+
+def _sequential_slow_rate_check(
+    group: GroupSummary, stopped: Stopped, settings: Settings, scope: str
+) -> Check:
+    """The slow-run rate's anytime-valid test (analysis/sequential.py): failed when the evidence that the
+    rate is above the limit reached 1/alpha at some trial."""
+    rate = stopped.judgement.slow_rate
+    limit = settings.max_slow_rate
+    assert limit is not None
+    observed = rate.slow / rate.counted if rate.counted else 0.0
+    seen = (
+        f"{where(group)}: {rate.slow} of {rate.counted} trials (from the {SLOW_BURN_IN + 1}th on) more than "
+        f"{pct(settings.primary_threshold)} below the median of the trials before them"
+    )
+    if rate.degraded:
+        judged = (
+            f"evidence {rate.evidence:.3g} >= 1/alpha = {1 / settings.alpha:g} (anytime-valid): the rate is "
+            f"above {pct(max(rate.lower, limit))}, more than the limit {pct(limit)} allows"
+        )
+    elif rate.upper <= limit:
+        judged = f"the rate is below {pct(rate.upper)} at {pct(settings.confidence)} (anytime-valid)"
+    else:
+        judged = (
+            f"the rate is below {pct(rate.upper)} at {pct(settings.confidence)}: too few trials to claim "
+            f"{pct(limit)}; no evidence it is above (anytime-valid, evidence {rate.evidence:.2g})"
+        )
+    return Check("max_slow_rate", scope, observed, limit, not rate.degraded, f"{seen}; {judged}")
 
 
 def _cv_ratio_check(group: GroupSummary, ratio: float, scope: str) -> Check:

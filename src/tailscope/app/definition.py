@@ -33,6 +33,7 @@ from tailscope.app.errors import AppInputError
 from tailscope.app.figures import FigureSpec
 from tailscope.app.variant import PREFIX, AppVariant, app_params, default_name
 from tailscope.errors import InputError
+from tailscope.options import SHARED
 from tailscope.tomlfile import Table
 
 KEYS = {
@@ -63,9 +64,9 @@ def parse_definition(
     name = data.get("name", default_name(argv))
     if not isinstance(name, str) or not _APP_NAME.match(name) or len(name) > 64:
         raise fail("name", "expected a word of letters, digits and _ . + - (up to 64)")
-    trials = checks.whole("trials", data.get("trials"))
-    timeout = checks.seconds("timeout", data.get("timeout"))
-    warmup = checks.whole("warmup", data.get("warmup"), low=0, high=1000)
+    trials = checks.bounded("trials", data.get("trials"), SHARED["trials"])  # the command line's bounds
+    timeout = checks.bounded("timeout", data.get("timeout"), SHARED["timeout"])
+    warmup = checks.bounded("warmup", data.get("warmup"), SHARED["warmup"])
     metrics = data.get("metrics", [])
     if isinstance(metrics, str):
         metrics = [metrics]
@@ -118,6 +119,7 @@ def _key_of(message: str) -> str | None:
 # the command line's option in a figure error -> the definition's key
 _OPTION_KEYS = (
     ("--metric ", "metrics"),
+    ("--metric-file", "metric_file"),
     ("--sanity", "sanity"),
     ("--iteration-regex", "iteration_regex"),
     ("--reference", "reference"),

@@ -4,6 +4,12 @@
   first capture group the value (ReFrame's performance patterns, Ramble's figures of merit). When several
   lines match, the last counts. The first metric given is the headline. Without a direction, a time unit
   (s, ms, us, ns, min, h) is lower-is-better and anything else higher-is-better.
+- Patterns are RE2's (app/patterns.py): matched line by line, in time linear in the output, off the loop that
+  enforces the trial's time limit; one RE2 cannot take is refused when it is read.
+- The headline is compared as ratios (x% slower than the node's median, the fleet's): its value must be > 0.
+  A headline <= 0 in a variant's first trial stops the run (exit 2, nothing of the variant stored), in a
+  later trial fails that trial; the other figures may have any sign (an energy, an offset) and are stored
+  as read.
 - `--sanity REGEX`: some line must match, or the trial fails (sanity before performance: no figure then).
 - `--iteration-regex REGEX`: every match is an iteration whose value is its first capture group.
 - `--format X`: the program reader of the importers (importers/reader.py) reads the figures; the trial takes
@@ -15,12 +21,15 @@ Each figure keeps the line it was read from (number and text), stored with the r
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tailscope.analysis.reference import Reference
+from tailscope.app.patterns import ENGINE, LineMatcher, Mode, Pattern, PatternError, compile_pattern
 from tailscope.errors import InputError
 
 TIME_UNITS = frozenset({"s", "sec", "seconds", "ms", "us", "µs", "ns", "min", "h", "hours"})
@@ -39,7 +48,7 @@ class Metric:
     name: str
     unit: str
     higher_is_better: bool
-    pattern: re.Pattern[str]
+    pattern: Pattern
     text: str  # as the user wrote it (stored in the plan)
 
     @classmethod
@@ -71,19 +80,19 @@ class Metric:
         return cls(name, unit, direction, pattern, text)
 
 
-def compile_regex(regex: str, *, option: str, shown: str | None = None) -> re.Pattern[str]:
+def compile_regex(regex: str, *, option: str, shown: str | None = None) -> Pattern:
     try:
-        return re.compile(regex)
-    except re.error as exc:
+        return compile_pattern(regex)
+    except PatternError as exc:
         text = regex if shown is None else shown
-        raise FigureError(f"{option} {text!r}: not a valid regular expression ({exc})") from None
+        raise FigureError(f"{option} {text!r}: not a valid regular expression for {ENGINE} ({exc})") from None
 
 
 @dataclass(frozen=True)
 class FigureSpec:
     metrics: tuple[Metric, ...] = ()
-    sanity: re.Pattern[str] | None = None
-    iteration: re.Pattern[str] | None = None
+    sanity: Pattern | None = None
+    iteration: Pattern | None = None
     format: str | None = None
     metric_file: str | None = None
     reference: Reference | None = None
@@ -107,6 +116,9 @@ class FigureSpec:
         if it_pattern is not None and it_pattern.groups < 1:
             raise FigureError(f"--iteration-regex {iteration!r}: needs a capture group around the value")
         ref = params.get("reference")
+        mf = params.get("metric_file")
+        if mf is not None and (not mf or os.path.isabs(str(mf)) or ".." in Path(str(mf)).parts):
+            raise FigureError(f"--metric-file {mf}: expected a path inside the trial's directory")
         return cls(
             metrics=metrics,
             sanity=compile_regex(str(sanity), option="--sanity") if sanity else None,
@@ -142,9 +154,12 @@ class Found:
 
 @dataclass
 class Scan:
-    """One trial's reading of its output (or metric file): fed line by line."""
+    """One trial's reading of its output (or metric file): fed line by line as it streams. The patterns are
+    matched by a LineMatcher (app/patterns.py) off the caller's thread, until `deadline` (time.monotonic());
+    `finish()` waits for them, and `error` says why they were not all matched."""
 
     spec: FigureSpec
+    deadline: float | None = None
     found: dict[str, Found] = field(default_factory=dict)
     sane: bool = False
     iterations: list[float] = field(default_factory=list)
@@ -152,35 +167,70 @@ class Scan:
     lines: int = 0
     reader: Any = None  # the program reader of --format, fed every line
     head: list[str] = field(default_factory=list)  # the first HEAD_LINES lines (a format's detection)
+    error: str | None = None  # why the patterns were not all matched (the trial fails with it)
+    matcher: LineMatcher | None = None
+    _kinds: list[tuple[str, str | None]] = field(default_factory=list)  # (metric|sanity|iteration, name)
+    _finished: bool = False
 
     def __post_init__(self) -> None:
         if self.spec.format:
             from tailscope.importers.reader import program_reader
 
             self.reader = program_reader(self.spec.format)
+        patterns: list[tuple[Pattern, Mode]] = []
+        for m in self.spec.metrics:
+            patterns.append((m.pattern, "last"))  # when several lines match, the last counts
+            self._kinds.append(("metric", m.name))
+        if self.spec.sanity is not None:
+            patterns.append((self.spec.sanity, "first"))
+            self._kinds.append(("sanity", None))
+        if self.spec.iteration is not None:
+            patterns.append((self.spec.iteration, "every"))
+            self._kinds.append(("iteration", None))
+        if patterns:
+            self.matcher = LineMatcher(patterns, self._matched, deadline=self.deadline, wanted=self._wanted)
 
     def feed(self, line: str) -> None:
         self.lines += 1
         number = self.lines
         if len(self.head) < HEAD_LINES:
             self.head.append(line[:RAW_CHARS])
-        for m in self.spec.metrics:
-            match = m.pattern.search(line)
-            if match is not None:
-                text = match.group(1) or ""
-                self.found[m.name] = Found(_number(text), text, number, line[:RAW_CHARS])
-        if self.spec.sanity is not None and not self.sane and self.spec.sanity.search(line):
-            self.sane = True
-        if self.spec.iteration is not None:
-            match = self.spec.iteration.search(line)
-            if match is not None and len(self.iterations) < MAX_ITERATIONS:
-                value = _number(match.group(1) or "")
-                if value is None:
-                    self.iteration_errors += 1
-                else:
-                    self.iterations.append(value)
+        if self.matcher is not None:
+            self.matcher.add(number, line)
         if self.reader is not None:
             self.reader.feed(number, line)
+
+    def finish(self) -> str | None:
+        """Wait for the patterns to be matched (until the deadline); returns `error`."""
+        if not self._finished:
+            self._finished = True
+            if self.matcher is not None:
+                self.error = self.matcher.finish()
+        return self.error
+
+    def close(self) -> None:
+        """Stop matching (the trial is over, or discarded): the matcher's thread ends."""
+        if self.matcher is not None:
+            self.matcher.close()
+
+    def _wanted(self, i: int) -> bool:
+        return self._kinds[i][0] != "iteration" or len(self.iterations) < MAX_ITERATIONS
+
+    def _matched(self, i: int, number: int, line: bytes, groups: tuple[str | None, ...]) -> None:
+        """A line one pattern matched (on the matcher's thread; read after `finish()`)."""
+        kind, name = self._kinds[i]
+        text = (groups[0] if groups else None) or ""
+        if kind == "iteration":
+            value = _number(text)
+            if value is None:
+                self.iteration_errors += 1
+            elif len(self.iterations) < MAX_ITERATIONS:
+                self.iterations.append(value)
+        elif kind == "sanity":
+            self.sane = True
+        elif name is not None:
+            raw = line[: RAW_CHARS * 4].decode(errors="replace")[:RAW_CHARS]
+            self.found[name] = Found(_number(text), text, number, raw)
 
 
 def format_hint(scan: Scan) -> str | None:
@@ -215,17 +265,30 @@ class Figures:
     iterations: list[float]
     error: str | None = None  # a failed trial's reason
     status: str = "ok"  # ok | failed | invalid
-    missing_metric: str | None = None  # a metric that did not match (exit 2 on a first trial)
+    missing_metric: str | None = None  # a figure not matched or not usable (exit 2 on a first trial)
+
+
+def headline_error(name: str, value: float, where: str) -> str:
+    """Why a headline <= 0 cannot be judged (the analysis compares headlines as ratios)."""
+    return (
+        f"metric {name}: its value {value:g} ({where}) is not > 0, and the headline is compared as ratios "
+        "(x% slower than the node's median): make the first --metric a positive figure such as a rate or a "
+        f"time, and {name} a later one (any other metric may have any sign)"
+    )
 
 
 def judge(scan: Scan, where: str, wall_s: float) -> Figures:
-    """The figures of a finished trial's scan: sanity first, then every metric, then the reader."""
+    """The figures of a finished trial's scan: sanity first, then every metric, then the reader; the headline
+    must be > 0 (`headline_error`)."""
     spec = scan.spec
+    if scan.finish() is not None:
+        timed_out = scan.matcher is not None and scan.matcher.timed_out
+        return Figures(None, [], [], f"{where}: {scan.error}", "timeout" if timed_out else "failed")
     figures: list[dict[str, Any]] = []
     iterations = list(scan.iterations)
     if spec.sanity is not None and not scan.sane:
         return Figures(
-            None, [], iterations, f"sanity pattern {spec.sanity.pattern!r} did not match {where}", "failed"
+            None, [], iterations, f"sanity pattern {spec.sanity.text!r} did not match {where}", "failed"
         )
     headline: tuple[str, float, str, bool] | None = None
     for m in spec.metrics:
@@ -235,7 +298,7 @@ def judge(scan: Scan, where: str, wall_s: float) -> Figures:
                 None,
                 figures,
                 iterations,
-                f"metric {m.name}: no line of {where} matched {m.pattern.pattern!r}",
+                f"metric {m.name}: no line of {where} matched {m.pattern.text!r}",
                 "failed",
                 missing_metric=m.name,
             )
@@ -260,6 +323,9 @@ def judge(scan: Scan, where: str, wall_s: float) -> Figures:
         )
         if headline is None:
             headline = (m.name, f.value, m.unit, m.higher_is_better)
+            if not f.value > 0:
+                why = headline_error(m.name, f.value, f"{where} line {f.line}")
+                return Figures(None, figures, iterations, why, "failed", missing_metric=m.name)
     if scan.reader is not None:
         from tailscope.importers import ImportInputError
 
@@ -286,6 +352,9 @@ def judge(scan: Scan, where: str, wall_s: float) -> Figures:
         if not spec.metrics:
             head = (runs[0] if table else last).figures[0]
             headline = (head.name, head.value, head.unit, head.higher_is_better)
+            if not head.value > 0:
+                why = headline_error(head.name, head.value, f"{where} line {head.line}")
+                return Figures(None, figures, iterations, why, "failed", missing_metric=spec.format)
         if not iterations and last.iterations:
             iterations = list(last.iterations)
         if not last.valid:

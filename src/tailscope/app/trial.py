@@ -16,6 +16,7 @@ import contextlib
 import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,15 @@ from tailscope.app.errors import AppInputError
 from tailscope.app.figures import Figures, FigureSpec, Scan, format_hint, judge
 from tailscope.app.variant import AppVariant
 from tailscope.errors import InputError
-from tailscope.launch import Launched, launch
+from tailscope.launch import MAX_LINE, Launched, launch
 from tailscope.node.read import cpu_ranges
 from tailscope.store.campaign import Campaign, safe_name
 from tailscope.store.runs_row import TrialRun
 from tailscope.store.trial_rows import TrialRows
+from tailscope.userfile import MIB, UnreadableFile, read_lines
 
 KEEP_WORKDIRS = 8
+MAX_METRIC_FILE = 256 * MIB  # a --metric-file larger than this fails the trial (userfile.read_lines)
 BINDING_VARIABLES = (
     "OMP_NUM_THREADS",
     "OMP_PLACES",
@@ -48,6 +51,12 @@ class FirstTrialError(InputError):
 
 def variant_dir(root: Path, node: str, variant: AppVariant) -> Path:
     return root / "app" / safe_name(node) / safe_name(variant.variant_id)
+
+
+def remove_trial_directories(root: Path) -> None:
+    """The trials' directories and output tails under `root` (a run that created `root` and stored nothing:
+    they belong to no campaign)."""
+    shutil.rmtree(root / "app", ignore_errors=True)
 
 
 def _shell(command: str, cwd: Path, env: dict[str, str], timeout_s: float) -> str | None:
@@ -102,9 +111,9 @@ def run_app_trial(
     work.mkdir(parents=True)
     env = {**os.environ, **variant.env, "TAILSCOPE_TRIAL": str(index)}
     kept = False
+    scan: Scan | None = None
     try:
         run = TrialRun(campaign.campaign_id, node, task, variant, index)
-        scan = Scan(spec)
         reason: str | None = None
         prepare = variant.params.get("prepare")
         if prepare:
@@ -122,8 +131,11 @@ def run_app_trial(
 
                 tracker = _Tracker(TaskTracker)
 
+            # the output's patterns are matched off the launcher's loop, until the trial's own deadline
+            scan = Scan(spec, deadline=time.monotonic() + timeout_s) if spec.metric_file is None else None
+
             def on_line(stream: str, line: str) -> None:
-                if spec.metric_file is None:
+                if scan is not None:
                     scan.feed(line)
 
             sampler = evidence if evidence is not None else tracker
@@ -154,10 +166,16 @@ def run_app_trial(
         status, error, figures = "ok", reason, None
         if done is not None:
             where = "the output"
-            if spec.metric_file is not None:
-                where = spec.metric_file
-                scan_file(scan, work / spec.metric_file)
-            figures = judge(scan, where, done.wall_s)
+            unreadable = None
+            if scan is None:  # --metric-file: read after the trial, with the trial's time limit of its own
+                where = spec.metric_file or ""
+                scan = Scan(spec, deadline=time.monotonic() + timeout_s)
+                unreadable = scan_file(scan, work, where)
+            if unreadable is not None:
+                declared = spec.metrics[0].name if spec.metrics else spec.format
+                figures = Figures(None, [], [], unreadable, "failed", missing_metric=declared)
+            else:
+                figures = judge(scan, where, done.wall_s)
             hint = format_hint(scan) if first else None
             if hint:
                 print(hint, file=sys.stderr)
@@ -167,12 +185,14 @@ def run_app_trial(
                 last = (done.stderr.strip().splitlines() or [""])[-1][:200]
                 status = "failed"
                 error = f"exit status {done.returncode}" + (f": {last}" if last else "")
+            elif figures.status == "timeout":
+                status, error = "timeout", f"{timeout_s:g} s trial time limit: {figures.error}"
             elif figures.error is not None:
                 if first and figures.missing_metric is not None:
                     tail = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines() or [""])[-1]
                     raise FirstTrialError(
-                        f"{figures.error} in the first trial of {variant.name} (nothing stored; its output "
-                        f"ended with {tail[:120]!r})"
+                        f"{figures.error} in the first trial of {variant.name} (nothing stored of it; its "
+                        f"output ended with {tail[:120]!r})"
                     )
                 status, error = figures.status, figures.error
         else:
@@ -214,6 +234,8 @@ def run_app_trial(
         _bound_workdirs(base)
         return rows
     finally:
+        if scan is not None:
+            scan.close()
         if counters is not None:
             counters.close()
         if not kept:  # discarded (warm-up, Ctrl-C, an error): nothing of it stays
@@ -261,16 +283,16 @@ class _Tracker:
         return self.tasks.cpus() if self.tasks is not None else []
 
 
-def scan_file(scan: Scan, path: Path) -> None:
-    """--metric-file: the file the program wrote in its directory, read line by line (a missing file reads
-    as empty: its metrics do not match)."""
+def scan_file(scan: Scan, work: Path, relative: str) -> str | None:
+    """--metric-file: the file the program wrote in its directory, read line by line through the one bounded
+    reader (userfile.py: a regular file inside the trial's directory, at most MAX_METRIC_FILE bytes); None, or
+    why it was not read."""
     try:
-        f = path.open("rb")
-    except OSError:
-        return
-    with f:
-        for raw in f:
-            scan.feed(raw.decode(errors="replace").rstrip("\r\n"))
+        for raw in read_lines(relative, limit=MAX_METRIC_FILE, piece=MAX_LINE, beneath=work):
+            scan.feed(raw.decode(errors="replace"))
+    except UnreadableFile as exc:
+        return f"--metric-file {exc}"
+    return None
 
 
 def _write_tails(base: Path, name: str, done: Launched) -> None:

@@ -2,8 +2,9 @@
 
 The pipeline of one trial reads top to bottom in `run_trial`: launch, wait, parse, validate, rows.
 Trials are buffered and committed as one transaction of the store's load path (store/load.py) every
-`flush_trials` trials or `flush_seconds` seconds, at the end, and when interrupted (SIGINT/SIGTERM), so an
-interrupted campaign keeps every finished trial and `--resume` runs exactly the missing ones. A SIGKILL loses
+`flush_trials` trials or `flush_seconds` seconds, at the end, and when interrupted (SIGINT/SIGTERM) or stopped
+by an input error in a later trial (the program gone, a first trial of another variant without its figure),
+so such a campaign keeps every finished trial and `--resume` runs exactly the missing ones. A SIGKILL loses
 at most the unflushed buffer, never a stored shard. The first commit creates the campaign (with its plans and
 this node's facts): a run that stores nothing leaves nothing behind.
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -72,6 +73,7 @@ class RunOutcome:
     stopped_reason: str | None = None
     committed: int = 0  # transactions committed (0: nothing was stored, no campaign was created)
     notices: list[str] = field(default_factory=list)  # what the job environment did (probes/jobenv.py)
+    stop: Any = None  # a campaign stopped when settled: how it ended (campaign/stopping.py StopSummary)
 
 
 def preflight(variant: ProbeVariant) -> dict[str, Any]:
@@ -257,6 +259,18 @@ def interleave(trials: Sequence[Trial]) -> list[Trial]:
     return [t for *_, t in sorted(keyed, key=lambda x: x[:3])]
 
 
+class Schedule(Protocol):
+    """The trials of a campaign that stops when its verdict settles (campaign/stopping.py)."""
+
+    def __iter__(self) -> Iterator[Trial]: ...
+
+    def time_limit(self, trial: Trial, default: float) -> float: ...
+
+    def accept(self, trial: Trial, rows: TrialRows) -> bool: ...
+
+    def observe(self, trial: Trial, rows: TrialRows) -> None: ...
+
+
 @dataclass
 class LocalRunner:
     campaign: Campaign
@@ -276,6 +290,12 @@ class LocalRunner:
     _facts: pa.Table | None = None
     _app_started: set[str] = field(default_factory=set)  # application variants with a trial run here
 
+    def _grow_plan(self, trial: Trial) -> None:
+        """A stopped campaign's plan is the trials it ran: the variant's plan grows with each trial."""
+        for plan in self.plans:
+            if plan.variant == trial.variant.variant_id:
+                plan.trials = max(plan.trials, trial.index + 1)
+
     def _node_facts(self) -> pa.Table:
         facts = collect_facts()
         facts["node"] = self.node
@@ -290,7 +310,8 @@ class LocalRunner:
         try:
             with load_into(self.campaign.root, "run", create=True, manifest=self.campaign.manifest) as tx:
                 for plan in self.plans:
-                    tx.add_plan(plan)
+                    if plan.trials:  # a stopped campaign's variant with no trial run yet: no plan
+                        tx.add_plan(plan)
                 if self.committed == 0:
                     facts = self._facts if self._facts is not None else self._node_facts()
                     tx.write("nodes", facts, node=self.node)
@@ -351,21 +372,27 @@ class LocalRunner:
                 )
                 self._app_started.add(vid)
 
-    def run(self, trials: Sequence[Trial]) -> RunOutcome:
+    def run(self, trials: Sequence[Trial], schedule: Schedule | None = None) -> RunOutcome:
+        """Run `trials` in order; with a `schedule` (campaign/stopping.py), the trials it picks from them one
+        at a time, each judged as it is stored, until it ends the campaign. The plans then record the
+        trials run, not the trials claimed: a campaign stopped when settled is complete."""
         outcome = RunOutcome(self.campaign.root)
         plan = Counter(t.variant.variant_id for t in trials)
         progress = Progress(total=len(trials), plan=plan, enabled=self.show_progress)
         buffer, last_flush = TrialRows(), time.monotonic()
         recent_errors: list[str] = []
+        refused: InputError | None = None
         collector = EvidenceCollector() if self.evidence else None
         try:
             with _sigterm_as_interrupt():
                 self._facts = self._node_facts()
                 self._warm_up(trials, collector)
-                for trial in trials:
+                for trial in schedule if schedule is not None else trials:
                     if self.before_trial is not None:
                         self.before_trial(trial)
                     timeout = self.timeout_s or trial.variant.spec.timeout_s
+                    if schedule is not None:
+                        timeout = schedule.time_limit(trial, timeout)
                     if self._is_app(trial):
                         rows = self._app_trial(trial, timeout, collector)
                     else:
@@ -377,6 +404,11 @@ class LocalRunner:
                             timeout_s=timeout,
                             evidence=collector,
                         )
+                    if schedule is not None:
+                        if not schedule.accept(trial, rows):
+                            continue  # cut by the budget: it measured the cut, not the node
+                        schedule.observe(trial, rows)
+                        self._grow_plan(trial)
                     buffer.extend(rows)
                     run = rows.runs[0]
                     ok = run["status"] == "ok"
@@ -404,9 +436,8 @@ class LocalRunner:
                         buffer, last_flush = TrialRows(), time.monotonic()
         except (KeyboardInterrupt, Interrupted):
             outcome.interrupted = True
-        except InputError:  # an application's first trial without its declared figure: nothing is stored
-            buffer.clear()
-            raise
+        except InputError as exc:  # a program gone, a first trial without its figure: the trials before stay
+            refused = exc
         finally:
             progress.close()
             # Finished trials are written even when interrupted; a second signal here is deferred.
@@ -417,6 +448,14 @@ class LocalRunner:
             finally:
                 signal.signal(signal.SIGINT, old_int)
                 signal.signal(signal.SIGTERM, old_term)
+        if refused is not None:
+            if outcome.stored and self.committed:
+                root = self.campaign.root
+                raise InputError(
+                    f"{refused} ({outcome.stored} trial(s) finished before it are stored in {root}: once "
+                    f"fixed, `tailscope run --resume --campaign {root}` runs the rest)"
+                ) from None
+            raise refused
         return outcome
 
 

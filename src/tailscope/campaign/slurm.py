@@ -35,12 +35,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tailscope import hostlist
 from tailscope.campaign.spec import CampaignSpec, load_spec
 from tailscope.errors import InputError
 from tailscope.printable import printable
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, write_atomic_bytes
 from tailscope.store.manifest import ClusterJob, ClusterRecord, Manifest
 from tailscope.store.read import DamagedShard, connect, quarantine, validate_shards
+from tailscope.tomlfile import MAX_BYTES as TOML_BYTES
+from tailscope.userfile import UnreadableFile
+from tailscope.userfile import read_bytes as read_user_file
 
 SLURM_DIR = "slurm"
 QUARANTINE = "quarantine"
@@ -173,7 +177,11 @@ def prepare(spec: CampaignSpec) -> Campaign:
     slurm_dir = campaign.root / SLURM_DIR
     slurm_dir.mkdir(exist_ok=True)
     if spec.path.resolve() != (slurm_dir / "spec.toml").resolve():
-        write_atomic_bytes(slurm_dir / "spec.toml", spec.path.read_bytes())
+        try:  # the one bounded reader of a user's file, as when the spec was parsed
+            text = read_user_file(spec.path, limit=TOML_BYTES)
+        except UnreadableFile as exc:
+            raise InputError(str(exc)) from None
+        write_atomic_bytes(slurm_dir / "spec.toml", text)
     write_atomic_bytes(slurm_dir / "step.sh", step_script(spec, campaign.root).encode())
     return campaign
 
@@ -251,36 +259,12 @@ def _with_directory(spec: CampaignSpec, root: Path) -> CampaignSpec:
     return replace(spec, directory=root.resolve())
 
 
-def expand_hostlist(expression: str) -> list[str]:
-    """`n[1-3],m5` -> n1 n2 n3 m5, with scontrol when present (it knows every form), else a small parser."""
-    scontrol = shutil.which("scontrol")
-    if scontrol:
-        proc = subprocess.run([scontrol, "show", "hostnames", expression], capture_output=True, text=True)
-        if proc.returncode == 0 and proc.stdout.strip():
-            return proc.stdout.split()
-    import re
-
-    out: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expression):
-        m = re.match(r"^(.*)\[([^\]]*)\](.*)$", part)
-        if not m:
-            out.append(part)
-            continue
-        prefix, ranges, suffix = m.groups()
-        for r in ranges.split(","):
-            lo, _, hi = r.partition("-")
-            width = len(lo)
-            for i in range(int(lo), int(hi or lo) + 1):
-                out.append(f"{prefix}{i:0{width}d}{suffix}")
-    return out
-
-
 def campaign_nodes(campaign: Campaign, stored: set[str] | None = None) -> list[str]:
     """The campaign's nodes: those the spec names, those its jobs were given, and those that stored data."""
     nodes: set[str] = set()
     nodelist = campaign.manifest.cluster.nodelist if campaign.manifest.cluster else None
     if nodelist:
-        nodes.update(expand_hostlist(nodelist))
+        nodes.update(hostlist.expand(nodelist))
     for path in (campaign.root / SLURM_DIR).glob("job-*.nodes"):
         nodes.update(path.read_text().split())
     if stored is None:

@@ -53,15 +53,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailscope import tomlfile
+from tailscope import hostlist, tomlfile
 from tailscope.analysis.model import ClusterSettings, Settings
 from tailscope.analysis.settings import settings_from_dict
 from tailscope.app.variant import AppVariant
 from tailscope.errors import InputError
-from tailscope.options import type_words
+from tailscope.options import SHARED, type_words
 from tailscope.probes.catalogue import PROBES, ProbeVariant
 from tailscope.store.params import PARAM_RENAMES
-from tailscope.tomlfile import TomlFile
+from tailscope.tomlfile import Table, TomlFile
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^UNLIMITED$|^INFINITE$")
 _SECTIONS = {"campaign", "slurm", "probes", "apps", "events", "thresholds", "cluster", "corunner"}
@@ -77,7 +77,6 @@ _SLURM_KEYS = {
     "sbatch_options",
 }
 _PROBE_KEYS = {"probe", "trials", "page", "options"}
-_TRIALS = "expected the trials per node as a whole number >= 1"
 
 
 class SpecError(InputError, ValueError):
@@ -187,6 +186,11 @@ def _parse(data: Mapping[str, Any], where: TomlFile) -> CampaignSpec:
             nodes = tuple(nodes)
         elif not (isinstance(nodes, str) and nodes):
             raise where.error("slurm", "nodes", 'expected a hostlist like "n[1-3]" or a list of node names')
+        else:
+            try:
+                hostlist.count(nodes)
+            except hostlist.HostlistError as exc:
+                raise where.error("slurm", "nodes", str(exc)) from None
     node_count = checks.whole("node_count", slurm.get("node_count"))
     if nodes is None and node_count is None:
         raise where.error("slurm", "nodes", "expected nodes (a hostlist) or node_count")
@@ -198,7 +202,7 @@ def _parse(data: Mapping[str, Any], where: TomlFile) -> CampaignSpec:
     steps = slurm.get("steps", "parallel")
     if steps not in ("parallel", "serial"):
         raise where.error("slurm", "steps", 'expected "parallel" or "serial"')
-    trial_timeout = checks.seconds("trial_timeout", slurm.get("trial_timeout"))
+    trial_timeout = checks.bounded("trial_timeout", slurm.get("trial_timeout"), SHARED["trial_timeout"])
     extra = slurm.get("sbatch_options", [])
     if not isinstance(extra, list) or not all(isinstance(o, str) and o.startswith("-") for o in extra):
         raise where.error("slurm", "sbatch_options", 'expected a list of options like ["--account=ops"]')
@@ -263,7 +267,7 @@ def _probes(data: Mapping[str, Any], where: TomlFile, events: str | None) -> tup
             raise where.error(
                 "probes", "probe", f"unknown probe {probe!r}; expected one of {', '.join(PROBES)}"
             )
-        trials = checks.whole("trials", entry.get("trials"), expected=_TRIALS, required=True)
+        trials = _trials(checks, entry.get("trials"))
         options = dict(entry.get("options", {}))
         if "page" in entry:  # the spec's word (as --page); the parameter is page_policy
             options["page"] = entry["page"]
@@ -325,14 +329,21 @@ def _apps(data: Mapping[str, Any], where: TomlFile, path: Path) -> tuple[ProbeEn
             variant, own = load_definition(path.parent / file)
         else:
             variant, own = parse_definition(table, checks, base=path.parent)
-        trials = checks.whole(
-            "trials", trials if trials is not None else own, expected=_TRIALS, required=True
-        )
+        trials = _trials(checks, trials if trials is not None else own)
         if variant.variant_id in seen:
             raise where.error("apps", "argv", f"{variant.probe} with the same settings is listed twice")
         seen.add(variant.variant_id)
         out.append(ProbeEntry(variant, trials))
     return tuple(out)
+
+
+def _trials(checks: Table, value: Any) -> int:
+    """An entry's trials per node, within the command line's bounds (options.SHARED)."""
+    bound = SHARED["trials"]
+    try:
+        return int(bound.check(value))
+    except ValueError:
+        raise checks.error("trials", f"expected the trials per node, {bound.words()}") from None
 
 
 def _cluster_settings(table: Mapping[str, Any], where: TomlFile) -> ClusterSettings:

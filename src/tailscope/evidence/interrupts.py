@@ -61,3 +61,23 @@ def read(proc: Path = PROC) -> Interrupts:
         return parse((proc / "interrupts").read_text())
     except OSError:
         return Interrupts({}, {})
+
+
+def row_totals(text: str, names: Collection[str]) -> dict[str, int]:
+    """The named rows of /proc/interrupts summed over every CPU (`MCE`: machine check exceptions, `TRM`:
+    thermal event interrupts, `THR`: threshold APIC (corrected-error) interrupts, `DFR`: deferred errors:
+    arch/x86/kernel/irq.c); a row the kernel does not print is absent, never zero."""
+    out: dict[str, int] = {}
+    wanted = set(names)
+    for line in text.splitlines()[1:]:
+        name, sep, rest = line.partition(":")
+        name = name.strip()
+        if not sep or name not in wanted:
+            continue
+        total = 0
+        for tok in rest.split():
+            if not tok.isdigit():
+                break
+            total += int(tok)
+        out[name] = total
+    return out

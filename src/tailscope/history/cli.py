@@ -4,23 +4,16 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
 from tailscope.history.store import ENV
+from tailscope.options import date
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _date(text: str) -> dt.datetime:
-    try:
-        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a date or time like 2026-11-03 or 2026-11-03T14:00"
-        ) from None
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+_date = date  # options.date: the one date type of the command line
 
 
 def _threshold(text: str) -> float:

@@ -17,8 +17,7 @@ server said; nothing is written anywhere else.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -29,9 +28,11 @@ from tailscope.history.data import (
     HistoryData,
     apply_exclusions,
     as_categories,
+    campaign_prefix,
+    one_campaign,
     parse_facts,
 )
-from tailscope.history.location import redact
+from tailscope.history.pgconnect import Database
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
@@ -61,6 +62,11 @@ def _columns(table: str) -> str:
     return ", ".join(parts)
 
 
+def column_definitions(table: str) -> str:
+    """The SQL column list of one of the store's tables (store/schema.py), as the history creates it."""
+    return _columns(table)
+
+
 def _ddl(statement: str) -> str:
     return statement.format(
         entries=_columns("history_entries"),
@@ -70,40 +76,7 @@ def _ddl(statement: str) -> str:
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
-
-
-class PostgresHistory:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.location = redact(url)
-        self._ready = False
-
-    @contextmanager
-    def _connect(self) -> Iterator[Any]:
-        try:
-            import psycopg
-        except ImportError:
-            raise StoreError(
-                f"{self.location}: PostgreSQL needs psycopg 3: pip install 'tailscope[postgresql]'"
-            ) from None
-        try:
-            con = psycopg.connect(self.url, connect_timeout=10)
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: cannot connect: {redact(_first_line(exc))}") from None
-        try:
-            with con:
-                if not self._ready:
-                    self._migrate(con)
-                    self._ready = True
-                yield con
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: {redact(_first_line(exc))}") from None
-        finally:
-            con.close()
-
+class PostgresHistory(Database):
     def _migrate(self, con: Any) -> None:
         with con.transaction(), con.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
@@ -171,13 +144,17 @@ class PostgresHistory:
             )
 
     def exclude(self, campaign: str, node: str, variant: str, reason: str, excluded: bool = True) -> int:
+        campaign = campaign_prefix(campaign)
         with self._connect() as con, con.transaction(), con.cursor() as cur:
-            cur.execute(
-                "SELECT campaign, variant FROM history_entries WHERE node = %s AND campaign LIKE %s "
-                "AND (%s = '*' OR variant = %s OR probe = %s)",
-                (node, campaign.replace("%", "") + "%", variant, variant, variant),
+            cur.execute(  # a prefix compared as text: no LIKE, whose % and _ would match any id
+                "SELECT campaign, variant FROM history_entries WHERE node = %s "
+                "AND left(campaign, length(%s)) = %s AND (%s = '*' OR variant = %s OR probe = %s)",
+                (node, campaign, campaign, variant, variant, variant),
             )
             hits = cur.fetchall()
+            if hits:
+                chosen = one_campaign((c for c, _ in hits), campaign, node, self.location)
+                hits = [(c, v) for c, v in hits if c == chosen]
             if not hits:
                 raise StoreError(
                     f"{self.location}: no entry of node {node} in campaign {campaign} ({variant})"

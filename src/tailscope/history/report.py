@@ -9,6 +9,7 @@ script, drawn when scrolled into view). At most MAX_TIMELINES timelines: the ser
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pandas as pd
 from tailscope.history.changes import Change, iso
 from tailscope.history.data import HistoryData
 from tailscope.history.show import HistoryAnswer, render
-from tailscope.report.markup import esc
+from tailscope.report.markup import esc, plotly_text
 from tailscope.report.plotly_figures import Figures, scripts
 
 MAX_TIMELINES = 60
@@ -54,13 +55,14 @@ def heat_figure(figs: Figures, entries: pd.DataFrame, probe: str) -> str:
     grid = frame.pivot_table(index="node", columns="day", values="ratio", aggfunc="median")
     z = [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in grid.to_numpy()]
     data = [{
-        "type": "heatmap", "x": [iso(d)[:10] for d in grid.columns], "y": list(grid.index), "z": z,
+        "type": "heatmap", "x": [iso(d)[:10] for d in grid.columns], "z": z,
+        "y": [plotly_text(n) for n in grid.index],
         "zmin": 0.9, "zmax": 1.1, "colorscale": "RdBu", "colorbar": {"title": {"text": "vs baseline"}},
         "hovertemplate": "%{y} %{x}: %{z:.3f}<extra></extra>",
     }]  # fmt: skip
     height = int(min(1400, max(260, 14 * len(grid.index) + 120)))
     layout = {
-        "title": {"text": f"{probe}: median / node baseline (below 1 is slower)"},
+        "title": {"text": f"{plotly_text(probe)}: median / node baseline (below 1 is slower)"},
         "yaxis": {"automargin": True, "autorange": "reversed"},
         "xaxis": {"title": {"text": "date"}},
     }
@@ -101,17 +103,25 @@ def timeline_figure(figs: Figures, block: pd.DataFrame, changes: list[Change]) -
         low, high = (c.ratio_lower - 1) * 100, (c.ratio_upper - 1) * 100
         text = f"{(c.ratio - 1) * 100:+.1f}% [{low:+.1f}, {high:+.1f}]"
         for f in c.facts_changed[:3]:
-            text += f"<br>{f.fact}: {str(f.before)[:24]} → {str(f.after)[:24]}"
-        for n in c.notes[:2]:
-            text += f"<br>note: {n[:60]}"
+            before, after = plotly_text(str(f.before)[:24]), plotly_text(str(f.after)[:24])
+            text += f"<br>{plotly_text(f.fact)}: {before} → {after}"
+        for n in c.notes[:2]:  # a note is anyone's text: its markup shown as typed, never applied
+            text += f"<br>note: {plotly_text(n[:60])}"
         notes.append({"x": c.at, "y": 1, "xref": "x", "yref": "paper", "text": text, "showarrow": False,
                       "xanchor": "left", "yanchor": "top", "align": "left"})  # fmt: skip
-    layout = {"title": {"text": f"{node} {variant}"}, "shapes": shapes, "annotations": notes,
-              "yaxis": {"title": {"text": unit}}, "showlegend": True}  # fmt: skip
+    layout = {"title": {"text": plotly_text(f"{node} {variant}")}, "shapes": shapes, "annotations": notes,
+              "yaxis": {"title": {"text": plotly_text(unit)}}, "showlegend": True}  # fmt: skip
     return figs.html("history-timeline", variant, data, layout, 320, extra={"node": node})
 
 
-def write_report(result: HistoryAnswer, data: HistoryData, output: Path) -> Path:
+def write_report(
+    result: HistoryAnswer,
+    data: HistoryData,
+    output: Path,
+    *,
+    sections: Sequence[Callable[[Figures], str]] = (),
+) -> Path:
+    """The page; `sections` add HTML drawn with its figures (the jobs section: tailscope.jobs.report)."""
     figs = Figures()
     entries = result.entries
     parts = [
@@ -141,6 +151,7 @@ def write_report(result: HistoryAnswer, data: HistoryData, output: Path) -> Path
         }
         for key in shown:
             parts.append(timeline_figure(figs, groups[key], by_series.get(key, [])))
+    parts += [section(figs) for section in sections]
     parts.append(scripts())
     parts.append("</body></html>")
     output = Path(output)

@@ -114,6 +114,8 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 
 def _inject(inj: Injection, duration: float | None) -> int:
+    from tailscope.inject.control import signals_deferred
+
     interrupted = None
     with _signals_stop():
         try:
@@ -125,12 +127,8 @@ def _inject(inj: Injection, duration: float | None) -> int:
         except _Stop as exc:
             interrupted = str(exc)
         finally:
-            old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
+            with signals_deferred():
                 inj.stop()
-            finally:
-                for s, h in old.items():
-                    signal.signal(s, h)
     if inj.done:
         print(json.dumps(inj.done))
     if inj.returncode not in (None, 0, -signal.SIGTERM):
@@ -193,6 +191,26 @@ def add_inject_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="share of blocks injected (0.25: the node median, the analysis' reference, stays a clean one)",
     )
     p.add_argument("--reserve", default="512m", metavar="BYTES", help="memory kinds leave this (512m)")
+    p.add_argument(
+        "--until-settled",
+        action="store_true",
+        help="rounds instead of blocks: after a clean baseline, each round (clean or one injection) runs "
+        "until its verdict against the baseline settles; scores the false-alarm rate and trials to a verdict",
+    )
+    p.add_argument(
+        "--rounds",
+        type=whole(2, 10_000),
+        default=20,
+        metavar="R",
+        help="--until-settled: rounds (default 20)",
+    )
+    p.add_argument(
+        "--cap",
+        type=whole(3, 100_000),
+        default=30,
+        metavar="N",
+        help="--until-settled: trials a round at most (30)",
+    )
     p.add_argument("--json", action="store_true", help="the scores as JSON")
     p.add_argument(
         "--rescore",

@@ -18,6 +18,8 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -308,6 +310,17 @@ class Injection:
             self._set(d / "scaling_max_freq", f"{cap}\n")
             capped[cpu] = cap
         self.ready = {"record": "ready", "scaling_max_freq_khz": capped}
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while an injection is cleaned up: a second Ctrl-C must not cut it short."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def freq_cap_available(root: Path = CPUFREQ_ROOT) -> bool:

@@ -42,6 +42,7 @@ DRAIN_S = 5.0  # after the tree is gone, how long to wait for the pipes' last by
 
 __all__ = [
     "KEEP_BYTES",
+    "MAX_LINE",
     "LaunchError",
     "Launched",
     "Member",

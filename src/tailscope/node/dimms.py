@@ -18,6 +18,7 @@ and why. The parsers are tested with recorded real-format text; they are unteste
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -144,6 +145,23 @@ def read_edac(root: Path = EDAC_MC) -> list[Dimm]:
             )
         )
     return dimms
+
+
+def edac_error_counts(root: Path = EDAC_MC) -> dict[str, int]:
+    """Corrected and uncorrected memory errors EDAC counted since boot, over every memory controller
+    (mcN/ce_count and ue_count, which include the errors it could not place on a DIMM: ce_noinfo_count);
+    {} without EDAC."""
+    totals: dict[str, int] = {}
+    try:
+        controllers = [e for e in os.scandir(root) if e.name.startswith("mc") and e.name[2:].isdigit()]
+    except OSError:
+        return totals
+    for mc in controllers:
+        for name in ("ce_count", "ue_count"):
+            value = _int(_read(Path(mc.path) / name))
+            if value is not None:
+                totals[name] = totals.get(name, 0) + value
+    return totals
 
 
 def collect() -> dict[str, Any]:

@@ -378,6 +378,12 @@ def _answer_section(
     elif analysis.runs:
         verdict.append("<p>No flagged runs: nothing to explain.</p>")
     verdict.append(_explain(explain.verdict_text(bool(analysis.verdict.checks))))
+    if analysis.claims:  # a check stopped when settled: what its confidence sequences claim
+        claims = "".join(
+            f'<li data-claim="{esc(c.kind)}">{esc(c.node)}: {esc(c.text)}</li>' for c in analysis.claims
+        )
+        verdict.append("<h3>Claims (anytime-valid: they hold whenever the check stopped)</h3>")
+        verdict.append(f'<ul class="claims">{claims}</ul>')
     limits = next((n.limits for n in analysis.nodes if n.limits), ())
     if limits:
         verdict.append(_explain("Limits: " + "; ".join(limits) + "."))

@@ -81,10 +81,12 @@ def this_node() -> str:
 def nhc_lines(verdict: NodeVerdict) -> list[str]:
     if verdict.verdict != "degraded":
         return []
-    return [
-        "ERROR:  nhc:  Health check failed:  check_tailscope:  "
-        f"{printable(verdict.node)}: {printable(verdict.reason)}"
-    ]
+    return [nhc_line(verdict.node, verdict.reason)]
+
+
+def nhc_line(node: str, reason: str) -> str:
+    """The line NHC's die() logs for a degraded node (a campaign's verdict or the jobs')."""
+    return f"ERROR:  nhc:  Health check failed:  check_tailscope:  {printable(node)}: {printable(reason)}"
 
 
 def drain_plan_of(verdicts: dict[str, NodeVerdict]) -> DrainPlan:

@@ -182,7 +182,9 @@ def _clip(text: str, limit: int) -> str:
 
 def _limits_short(analysis: CampaignAnalysis) -> str:
     s = analysis.settings
+    stopped = "stopping" in analysis.methods  # judged as it stopped when settled (analysis/sequential.py)
     parts = [
+        f"level {pct(s.max_level_drop)} below history" if stopped and s.max_level_drop is not None else "",
         f"slow-run rate {pct(s.max_slow_rate)}" if s.max_slow_rate is not None else "",
         f"q01 drop {pct(s.max_q01_drop)}" if s.max_q01_drop is not None else "",
         f"CV {pct(s.max_cv)}" if s.max_cv is not None else "",

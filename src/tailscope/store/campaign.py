@@ -25,10 +25,8 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
-import hashlib
 import json
 import os
-import re
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,6 +38,7 @@ import pyarrow as pa
 
 import tailscope
 from tailscope.store.errors import StoreError
+from tailscope.store.files import fsync_dir, safe_name, write_atomic_bytes
 from tailscope.store.manifest import FORMAT, Manifest, Plan
 from tailscope.store.schema import SCHEMA_VERSION, TABLES
 
@@ -50,19 +49,10 @@ STAGING = "staging"
 CLAIMS = "claims"
 QUARANTINE = "quarantine"
 LOCK = ".campaign.lock"
-__all__ = ["FORMAT", "MANIFEST", "Campaign", "StoreError", "conform", "new_task_id", "safe_name", "utcnow"]
-
-# A node or task name becomes part of a file name: keep letters, digits, '-', '_' and '.', replace the rest.
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-_MAX_NAME = 96  # bytes of a name component; longer names keep a prefix and a hash (ENAMETOOLONG never)
-
-
-def safe_name(text: str) -> str:
-    cleaned = _UNSAFE.sub("_", text).strip(".") or "_"
-    if len(cleaned) > _MAX_NAME:
-        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        cleaned = f"{cleaned[: _MAX_NAME - 13]}-{digest}"
-    return cleaned
+__all__ = [
+    "FORMAT", "MANIFEST", "Campaign", "StoreError", "conform", "fsync_dir", "new_task_id", "safe_name",
+    "utcnow", "write_atomic_bytes",
+]  # fmt: skip
 
 
 def new_task_id() -> str:
@@ -72,31 +62,6 @@ def new_task_id() -> str:
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically: temp file in the same directory, fsync, rename, fsync directory.
-    On any failure (disk full, interrupt) the temp file is removed and `path` is untouched."""
-    tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
 
 
 @contextlib.contextmanager

@@ -423,6 +423,49 @@ HISTORY_EXCLUSIONS = Table(
     doc="entries taken out of the judgement (`history exclude`), visibly",
 )
 
+# The site's own jobs (tailscope.jobs), in the same history: Slurm accounting records and the per-job epilog's
+# evidence. Optional tables, like the history's.
+JOBS = Table(
+    "jobs",
+    (
+        Column("cluster", pa.string(), doc="Slurm cluster name ('' when the records did not say)"),
+        Column("job_id", pa.string(), doc="sacct JobID of the allocation (array jobs: 123_4)"),
+        Column("name", pa.string(), doc="JobName"),
+        Column("user_name", pa.string(), doc="User (`user` is a word SQL keeps for itself)"),
+        Column("account", pa.string(), nullable=True, doc="Account (empty: no association)"),
+        Column("partition", pa.string(), doc="Partition"),
+        Column("nodelist", pa.string(), doc="NodeList, Slurm's hostlist syntax ('' when none was assigned)"),
+        Column("nnodes", pa.int32(), doc="NNodes"),
+        Column("cpus", pa.int32(), doc="AllocCPUS (NCPUS) of the whole allocation"),
+        Column("submit_at", _TS, nullable=True, doc="Submit"),
+        Column("start_at", _TS, nullable=True, doc="Start (null: never started)"),
+        Column("end_at", _TS, doc="End"),
+        Column("elapsed_s", pa.float64(), unit="s", doc="ElapsedRaw: the job's (last run's) wall time"),
+        Column("state", pa.string(), doc="State's first word: COMPLETED, FAILED, CANCELLED, TIMEOUT, ..."),
+        Column("exit_code", pa.string(), nullable=True, doc="ExitCode, code:signal"),
+        Column("comment", pa.string(), nullable=True, doc="Comment (a `tailscope:NAME` tag names the class)"),
+        Column("source", pa.string(), doc="sacct | sacct-file:NAME"),
+        Column("added_at", _TS, doc="when this version of the record was written (the latest wins)"),
+    ),
+    key=("cluster", "job_id"),
+    doc="one finished Slurm job (its last run when requeued), from `tailscope jobs collect`",
+)
+
+JOB_EVIDENCE = Table(
+    "job_evidence",
+    (
+        Column("cluster", pa.string(), doc="Slurm cluster name ('' when the epilog did not know it)"),
+        Column("job_id", pa.string()),
+        Column("node", pa.string()),
+        Column("at", _TS, doc="when the epilog ran"),
+        Column("facts_digest", pa.string(), doc="the node facts' digest at the job's end ('' unknown)"),
+        Column("record", pa.string(), doc="the whole epilog record as JSON (tailscope.jobs.record)"),
+        Column("added_at", _TS),
+    ),
+    key=("cluster", "job_id", "node"),
+    doc="what a node showed while a job ran on it: `tailscope jobs epilog`, one record per job and node",
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -442,6 +485,8 @@ TABLES: dict[str, Table] = {
         HISTORY_FACTS,
         HISTORY_NOTES,
         HISTORY_EXCLUSIONS,
+        JOBS,
+        JOB_EVIDENCE,
     )
 }
 

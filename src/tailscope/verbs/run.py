@@ -118,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--scaling: give each option one value (no comma lists) with --scaling")
             base = dict(variants[0][0].params)
             variants = tuple((v, args.trials or 0) for v in scaling_variants(args.probe, base))
+    until = bool(getattr(args, "until_settled", False))
+    if until and (args.resume or args.scaling):
+        raise UsageError(f"--until-settled: not with {'--resume' if args.resume else '--scaling'}")
     from tailscope.verbs.workflow import RunRequest, run_campaign  # heavy: only once the arguments are right
 
     outcome = run_campaign(
@@ -133,9 +136,14 @@ def run(args: argparse.Namespace) -> int:
             monitor_interval_s=parse_interval(args.monitor_interval),
             monitor_events=args.monitor_events,
             evidence=not args.no_evidence,
+            stopping=_until_settled(args, [v.variant_id for v, _ in variants]) if until else None,
         )
     )
     print_outcome(outcome)
+    if outcome.stop is not None:
+        trials = ", ".join(f"{n} of {outcome.stop.caps[v]}" for v, n in outcome.stop.trials.items())
+        print(f"stopped after {outcome.stop.seconds:.0f} s: {outcome.stop.reason} ({trials} trials); "
+              f"`tailscope analyze {outcome.campaign}` judges it as it stopped")  # fmt: skip
     if args.probe == "arith" and outcome.committed and not outcome.interrupted:  # the seed's table shape
         from tailscope.analysis.arith_table import campaign_tables
 
@@ -145,6 +153,22 @@ def run(args: argparse.Namespace) -> int:
 
         print("\n".join(render_scaling(scaling_table(outcome.campaign, args.probe))))
     return outcome_code(outcome)
+
+
+def _until_settled(args: argparse.Namespace, variants: list[str]) -> Any:
+    """`run --until-settled`: stop when settled, against the node's history where it has one."""
+    from tailscope.campaign.stopping import StoppingRequest
+    from tailscope.node.facts import node_name
+    from tailscope.verbs.baseline import baselines_from_history, history_location, warn
+    from tailscope.verbs.settings import judging_settings
+
+    settings = judging_settings(None)
+    baselines: dict[str, Any] = dict.fromkeys(variants)
+    location = history_location(args)
+    if location:
+        baselines, warnings = baselines_from_history(location, args.node or node_name(), variants)
+        warn(warnings)
+    return StoppingRequest(settings, baselines)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -64,7 +64,7 @@ def judging_settings(campaign_dir: Path | None, overrides: Mapping[str, Any] | N
 OPTIONS = {
     "threshold": "thresholds", "allowed_slow_rate": "allowed_slow_rate", "confidence": "confidence",
     "max_slow_rate": "max_slow_rate", "max_q01_drop": "max_q01_drop", "max_cv": "max_cv",
-    "max_cv_ratio": "max_cv_ratio", "max_busy_share": "max_busy_share",
+    "max_cv_ratio": "max_cv_ratio", "max_busy_share": "max_busy_share", "max_level_drop": "max_level_drop",
 }  # fmt: skip
 
 

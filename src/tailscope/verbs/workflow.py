@@ -28,6 +28,7 @@ from tailscope.store.read import CampaignConnection, connect
 # loads neither.
 if TYPE_CHECKING:
     from tailscope.campaign.runner import LocalRunner, RunOutcome, Trial
+    from tailscope.campaign.stopping import SettledSchedule, StoppingRequest
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class RunRequest:
     evidence: bool = True  # per-trial evidence (tailscope.evidence): /proc, /sys, co-runners, clock
     before_trial: Callable[[Trial], None] | None = None  # hook before each trial (validate's injections)
     flush_trials: int = 50  # trials per commit (validate: one block, so a SIGKILL loses at most one block)
+    # stop each variant when its verdict settles (campaign/stopping.py); the trials are then caps
+    stopping: StoppingRequest | None = None
 
 
 def run_campaign(request: RunRequest) -> RunOutcome:
@@ -106,10 +109,17 @@ def run_campaign(request: RunRequest) -> RunOutcome:
         by_id = {v.variant_id: v for v in variants}
         # interleaved: compared variants alternate trial by trial, and the ETA sees every variant early
         trials = interleave([Trial(by_id[vid], t) for vid, ts in claim.trials.items() for t in ts])
+        # a stopped campaign's plans grow with the trials it runs (runner._grow_plan), not with its caps
         plans = [
-            by_id[vid].to_plan(max(planned.get(vid, 0), max(ts) + 1 if ts else 0))
+            by_id[vid].to_plan(max(planned.get(vid, 0), 0 if request.stopping or not ts else max(ts) + 1))
             for vid, ts in claim.trials.items()
         ]
+        schedule = None
+        if request.stopping is not None:
+            from tailscope.campaign.stopping import SettledSchedule
+
+            s = request.stopping
+            schedule = SettledSchedule(trials, s.settings, s.baselines, budget_s=s.budget_s)
         runner = LocalRunner(
             campaign,
             node=node,
@@ -122,17 +132,26 @@ def run_campaign(request: RunRequest) -> RunOutcome:
             flush_trials=request.flush_trials,
         )
         if request.monitor:
-            outcome = _run_with_monitor(request, runner, trials, variants)
+            outcome = _run_with_monitor(request, runner, trials, variants, schedule)
         else:
-            outcome = runner.run(trials)
+            outcome = runner.run(trials, schedule)
             if request.resume and (root / MANIFEST).exists():
                 store_monitor_files(root, node)
         outcome.committed = runner.committed
         outcome.notices = notices
+        if schedule is not None and request.stopping is not None:
+            from tailscope.campaign.stopping import write_record
+
+            outcome.stop = schedule.summary()
+            if runner.committed:
+                write_record(root, node, request.stopping, outcome.stop)
         return outcome
     finally:
         claim.release()
-        if created and not (root / MANIFEST).exists():
+        if created and not (root / MANIFEST).exists():  # nothing stored: nothing of this run stays either
+            from tailscope.app.trial import remove_trial_directories
+
+            remove_trial_directories(root)
             remove_empty_campaign(root)
 
 
@@ -146,7 +165,11 @@ def variant_from_plan(probe: str, params: dict[str, Any]) -> Any:
 
 
 def _run_with_monitor(
-    request: RunRequest, runner: LocalRunner, trials: list[Trial], variants: list[ProbeVariant]
+    request: RunRequest,
+    runner: LocalRunner,
+    trials: list[Trial],
+    variants: list[ProbeVariant],
+    schedule: SettledSchedule | None = None,
 ) -> RunOutcome:
     """The trials with tsmon beside them; then its samples are stored and cut per trial (source monitor)."""
     from tailscope.counters import monitor
@@ -157,7 +180,7 @@ def _run_with_monitor(
     root, node, task = runner.campaign.root, runner.node, runner.task
     path = monitor.monitor_file_for(root, node, task)
     with monitor.running_monitor(path, interval_s=request.monitor_interval_s, events=events):
-        outcome = runner.run(trials)
+        outcome = runner.run(trials, schedule)
     if runner.committed:
         store_monitor_files(root, node, own_task=task)
     return outcome
@@ -216,11 +239,17 @@ def analyze_campaign(
         cluster = cluster_settings_of(campaign.manifest.cluster)
         counters, corunners, nodes = load_evidence(con, runs["run_id"].astype(str).tolist())
         evidence = {"counters": counters, "corunners": corunners, "nodes": nodes}
-        analysis = analyze(runs, iterations, settings, campaign.campaign_id, cluster, **evidence)
+        from tailscope.campaign.stopping import read_record
+
+        stopping = read_record(Path(campaign_dir))  # a campaign `check` stopped when settled
+        analysis = analyze(
+            runs, iterations, settings, campaign.campaign_id, cluster, **evidence, stopping=stopping
+        )
         tests = pages_tests_for(campaign_dir, con, analysis)
         if tests:
             analysis = analyze(
-                runs, iterations, settings, campaign.campaign_id, cluster, **evidence, pages_tests=tests
+                runs, iterations, settings, campaign.campaign_id, cluster, **evidence, pages_tests=tests,
+                stopping=stopping,
             )
         return with_attribution(con, analysis, runs)
     finally:
@@ -291,14 +320,13 @@ def with_attribution(
     """Add the counter attribution (analysis/attribution.py) when the analysed runs have counters."""
     if not con.has_rows("counters"):
         return analysis
-    from tailscope.analysis.attribution import METHOD, attribute
-
     counters = con.counters([r.run_id for r in analysis.runs])
     # the per-trial evidence (source os) is the cause catalogue's input, not a counter to rank: its
     # trial/wall_s restates the run time, and its tick counts grow with any slower run
     counters = counters.loc[counters["source"] != "os"].reset_index(drop=True)
-    if counters.empty:
+    if counters.empty:  # evidence only (every check's): attribution and its scipy are not even imported
         return analysis
+    from tailscope.analysis.attribution import METHOD, attribute
     section = attribute(analysis.runs, counters, runs, robust_cut=analysis.settings.robust_cut)
     if section is None:
         return analysis

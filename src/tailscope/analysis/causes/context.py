@@ -202,6 +202,48 @@ def run_features(counters: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, tuple[
     return out, cpus
 
 
+# the shares of the probe CPUs' time, and the per-CPU times (evidence rows) each is the sum of
+SHARES = (
+    ("others_share", ("others_s",)),
+    ("steal_share", ("steal_s",)),
+    ("irq_share", ("irq_s", "softirq_s")),
+)
+
+
+def cpu_share(seconds: Any, ncpu: Any, cpu_time: Any) -> Any:
+    """A time as a share of the probe CPUs' time (scalars or Series alike): /proc/stat's 10 ms ticks make a
+    time below OTHERS_NOISE_S per probe CPU noise, counted as 0 (EVIDENCE.md)."""
+    noise = np.asarray(seconds, dtype=float) < OTHERS_NOISE_S * np.asarray(ncpu, dtype=float)
+    if isinstance(seconds, pd.Series):
+        return seconds.where(seconds.isna() | ~noise, 0.0) / cpu_time
+    return (0.0 if noise else seconds) / cpu_time
+
+
+def trial_busy_share(rows: Iterable[Mapping[str, Any]]) -> float | None:
+    """One trial's others' share plus steal share of its probe CPUs from its evidence rows (the store's
+    counters columns, dicts), as run_features and _derive give them for a frame, without pandas: `check`
+    asks it after every trial (campaign/stopping.py). None without the rows it needs."""
+    cpus: set[Any] = set()
+    sums: dict[str, float] = defaultdict(float)
+    wall: float | None = None
+    for r in rows:
+        if r.get("source") != OS_SOURCE or r.get("value") is None:
+            continue
+        if r.get("pmu") == "cpu" and r.get("unit") is not None:
+            cpus.add(str(r["unit"]))
+            sums[str(r["event"])] += float(r["value"])
+        elif r.get("pmu") == "trial" and r.get("event") == "wall_s":
+            wall = max(wall or float(r["value"]), float(r["value"]))
+    ncpu = len(cpus)
+    if wall is None:
+        present = [e for e in CPU_TIME_EVENTS if e in sums]
+        wall = sum(sums[e] for e in present) / ncpu if present and ncpu else None
+    if not ncpu or not wall or wall <= 0:
+        return None
+    shares = [cpu_share(sums[p], ncpu, wall * ncpu) for name, (p,) in SHARES[:2] if p in sums]
+    return float(sum(shares)) if shares else None
+
+
 def _derive(out: pd.DataFrame) -> None:
     """Shares of the probe CPUs' time and rates, from the sums (in place)."""
     if "wall_s" not in out.columns:
@@ -211,17 +253,10 @@ def _derive(out: pd.DataFrame) -> None:
     if "wall_s" not in out.columns or "ncpu" not in out.columns:
         return
     cpu_time = (out["wall_s"] * out["ncpu"]).where(lambda x: x > 0)
-    for share, parts in (
-        ("others_share", ("others_s",)),
-        ("steal_share", ("steal_s",)),
-        ("irq_share", ("irq_s", "softirq_s")),
-    ):
+    for share, parts in SHARES:
         present = [p for p in parts if p in out.columns]
         if present:
-            # /proc/stat's 10 ms ticks: a time below OTHERS_NOISE_S per probe CPU is noise (EVIDENCE.md)
-            seconds = out[present].sum(axis=1, min_count=1)
-            seconds = seconds.where(seconds.isna() | (seconds >= OTHERS_NOISE_S * out["ncpu"]), 0.0)
-            out[share] = seconds / cpu_time
+            out[share] = cpu_share(out[present].sum(axis=1, min_count=1), out["ncpu"], cpu_time)
     for rate, event in (("interrupts_per_s", "interrupts"), ("timer_per_s", "local_timer_interrupts")):
         if event in out.columns:
             out[rate] = out[event] / cpu_time
