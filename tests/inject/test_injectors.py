@@ -24,6 +24,7 @@ from tailscope.node.facts import cache_size
 from tailscope.node.journal_entry import PLACES_ENV
 
 sys.path.insert(0, str(Path(__file__).parent))
+from journal_tools import as_the_node_has_it
 from victims import busy_loop, copy_rate, median, pinned, switches, thp_kib, vmstat
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
@@ -410,7 +411,7 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
     if not enabled.exists() or "[never]" in enabled.read_text():
         pytest.skip("transparent huge pages are off on this node")
     compact = Path("/proc/sys/vm/compact_unevictable_allowed")
-    old = compact.read_text()
+    old = as_the_node_has_it(compact)
     # 1 GiB: more than the whole free blocks the injector leaves (its --reserve plus the kernel's watermarks,
     # ~500 MiB here), so faults must fall back; at 512 MiB they sometimes all fit (measured: 512/512 MiB huge)
     control = thp_kib(1024)
@@ -423,7 +424,7 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
         fallbacks = vmstat("thp_fault_fallback") - fallback0
         migrated = vmstat("pgmigrate_success") - migrated0
         covered = inj.ready["blocks_covered"]
-    assert compact.read_text() == old
+    assert as_the_node_has_it(compact) == old
     assert covered > 0.5 * inj.ready["blocks_total"]
     if injected >= control and fallbacks == 0:
         # seen once: every huge page still came although most 2 MiB blocks held a locked page (the kernel

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from journal_tools import (
     COMPACT,
     LOCKED_S,
+    as_the_node_has_it,
     helper_of,
     inject_restore,
     pids_named,
@@ -48,7 +49,7 @@ def sysctl() -> str:
     """compact_unevictable_allowed as the node has it (the injectors set 0 while they run)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: thp-fragment writes a sysctl")
-    old = COMPACT.read_text()
+    old = as_the_node_has_it(COMPACT)
     if old.strip() != "1":
         pytest.skip(f"compact_unevictable_allowed is {old.strip()} here: another run's, or the node's own")
     return old
@@ -93,7 +94,7 @@ def test_a_second_injector_waits_for_the_first_and_reads_the_nodes_own_value(
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.communicate(timeout=60)
-    assert COMPACT.read_text() == sysctl
+    assert as_the_node_has_it(COMPACT) == sysctl
     assert not entries(env)
 
 
@@ -130,7 +131,7 @@ def test_a_run_killed_while_another_waits_is_put_back_by_the_waiter_whatever_its
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.communicate(timeout=60)
-    wait_for("compact_unevictable_allowed back", lambda: COMPACT.read_text() == sysctl)
+    wait_for("compact_unevictable_allowed back", lambda: as_the_node_has_it(COMPACT) == sysctl)
     assert not entries(env_a) and not entries(env_b)
 
 
@@ -159,7 +160,7 @@ def test_a_second_injector_refuses_in_one_line_and_never_undoes_the_first(
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 0
-    assert COMPACT.read_text() == sysctl
+    assert as_the_node_has_it(COMPACT) == sysctl
 
 
 def test_the_default_wait_is_the_environments_or_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,6 +229,38 @@ def test_inject_restore_waits_for_a_holder_that_keeps_its_journal_elsewhere(tmp_
         assert not entry.exists() and target.read_text() == "original\n"
 
 
+def test_the_helper_says_damaged_entries_a_holder_elsewhere_never_read(tmp_path: Path) -> None:
+    """A dead run's helper finds the lock held: a holder with the same journal said the damaged entries when
+    it took the lock, so the helper is done; one that keeps its journal elsewhere never read them, so the
+    helper waits for the lock and says them itself (exit 1)."""
+    d, elsewhere = tmp_path / "journal", tmp_path / "another"
+    elsewhere.mkdir(mode=0o700)
+    owner = dead_owner()
+    d.mkdir(mode=0o700)
+    bad = d / f"{owner.tag()}-00001.json"
+    bad.write_text(json.dumps([valid(owner, tmp_path / "knob")]))  # a list: damaged
+    env = {**os.environ, journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path)}
+    argv = [sys.executable, "-m", "tailscope.node.journal", "watch", str(owner.pid), str(owner.start), str(d)]
+    for holders_journal in (d, elsewhere):
+        lock = NodeLock(lock_path(d))
+        lock.acquire(default_wait(), journal=holders_journal, start=0)
+        helper = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        if holders_journal == d:
+            _, err = helper.communicate(timeout=60)
+            lock.release()
+            assert helper.returncode == 0 and err == "", err
+            continue
+        t0 = time.monotonic()  # it tries the lock every 0.1 s (a moment each): waiting is being alive
+        while helper.poll() is None and time.monotonic() - t0 < 5.0:
+            time.sleep(0.05)
+        assert helper.poll() is None, helper.communicate()
+        lock.release()
+        _, err = helper.communicate(timeout=60)
+        assert helper.returncode == 1, err
+        assert err.startswith(f"tailscope restore helper: damaged journal entry {bad}: a JSON list"), err
+    assert bad.exists()
+
+
 def at_lock(pid: int, lock: Path) -> bool:
     """Process `pid` has the lock file open (it is trying to take it)."""
     try:
@@ -268,10 +301,10 @@ def test_random_sigkills_of_concurrent_injectors_leave_the_node_as_it_was(
         for proc in procs:
             proc.communicate(timeout=180)
         why = f"round {round_}, seed {seed}, kills at {[round(at, 2) for at, _ in kills]}"
-        wait_for(f"compact_unevictable_allowed back ({why})", lambda: COMPACT.read_text() == sysctl)
+        wait_for(f"compact_unevictable_allowed back ({why})", lambda: as_the_node_has_it(COMPACT) == sysctl)
         wait_for(f"tsinject gone ({why})", lambda: not pids_named("tsinject") - before)
         wait_for(f"the journal empty ({why})", lambda: not entries(env))
-    assert COMPACT.read_text() == sysctl
+    assert as_the_node_has_it(COMPACT) == sysctl
 
 
 def test_the_lock_is_held_from_the_first_read_until_every_change_is_undone(

@@ -593,9 +593,14 @@ def watch(owner: Owner, directory: Path) -> int:
         try:
             lock.acquire(0.0, journal=directory, start=start_time(os.getpid()) or 0)
             break
-        except NodeBusy:
-            if not any(e.owner == owner for e in read_entries(directory)):
-                return 0  # the holder, which restores what dead runs left when it takes the lock, did
+        except NodeBusy as busy:
+            # the holder restored what dead runs left when it took the lock, and said the damaged entries,
+            # in its own journal: this one only when it keeps the same (else this helper waits to say them)
+            same = busy.holder is not None and busy.holder.journal == str(directory)
+            if not any(e.owner == owner for e in read_entries(directory)) and (
+                same or not list(directory.glob(f"{owner.tag()}-*.json"))
+            ):
+                return 0
             if time.monotonic() - t0 > HELPER_WAIT_S:
                 _helper_say([f"node lock still held after {HELPER_WAIT_S:g} s: `tailscope inject --restore`"])
                 return 1
