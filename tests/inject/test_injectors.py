@@ -243,8 +243,9 @@ def test_cpu_quota_throttles_a_process_and_moves_it_back(tmp_path: Path) -> None
 
     On a busy machine the loop gets less than its CPU anyway (0.28 at load 11 on this 2-core VM, where the
     old test's quota of 20% could not be told from the disturbance): the control is measured in the same test,
-    before and after the quota, and the contrast judged against it. The quota's ceiling and the kernel's
-    throttle count (cpu.stat nr_throttled) hold whatever the load, as long as the loop wants more than 10%."""
+    before and after the quota, and the contrast judged against it. The quota's ceiling holds whatever the
+    load; the kernel's throttle count (cpu.stat nr_throttled) wherever the machine gave the loop at least the
+    quota's 10% without it (at load 40-50 here: 0.12-0.15, throttled 9 times a second)."""
     from tailscope.inject.cgroups import cpu_hierarchy
 
     try:
@@ -287,7 +288,8 @@ def test_cpu_quota_throttles_a_process_and_moves_it_back(tmp_path: Path) -> None
         shown = f"loop's share: {before:.3f} before, {injected:.3f} under the quota, {after:.3f} after"
         print(shown, f"(throttled {n1 - n0} times)")
         assert injected < 0.1 + 0.03, shown  # the ceiling: 10 ms a 100 ms period, +1 at the window's edge
-        assert n1 > n0, shown  # the kernel stopped it for the quota (it wanted more than 10 ms a period)
+        if control >= 0.1:  # it got the quota's worth even without it: some periods wanted more than 10 ms
+            assert n1 > n0, shown  # and the kernel stopped it there, for the quota
         if control > 0.25:  # the disturbance left the loop more than the quota could give: the contrast shows
             assert injected < 0.6 * control, shown
         assert hierarchy.cgroup_of(victim.pid) == original
