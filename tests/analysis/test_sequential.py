@@ -234,6 +234,14 @@ def test_a_budget_with_no_claim_is_inconclusive_never_healthy(build):
     assert any("no claim within the 5 s budget" in r for r in a.nodes[0].reasons)
     # the same two trials with no stopping record: today's rules (nothing to fail) say healthy
     assert analyze(runs, pd.DataFrame(), Settings(), "c1").nodes[0].verdict == "healthy"
+    # without any baseline it says so, and how the node gets one, instead of asking for a longer budget
+    runs = _campaign(build, {"n1": [100.0, 100.1, 99.9, 100.0, 100.2]})
+    a = analyze(
+        runs, pd.DataFrame(), Settings(), "c1", stopping=sq.Stopping("budget", {"stream-1": 20}, {}, 5.0)
+    )
+    assert a.nodes[0].verdict == "inconclusive"
+    reasons = " ".join(a.nodes[0].reasons)
+    assert "no probe has a baseline" in reasons and "check --history" in reasons and "longer" not in reasons
 
 
 def test_a_level_open_at_the_cap_is_inconclusive(build):
