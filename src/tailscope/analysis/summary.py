@@ -178,6 +178,8 @@ def analyze(
     variants = _variant_summaries(scored)
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
     groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
+    if stopped:
+        groups = _tails_judged_as_stopped(groups, stopped)
     run_verdicts = _run_verdicts(scored, kinds, noise, found)
     checks = make_verdict(groups, settings, _references(variants), stopped)
     names = {v.variant: _probe_name(v) for v in variants}
@@ -241,6 +243,28 @@ def _iterations_needed(
         return pd.DataFrame(), False
     frame = source(run_ids)
     return frame, len(frame) > 0 or len(source(None)) > 0
+
+
+def _tails_judged_as_stopped(
+    groups: tuple[GroupSummary, ...], stopped: Mapping[tuple[str, str], sequential.Stopped]
+) -> tuple[GroupSummary, ...]:
+    """A stopped campaign's slow-run judgement is the anytime-valid test's (sequential.SlowRate), which the
+    verdict and the claims use: each group's primary tail rejects where that test showed the rate above the
+    limit, its other thresholds reject nothing (no claim is made there), so the `!` of the terminal and the
+    report, `--json`'s `rejects` and the notes say what the verdict says. The counts stay as they are."""
+    out = []
+    for g in groups:
+        s = stopped.get((g.variant, g.node))
+        if s is None:
+            out.append(g)
+            continue
+        degraded = s.judgement.slow_rate.degraded
+        tails = tuple(
+            dataclasses.replace(t, rejects=degraded and i == 0, test="anytime-valid")
+            for i, t in enumerate(g.tails)
+        )
+        out.append(dataclasses.replace(g, tails=tails))
+    return tuple(out)
 
 
 def _one_node_screen(
