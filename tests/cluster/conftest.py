@@ -122,6 +122,7 @@ def _install_wrapper(cluster: SlurmCluster) -> None:
     etc = cluster.root / "etc"
     etc.mkdir()
     shutil.copy(WRAPPER, etc / "tailscope-jobs")
+    shutil.copy(WRAPPER.parent / "tailscope-slurm.sh", etc)  # the wrappers' shared part, beside them
     cluster.jobs_conf_path.write_text(cluster.default_jobs_conf())
     for scripts in (cluster.prolog_dir, cluster.epilog_dir):
         scripts.mkdir()
