@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from pathlib import Path
@@ -12,7 +13,7 @@ from tailscope.analysis.model import Settings
 from tailscope.analysis.sequential import Baseline, judge
 from tailscope.history.store import open_history
 from tailscope.history.summary import Entry
-from tailscope.verbs.baseline import MAX_ENTRIES, baselines_from_entries, baselines_from_history
+from tailscope.verbs.baseline import COLUMNS, MAX_ENTRIES, baselines_from_entries, baselines_from_history
 
 
 def entries(rows: list[tuple[str, str, str, float, str, bool]]) -> pd.DataFrame:
@@ -79,16 +80,21 @@ QUIET = 100.0  # the node's level when nothing else runs
 BUSY = 80.0  # what a check measured while others took the probe CPUs
 
 
-def _write(history: Path, rows: list[tuple[str, float, str]]) -> str:
-    """Entries of variant "s" through the history's own write path: (node, median, verdict) one day apart,
-    each its own campaign, as `check --history` appends them."""
+def entries_of(rows: list[tuple[str, float, str]], variant: str = "s") -> list[Entry]:
+    """Entries of `variant`, (node, median, verdict) one day apart, each its own campaign, as
+    `check --history` appends them."""
     out = []
     for day, (node, median, verdict) in enumerate(rows):
         at = DAY0 + dt.timedelta(days=day)
         end = at + dt.timedelta(seconds=20)
-        out.append(Entry(uuid.uuid4().hex, "check", node, "stream", "s", "bandwidth", "GB/s", True, at, end,
-                         4, 0, median, None, None, 0.0, verdict, "{}", ""))  # fmt: skip
-    open_history(history).write(out, [])
+        out.append(Entry(uuid.uuid4().hex, "check", node, "stream", variant, "bandwidth", "GB/s", True, at,
+                         end, 4, 0, median, None, None, 0.0, verdict, "{}", ""))  # fmt: skip
+    return out
+
+
+def _write(history: Path, rows: list[tuple[str, float, str]]) -> str:
+    """Entries of variant "s" through the history's own write path."""
+    open_history(history).write(entries_of(rows), [])
     return str(history)
 
 
@@ -133,3 +139,25 @@ def test_the_fleet_baseline_is_the_other_nodes_latest_healthy_levels(tmp_path):
     rows += [(node, BUSY, "inconclusive") for node in ("n2", "n3", "n4")]  # their latest checks: busy
     b = baselines_from_history(_write(tmp_path / "h", rows), "n1", ["s"])[0]["s"]
     assert b is not None and b.source == "fleet" and (b.value, b.entries) == (QUIET + 1, 3)
+
+
+def test_read_entries_is_what_read_gives_of_those_entries(tmp_path):
+    """The baseline's read (HistoryStore.read_entries) takes its rows from the history as read() does: the
+    latest version of an entry, exclusions applied; only those of the variants and nodes asked for."""
+    store = open_history(tmp_path / "h")
+    first = entries_of([(n, QUIET + i, "healthy") for i, n in enumerate(("n1", "n2", "n1", "n3"))])
+    store.write(first + entries_of([("n1", 7.0, "healthy")], variant="t"), [])
+    store.write([dataclasses.replace(first[0], n=8, median=QUIET - 1, verdict="inconclusive")], [])  # it grew
+    store.exclude(first[2].campaign, "n1", "s", "a bad disk")
+    whole = store.read().entries
+    for nodes in (["n1"], None):
+        frame, damaged = store.read_entries(["s"], nodes=nodes, columns=COLUMNS)
+        want = whole.loc[(whole["variant"] == "s") & (whole["node"].isin(nodes) if nodes else True)]
+        assert damaged == [] and len(frame) == len(want) == (2 if nodes else 4)
+        got = frame.sort_values("campaign")[[*COLUMNS, "excluded"]].astype(str).reset_index(drop=True)
+        assert got.equals(
+            want.sort_values("campaign")[[*COLUMNS, "excluded"]].astype(str).reset_index(drop=True)
+        )
+    grown = frame.loc[frame["campaign"] == first[0].campaign].iloc[0]
+    assert (grown["n"], grown["verdict"]) == (8, "inconclusive")
+    assert frame.loc[frame["campaign"] == first[2].campaign, "excluded"].tolist() == [True]

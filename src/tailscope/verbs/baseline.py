@@ -27,6 +27,7 @@ from tailscope.analysis.sequential import Baseline
 
 MAX_ENTRIES = 10  # the node's latest entries its level is the median of
 MIN_FLEET_NODES = 3
+COLUMNS = ("campaign", "node", "variant", "median", "n", "verdict", "ended_at")  # what the rule reads
 
 
 def history_location(args: Any) -> str | None:
@@ -40,12 +41,24 @@ def baselines_from_history(
     location: str, node: str, variants: Iterable[str], *, exclude_campaign: str | None = None
 ) -> tuple[dict[str, Baseline | None], list[str]]:
     """variant id -> its baseline (or None), and warning lines (a history that cannot be read gives no
-    baselines and one line: the check then judges by the campaign's own rules)."""
+    baselines and one line: the check then judges by the campaign's own rules).
+
+    Only what the rule reads is read (HistoryStore.read_entries): this node's entries of the variants, then,
+    for the variants it has no healthy entry of, every node's: a check between jobs on one node of a fleet's
+    year of history (1,000 nodes x 365 days x 4 probes) read the whole history into pandas for its four
+    numbers, 11 s and 900 MiB here."""
     wanted = list(dict.fromkeys(variants))
+    damaged: list[str] = []
     try:
         from tailscope.history.store import open_history
 
-        data = open_history(location).read()
+        store = open_history(location)
+        own, damaged = store.read_entries(wanted, nodes=[node], columns=COLUMNS)
+        found = baselines_from_entries(own, node, wanted, exclude_campaign=exclude_campaign)
+        missing = [vid for vid in wanted if found[vid] is None]
+        if missing:  # a node without healthy entries of its own: the fleet's, from every node's entries
+            fleet, damaged = store.read_entries(missing, columns=COLUMNS)
+            found.update(baselines_from_entries(fleet, node, missing, exclude_campaign=exclude_campaign))
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # a missing or damaged history: the check still runs, without a baseline
@@ -54,8 +67,7 @@ def baselines_from_history(
 
         text = printable(redact(" ".join(str(exc).split()) or type(exc).__name__))
         return dict.fromkeys(wanted), [f"history {printable(redact(location))}: no baseline: {text}"]
-    found = baselines_from_entries(data.entries, node, wanted, exclude_campaign=exclude_campaign)
-    return found, [f"history: {line}" for line in data.damaged]
+    return found, [f"history: {line}" for line in damaged]
 
 
 def baselines_from_entries(
