@@ -41,6 +41,7 @@ from tailscope.analysis import (
     sequential,
 )
 from tailscope.analysis.binomial import prime_intervals, tail_count, trials_to_observe
+from tailscope.analysis.causes.context import run_features
 from tailscope.analysis.model import (
     CampaignAnalysis,
     CauseFinding,
@@ -165,6 +166,8 @@ def analyze(
         _require(iterations, FWQ_ITERATION_COLUMNS, "iterations")
         noise = fwq_noise.fwq_noise(iterations, fwq_ids)
     extras = {str(r): fwq_noise.run_extras(noise.loc[r]) for r in noise.index} if not noise.empty else {}
+    # the evidence rows' per-run features, once: the causes and the busy verdict both read them
+    evidence = run_features(counters) if counters is not None else (pd.DataFrame(), {})
     found = causes.diagnose_runs(
         scored,
         kinds,
@@ -173,6 +176,7 @@ def analyze(
         nodes=nodes,
         run_extras=extras,
         pages_tests=pages_tests,
+        features=evidence,
     )
 
     variants = _variant_summaries(scored)
@@ -189,7 +193,7 @@ def analyze(
         checks=checks.checks,
         cluster=node_ensembles,
         settings=settings,
-        busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share, extras),
+        busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share, extras, evidence),
         facts=causes.node_facts(nodes),
         unsettled=sequential.unsettled(stopped, names, stopping, settings) if stopping is not None else None,
     )
