@@ -85,6 +85,7 @@ def main() -> int:
         etc = tmp_path / "etc"
         (etc / "epilog.d").mkdir(parents=True)
         shutil.copy(WRAPPER, etc / "tailscope-jobs")
+        shutil.copy(WRAPPER.parent / "tailscope-slurm.sh", etc)  # the wrappers' shared part, beside it
         (etc / "epilog.d" / "tailscope-jobs").symlink_to(etc / "tailscope-jobs")
         history = args.history or tmp_path / "history"
         conf = (

@@ -112,6 +112,7 @@ def _wrapper(tmp_path: Path, conf: str) -> Path:
     here = tmp_path / "etc-slurm"
     here.mkdir()
     shutil.copy(WRAPPER, here / "tailscope-jobs")
+    shutil.copy(WRAPPER.parent / "tailscope-slurm.sh", here)  # the wrappers' shared part, beside it
     (here / "tailscope-jobs.conf").write_text(conf)
     return here / "tailscope-jobs"
 

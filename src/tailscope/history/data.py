@@ -83,6 +83,18 @@ def classify(
     return out, AddResult(added, updated, unchanged)
 
 
+def entry_columns(columns: Sequence[str] = ()) -> list[str]:
+    """The history_entries columns a partial read takes: `columns` with the key and `added_at` (what
+    latest_entries and apply_exclusions need), in the table's order; all of them when none is named."""
+    if not columns:
+        return list(ENTRY_COLUMNS)
+    wanted = {*columns, "campaign", "node", "variant", "added_at"}
+    unknown = wanted - set(ENTRY_COLUMNS)
+    if unknown:
+        raise ValueError(f"history_entries has no column {', '.join(sorted(unknown))}")
+    return [c for c in ENTRY_COLUMNS if c in wanted]
+
+
 def latest_entries(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (campaign, node, variant): the latest written version."""
     if frame.empty:

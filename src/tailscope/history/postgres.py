@@ -17,7 +17,7 @@ server said; nothing is written anywhere else.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pandas as pd
@@ -29,6 +29,7 @@ from tailscope.history.data import (
     apply_exclusions,
     as_categories,
     campaign_prefix,
+    entry_columns,
     one_campaign,
     parse_facts,
 )
@@ -178,12 +179,30 @@ class PostgresHistory(Database):
     def _frame(self, cur: Any, table: str) -> pd.DataFrame:
         names = TABLES[table].names
         cur.execute(f"SELECT {', '.join(names)} FROM {table}")
-        rows = cur.fetchall()
-        frame = pd.DataFrame(rows, columns=names)
+        return self._typed(pd.DataFrame(cur.fetchall(), columns=names), table)
+
+    @staticmethod
+    def _typed(frame: pd.DataFrame, table: str) -> pd.DataFrame:
+        """Timestamps as the directory store reads them (UTC, microseconds)."""
         for col in TABLES[table].columns:
-            if str(col.type).startswith("timestamp"):
+            if col.name in frame.columns and str(col.type).startswith("timestamp"):
                 frame[col.name] = pd.to_datetime(frame[col.name], utc=True).astype("datetime64[us, UTC]")
         return frame
+
+    def read_entries(
+        self, variants: Collection[str], nodes: Collection[str] | None = None, columns: Sequence[str] = ()
+    ) -> tuple[pd.DataFrame, list[str]]:
+        """The entries of `variants` (of `nodes` where given), chosen by the server, as `read()` gives them
+        (`excluded` set; only `columns` and the key where given); nothing is damaged in a database."""
+        names = entry_columns(columns)
+        where, params = "variant = ANY(%s)", [sorted(variants)]
+        if nodes is not None:
+            where, params = f"{where} AND node = ANY(%s)", [*params, sorted(nodes)]
+        with self._connect() as con, con.cursor() as cur:
+            cur.execute(f"SELECT {', '.join(names)} FROM history_entries WHERE {where}", params)
+            frame = self._typed(pd.DataFrame(cur.fetchall(), columns=names), "history_entries")
+            exclusions = self._frame(cur, "history_exclusions")
+        return apply_exclusions(frame, exclusions).reset_index(drop=True), []
 
     def read(self) -> HistoryData:
         with self._connect() as con, con.cursor() as cur:
