@@ -68,14 +68,18 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_stored(tmp_path, fleet, cap
 
 
 def _stand_in_sacct(directory: Path, dump: Path) -> Path:
-    """A `sacct` on PATH that records its arguments and environment and prints `dump` (the live command line
-    is run against real slurmdbd by the accounting cluster's test; this one checks what collect asks for)."""
+    """A `sacct` on PATH that records its arguments and environment and prints `dump` with the delimiter it
+    is given, as sacct does (the live command line is run against real slurmdbd by the accounting cluster's
+    test; this one checks what collect asks for)."""
     script = directory / "sacct"
     script.write_text(
-        "#!/bin/sh\n"
-        f'printf "%s\\n" "$@" > "{directory}/argv"\n'
-        f'echo "TZ=$TZ FORMAT=$SLURM_TIME_FORMAT" > "{directory}/env"\n'
-        f'cat "{dump}"\n'
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        f"open({str(directory / 'argv')!r}, 'w').write('\\n'.join(sys.argv[1:]))\n"
+        f"open({str(directory / 'env')!r}, 'w').write("
+        "f\"TZ={os.environ.get('TZ')} FORMAT={os.environ.get('SLURM_TIME_FORMAT')}\")\n"
+        "d = sys.argv[sys.argv.index('--delimiter') + 1] if '--delimiter' in sys.argv else '|'\n"
+        f"sys.stdout.write(open({str(dump)!r}).read().replace('|', d))\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
@@ -92,6 +96,10 @@ def test_live_collect_asks_sacct_for_every_state_in_utc_from_the_last_end_less_a
     history = tmp_path / "H"
     assert main(["jobs", "collect", str(history), "--since", "2026-09-01"]) == 0
     argv = (bin_dir / "argv").read_text().split("\n")
+    delimiter = argv.pop(argv.index("--delimiter") + 1)
+    argv.remove("--delimiter")
+    assert len(delimiter) == 18 and delimiter[0] == delimiter[-1] == "\x1f"
+    assert not set(delimiter) & set("|%\\\n") and not any(c.isalnum() for c in delimiter)
     assert argv[:8] == [
         "--parsable2",
         "--allocations",
@@ -107,6 +115,7 @@ def test_live_collect_asks_sacct_for_every_state_in_utc_from_the_last_end_less_a
     last = max(r["end_at"] for r in fleet.rows[:100])
     assert main(["jobs", "collect", str(history), "--cluster", "synth"]) == 0
     argv = (bin_dir / "argv").read_text().split("\n")
+    assert argv[argv.index("--delimiter") + 1] != delimiter  # new for each run
     start = argv[argv.index("--starttime") + 1]
     assert start == (last - __import__("datetime").timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
     assert argv[argv.index("--clusters") + 1] == "synth"
