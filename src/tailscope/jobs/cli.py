@@ -104,6 +104,13 @@ def add_slurmd_parsers(
         )
         p.add_argument("--cluster", metavar="NAME", help="the cluster (default $SLURM_CLUSTER_NAME)")
         p.add_argument(
+            "--apps",
+            type=Path,
+            metavar="DIR",
+            help="application definitions NAME.toml: the epilog reads the figures of merit of a job tagged "
+            "--comment=tailscope:NAME in its output (the prolog takes and ignores it)",
+        )
+        p.add_argument(
             "--root",
             type=Path,
             metavar="DIR",
