@@ -31,7 +31,7 @@ def test_collect_twice_stores_each_job_once_and_a_requeue_replaces_it(tmp_path, 
     assert main(["jobs", "collect", str(history), "--sacct-file", str(dump)]) == 0
     assert main(["jobs", "collect", str(history), "--sacct-file", str(dump)]) == 0
     out = capsys.readouterr().out
-    assert "900 jobs added" in out and "nothing new (900 jobs already stored)" in out
+    assert "900 jobs added" in out and "nothing added: its 900 jobs are already stored" in out
     rows = [dict(r) for r in fleet.rows[:3]]
     rows[0].update(nodelist="c47", elapsed_s=rows[0]["elapsed_s"] + 60)  # job 1000 ran again elsewhere
     assert (
@@ -120,7 +120,7 @@ def test_live_collect_asks_sacct_for_every_state_in_utc_from_the_last_end_less_a
     assert start == (last - __import__("datetime").timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
     assert argv[argv.index("--clusters") + 1] == "synth"
     out = capsys.readouterr().out
-    assert "100 jobs added" in out and "nothing new (100 jobs already stored)" in out
+    assert "100 jobs added" in out and "nothing added: its 100 jobs are already stored" in out
 
 
 def test_sacct_that_fails_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
@@ -153,7 +153,7 @@ def test_postgresql_stores_the_same_jobs_and_answers_the_same(postgres_server, t
     for location in (url, str(tmp_path / "H")):
         assert main(["jobs", "collect", location, "--sacct-file", str(dump)]) == 0
         assert main(["jobs", "collect", location, "--sacct-file", str(dump)]) == 0
-        assert "nothing new (900 jobs already stored)" in capsys.readouterr().out
+        assert "nothing added: its 900 jobs are already stored" in capsys.readouterr().out
         code = main(["jobs", "show", location, "--json"])
         answers.append((code, json.loads(capsys.readouterr().out)))
     assert answers[0] == answers[1]

@@ -7,12 +7,12 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from tailscope.history.cli import WHERE
 from tailscope.jobs.classby import CLASS_FIELDS, DEFAULT_CLASS_BY
 from tailscope.options import FRACTION, date
 
 Handler = Callable[[argparse.Namespace], int]
 HELP = "the site's own jobs (sacct, a per-job epilog): which nodes make them slow, since when"
-WHERE = "a history directory, or postgresql://USER@HOST/DB"
 
 
 def _collect(p: argparse.ArgumentParser) -> None:
