@@ -48,7 +48,12 @@ class ClassSummary:
     tagged: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"class": self.label, "jobs": self.jobs, "median_elapsed_s": self.median_elapsed_s}
+        return {
+            "class": self.label,
+            "jobs": self.jobs,
+            "median_elapsed_s": self.median_elapsed_s,
+            "basis": self.basis,
+        }
 
 
 @dataclass
@@ -137,7 +142,7 @@ def slowdowns(
     jobs = jobs.assign(**{"class": label.to_numpy()})
     done = (jobs["state"].astype(str) == "COMPLETED").to_numpy()
     for state, n in jobs.loc[~done, "state"].astype(str).value_counts().items():
-        untimed[f"{state.lower()} (not timed)"] = int(n)
+        untimed[state.lower()] = int(n)
     ran = (
         (jobs["elapsed_s"].to_numpy(float) >= MIN_ELAPSED_S)
         & jobs["start_at"].notna().to_numpy()
