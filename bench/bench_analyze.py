@@ -14,8 +14,10 @@ Then, alternated and repeated (medians printed), each a fresh process whose wall
     environments);
   - `tailscope report DIR -o file.html`.
 And `tailscope --help` against bare `python -c pass` and `python -c "import argparse"`.
-Targets (issue 11): analyze <= 1.5x the peer's time and <= 2x its memory, buffered or not, at 1,000 nodes
-and at 10 (fixed cost); report <= 2x the peer's time; --help <= 2x `python -c "import argparse"`.
+Targets (issue 31): analyze --json of 1,000 nodes <= 1.3x the peer's time and <= 1.5x its memory, buffered
+or not; analyze of 10 nodes <= 1x the peer's time (the fixed cost); report <= 1.5x the peer's time; --help
+<= 1.5x `python -c "import argparse"`. `uptime` is printed at the start and the end, and every ratio once
+more in a closing table: the ratios, not the seconds, are the result on a shared machine.
 `--curve` adds the cost curve of analyze --json (10, 100, 1,000, 5,000 nodes: time and peak memory);
 `--phases` prints where analyze's time and peak memory go (imports, store read, analysis, JSON), in one
 fresh process, through analyze's own path (the narrow runs read, the iterations it needs: this checkout's
@@ -66,7 +68,8 @@ from pathlib import Path
 from tailscope.verbs import workflow
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import Settings
-from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
+from tailscope.analysis.figures import with_figures
+from tailscope.analysis.summary import ATTRIBUTION_RUN_COLUMNS, STORE_RUN_COLUMNS, analyze
 from tailscope.jsonout import encode
 from tailscope.store.campaign import Campaign
 from tailscope.store.read import connect
@@ -78,8 +81,11 @@ def mark(name, since):
     return time.perf_counter()
 t = time.perf_counter()
 campaign = Campaign.open(Path(sys.argv[1]))
-con = connect(campaign)
-runs = con.runs(columns=STORE_RUN_COLUMNS)
+con = connect(campaign, runs_also=("probe", "summary"))  # as analyze --json: the summaries in the one read
+columns = STORE_RUN_COLUMNS
+if not campaign.shard_files("counters"):
+    columns = tuple(c for c in columns if c not in ATTRIBUTION_RUN_COLUMNS)
+runs = con.runs(columns=columns)
 t = mark("store: runs shards read and checked, runs view, to pandas", t)
 counters, corunners, nodes = workflow.load_evidence(con, runs["run_id"].astype(str).tolist())
 t = mark("store: evidence of the runs (os counters, co-runners, facts)", t)
@@ -89,15 +95,22 @@ evidence = {"counters": counters, "corunners": corunners, "nodes": nodes}
 analysis = analyze(runs, source, Settings(), campaign.campaign_id, settings, **evidence)
 t = mark("analysis (summary.analyze, with the iterations it reads)", t)
 analysis = workflow.with_attribution(con, analysis, runs)
-con.close()
 t = mark("counter attribution check", t)
+analysis = with_figures(analysis, con.run_summaries())
+con.close()
+t = mark("figures of every run (from the runs' summaries, as read)", t)
 data = encode(analysis)
 t = mark("JSON encoding", t)
 for name, seconds, peak in marks:
     print(f"    {name:62s} {seconds:6.2f} s, peak RSS so far {peak:5.0f} MiB")
 """
 
-TARGETS = {"analyze": (1.5, 2.0), "analyze unbuffered": (1.5, 2.0), "report": (2.0, None)}
+# (time, memory) against the peer: at 1,000 nodes; at FEW_NODES the fixed cost (FEW_TARGETS)
+TARGETS = {"analyze": (1.3, 1.5), "analyze unbuffered": (1.3, 1.5), "report": (1.5, None)}
+FEW_NODES = 10
+FEW_TARGETS = {"analyze": (1.0, 1.5), "analyze unbuffered": (1.0, 1.5), "report": (1.5, None)}
+HELP_TARGET = 1.5  # tailscope --help against `python -c "import argparse"`
+VERDICTS: list[str] = []  # every ratio against its target, printed again at the end
 
 
 def measure(argv: Sequence[str], env: dict[str, str], stdout: Path) -> tuple[float, float, int]:
@@ -189,13 +202,17 @@ def fleet(
         if name == "peer":
             continue
         t_ratio, m_ratio = wall / peer_s, mib / peer_mib
-        t_target, m_target = TARGETS[name]
+        t_target, m_target = (FEW_TARGETS if nodes <= FEW_NODES else TARGETS)[name]
         verdict = "meets" if t_ratio <= t_target and (m_target is None or m_ratio <= m_target) else "MISSES"
         limits = f"<= {t_target}x time" + (f", <= {m_target}x memory" if m_target else "")
         extra = f" ({size / 1e6:.1f} MB of JSON)" if name.startswith("analyze") else ""
         print(
             f"  tailscope {name}: {wall:.2f} s, {mib:.0f} MiB{extra} -> {t_ratio:.2f}x time, "
             f"{m_ratio:.2f}x memory; target {limits}: {verdict}"
+        )
+        VERDICTS.append(
+            f"  {nodes:5d} nodes  {name:20s} {t_ratio:5.2f}x time  {m_ratio:5.2f}x memory   "
+            f"target {limits}: {verdict}"
         )
     return result
 
@@ -218,8 +235,11 @@ def start_up(repeats: int) -> None:
         print(f"  {name}: {wall * 1000:.0f} ms, {mib:.0f} MiB ({wall / bare_s:.1f}x bare python, "
               f"{wall / arg_s:.2f}x import argparse, {mib / bare_mib:.1f}x its memory)")  # fmt: skip
     ratio = result["tailscope --help"][0] / arg_s
-    print(f"  target --help <= 2x `python -c \"import argparse\"`: {ratio:.2f}x, "
-          f"{'meets' if ratio <= 2 else 'MISSES'}")  # fmt: skip
+    verdict = "meets" if ratio <= HELP_TARGET else "MISSES"
+    print(f'  target --help <= {HELP_TARGET}x `python -c "import argparse"`: {ratio:.2f}x, {verdict}')
+    VERDICTS.append(
+        f'  --help {ratio:5.2f}x `python -c "import argparse"`   target <= {HELP_TARGET}x: {verdict}'
+    )
 
 
 def main() -> None:
@@ -237,6 +257,7 @@ def main() -> None:
         global SOURCE
         SOURCE = args.source.resolve()
     print(f"tailscope from {SOURCE}, python {sys.version.split()[0]}")
+    print(f"uptime at the start: {uptime()}")
     compileall.compile_dir(SOURCE / "tailscope", quiet=1)  # as installed: bytecode beside the sources
     if not args.no_start_up:
         start_up(max(args.repeats, 5))
@@ -253,6 +274,15 @@ def main() -> None:
                 argv, env = commands(root, Path(tmp_name))["analyze"]
                 wall, mib, _ = measure(argv, env, Path(tmp_name) / "out.json")
             print(f"  {nodes:5d} nodes: {wall:.2f} s, {mib:.0f} MiB ({wall / nodes * 1000:.2f} ms per node)")
+    print(f"uptime at the end: {uptime()}")
+    print("the ratios (medians of alternated runs, each against its peer in this run):")
+    print("\n".join(VERDICTS))
+
+
+def uptime() -> str:
+    """`uptime`'s line: how busy the machine was (the ratios move with it)."""
+    out = subprocess.run(["uptime"], capture_output=True, text=True, check=False)
+    return out.stdout.strip() or "(uptime gave nothing)"
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from tailscope.history.summary import CampaignSummary  # noqa: E402
 PEER = r"""
 import sys, json
 import numpy as np, pandas as pd
-from tailscope.history.changes import breakpoints, noise, oriented
+from tailscope.history.changepoint import candidates, fit_prior, judge_oriented, oriented
 root = sys.argv[1]
 files = []
 import os
@@ -51,11 +51,16 @@ for name in sorted(os.listdir(f"{root}/commits")):
 frame = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
 frame = frame.sort_values("added_at").drop_duplicates(["campaign", "node", "variant"], keep="last")
 frame = frame.sort_values(["node", "variant", "started_at"])
-changes = []
+series = []
 for (node, variant), block in frame.groupby(["node", "variant"], sort=False):
     y = oriented(block["median"].to_numpy(float), bool(block["higher_is_better"].iloc[0]))
-    for k in breakpoints(y, noise(y)):
-        changes.append({"node": node, "variant": variant, "at": str(block["started_at"].iloc[k])})
+    series.append((node, variant, block["started_at"].to_numpy(), candidates(y)))
+variants = {s[1] for s in series}
+priors = {v: fit_prior((c.noise, c.df) for _n, vv, _t, c in series if vv == v) for v in variants}
+changes = []
+for node, variant, times, c in series:
+    for step in judge_oriented(c, priors[variant]).steps:
+        changes.append({"node": node, "variant": variant, "at": str(times[step.index])})
 json.dump({"changes": changes}, sys.stdout)
 """
 

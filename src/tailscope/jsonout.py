@@ -15,8 +15,9 @@ analysis of 1,000 nodes (its peak memory, issue 11), and still in few large writ
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
 CHUNK_ITEMS = 2000  # items of a long list field encoded at once (a few MB of JSON)
@@ -74,20 +75,35 @@ def encode_chunks(
     yield b"\n}\n"
 
 
+# What JSON allows raw but a terminal interprets: DEL, the C1 controls, the line and paragraph separators and
+# the bidirectional overrides and isolates (as printable.py; orjson escapes the C0 controls itself).
+_INVISIBLE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def inert(data: bytes) -> bytes:
+    """JSON bytes with those characters as `\\uXXXX` escapes: the same values when parsed, and text from
+    campaigns (a node name, a note) shown on a terminal cannot reorder or recolour it."""
+    return _INVISIBLE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
+
+
 def write_json(
     data: Any,
     out: TextIO | None = None,
     *,
     sort_keys: bool = False,
     default: Callable[[Any], Any] = str,
+    escape_invisible: bool = False,
 ) -> None:
-    """Write `data` as JSON to `out` (default stdout), through its binary buffer if any, ~1 MB a write."""
+    """Write `data` as JSON to `out` (default stdout), through its binary buffer if any, ~1 MB a write
+    (`escape_invisible`: through `inert`)."""
     stream = sys.stdout if out is None else out
-    pieces = (
+    pieces: Iterable[bytes] = (
         [encode(data, sort_keys=sort_keys, default=default)]
         if sort_keys
         else encode_chunks(data, default=default)
     )
+    if escape_invisible:
+        pieces = map(inert, pieces)
     buffer = getattr(stream, "buffer", None)
     if buffer is None:  # a text-only stream (io.StringIO in tests)
         stream.write(b"".join(pieces).decode())

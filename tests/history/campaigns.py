@@ -80,3 +80,33 @@ def write_campaign(
             )
         load.add_plan(variant.to_plan(first_trial + trials))
     return root
+
+
+def _add_after(location: str, summary: object, delay: float) -> None:
+    import os
+    import sys
+    import time
+
+    from tailscope.history.store import open_history
+
+    time.sleep(delay)
+    try:
+        open_history(location).add(summary)  # type: ignore[arg-type]
+    except BaseException as exc:
+        print(f"writer failed: {exc}", file=sys.stderr)
+        os._exit(2)
+    os._exit(0)
+
+
+def concurrent_adds(location: str, summaries: list, stagger: float) -> list[int | None]:
+    """Each summary added by its own process (forked), the i-th starting `stagger` x i seconds after the
+    first; their exit codes (0: added)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_add_after, args=(location, s, stagger * i)) for i, s in enumerate(summaries)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+    return [proc.exitcode for proc in procs]

@@ -20,7 +20,7 @@ from tailscope.history.directory import DirectoryHistory  # noqa: E402
 from tailscope.history.postgres import PostgresHistory  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from campaigns import write_campaign  # noqa: E402
+from campaigns import concurrent_adds, write_campaign  # noqa: E402
 from synthetic import day_rows, make_fleet  # noqa: E402
 
 from pgserver import fresh_database  # noqa: E402
@@ -108,3 +108,61 @@ def test_unreachable_server_and_unknown_role_are_one_line(server, tmp_path, caps
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("tailscope: warning: history") and "secret" not in err[0]
     assert sorted((p.relative_to(root), p.stat().st_mtime_ns) for p in root.rglob("*")) == before
+
+
+# --- issue 30: concurrent first adds, passwords, exclusion prefixes -------------------------------------
+def test_eight_concurrent_first_adds_into_a_new_database_all_store_their_entries(server, tmp_path, capsys):
+    """Eight processes adding one campaign each to a database nothing was written to yet (the tables are made
+    by the first to take the advisory lock): every entry stored once."""
+    from tailscope.verbs.history import summarize_campaign
+    from tailscope.verbs.settings import judging_settings
+
+    url = _fresh_db(server, "first_night")
+    day0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    settings = judging_settings(None, {})
+    campaigns = [write_campaign(tmp_path / f"c{i}", day0, {f"n{i}": 1.0}, trials=6, seed=i) for i in range(8)]
+    summaries = [summarize_campaign(c, settings) for c in campaigns]
+    assert concurrent_adds(url, summaries, 0.02) == [0] * 8, capsys.readouterr().err
+    entries = PostgresHistory(url).read().entries
+    assert sorted(entries["node"].astype(str)) == [f"n{i}" for i in range(8)]
+
+
+def test_the_password_is_never_printed(server, tmp_path, capsys):
+    """Trust authentication: the server takes any password, so each URL below connects and every line the
+    commands print can be checked; and the ones libpq cannot read, or reads with a password spilled into
+    another part, are refused in one line without it."""
+    url = _fresh_db(server, "pwtest")  # postgresql://postgres@/pwtest?host=BASE
+    root = write_campaign(tmp_path / "c", dt.datetime(2026, 11, 1, tzinfo=dt.UTC), {"n1": 100.0})
+    code = main(["analyze", str(root)])
+    with_password = [
+        url.replace("postgres@", "postgres:Zx9secret@"),
+        url + "&password=Zx9secret",
+        url.replace("postgres@", ":Zx9secret@") + "&user=postgres",
+    ]
+    capsys.readouterr()
+    for location in with_password:
+        assert main(["history", "add", location, str(root)]) == 0
+        assert main(["history", "note", location, "n1", "2026-11-01", "fan replaced"]) == 0
+        assert main(["history", "compact", location]) == 0
+        assert main(["analyze", str(root), "--history", location]) == code  # the nightly append's line
+        out, err = capsys.readouterr()
+        assert "secret" not in out + err and "nothing added" in err and "note for n1" in out
+    for location in (url.replace("postgres@", "postgres:Zx9%zzsecret@"),
+                     url.replace("postgres@", "postgres:Zx9/secret@")):  # fmt: skip
+        assert main(["history", "show", location]) == 2
+        assert main(["analyze", str(root), "--history", location]) == code
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert len(lines) == 2 and "secret" not in out + err, err
+
+
+def test_an_empty_or_wildcard_exclusion_prefix_excludes_nothing(server, tmp_path, capsys):
+    url = _fresh_db(server, "prefixes")
+    root = write_campaign(tmp_path / "c", dt.datetime(2026, 11, 1, tzinfo=dt.UTC), {"n1": 100.0})
+    assert main(["history", "add", url, str(root)]) == 0
+    capsys.readouterr()
+    for prefix in ("", "%", "_"):  # '' is every id's prefix; % and _ are LIKE's wildcards
+        assert main(["history", "exclude", url, "n1", prefix]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("tailscope: error:"), err
+    assert not PostgresHistory(url).read().entries["excluded"].any()

@@ -297,3 +297,36 @@ def _recommit_footer(root, shard) -> None:
         if shard.name in data["footers"].get("runs", {}):
             data["footers"]["runs"][shard.name] = footer_digest(shard)
             record.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_run_summaries_come_from_the_one_runs_read(tmp_path, monkeypatch, retry):
+    # analyze --json: the summaries (for every run's figures) are read with the narrow runs read, not by a
+    # second scan of the runs shards; the same rows as SQL over the view, a hidden attempt's left out
+    import tailscope.store.read as read
+
+    c = Campaign.create(tmp_path / "c")
+    rows = []
+    for i in range(3):
+        rows += [
+            {**run_row(c, f"n{i}", t), "summary": f'{{"team_gbs": {i}.{t}}}' if t % 2 else None}
+            for t in range(4)
+        ]
+    if retry:  # a later failed attempt of n0's trial 1, with a summary of its own: hidden
+        rows.append({**run_row(c, "n0", 1, status="failed", started_offset=5), "summary": '{"team_gbs": 9}'})
+    with load_into(c.root, "test") as load:
+        load.write("runs", table("runs", rows), node="n0")
+    with connect(Campaign.open(c.root)) as con:
+        view = con.execute("SELECT run_id, probe, summary FROM runs WHERE summary IS NOT NULL").fetchall()
+    scans: list[str] = []
+    real = read._read_with_files
+    monkeypatch.setattr(
+        read, "_read_with_files", lambda c, t, *a, **k: scans.append(t) or real(c, t, *a, **k)
+    )
+    with connect(Campaign.open(c.root), runs_also=("probe", "summary")) as con:
+        con.runs(columns=["run_id", "value"])
+        summaries = con.run_summaries()
+        assert con._runs_table == retry  # both paths: by Arrow, and by SQL over the ranked copy
+    assert scans == ["runs"]
+    assert sorted(summaries) == sorted(view) and len(view) == 6
+    assert all(s != '{"team_gbs": 9}' for _, _, s in summaries)

@@ -58,8 +58,10 @@ from tailscope.analysis.notes import compose_notes
 from tailscope.analysis.quantiles import quantile_ci
 from tailscope.analysis.settings import settings_from_dict, validate_settings
 from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits, spread_rules_apply
+from tailscope.heap import return_freed_memory
 
 __all__ = [
+    "ATTRIBUTION_RUN_COLUMNS",
     "ITERATION_COLUMNS",
     "RUN_COLUMNS",
     "STORE_RUN_COLUMNS",
@@ -85,6 +87,8 @@ RUN_COLUMNS = (
 # The runs columns analyze and the counter attribution (attribution.py: threads, seconds, wall_s) read, and
 # notes (error): `analyze` reads only these from the store.
 STORE_RUN_COLUMNS = (*RUN_COLUMNS, "error", "threads", "wall_s", "seconds", "page_policy")
+# Those only the counter attribution reads: not read where the campaign stored no counters (workflow.py).
+ATTRIBUTION_RUN_COLUMNS = ("threads", "wall_s", "seconds")
 ITERATION_COLUMNS = ("run_id", "iteration", "thread", "kernel", "warmup", "value")
 FWQ_ITERATION_COLUMNS = ("seconds",)  # mono_start_ns is used when present
 
@@ -144,26 +148,28 @@ def analyze(
     is_ok = (runs["status"] == "ok").to_numpy(dtype=bool) & runs["value"].notna().to_numpy()
     ok = runs.loc[is_ok].reset_index(drop=True)
     failed = runs.loc[~is_ok].reset_index(drop=True)
+    del runs  # this sorted copy: each copy of 50,000 runs is ~11 MB of the peak (the caller keeps its own)
     _check_ok_runs(ok)
 
     stopped = sequential.stopped_groups(ok, failed, stopping, settings) if stopping is not None else {}
     few = [key for key, s in stopped.items() if not spread_rules_apply(s.judgement.n, s.at_cap)]
     scored = score_runs(ok, settings, spread_off=few)
+    del ok  # scored is its copy with the scores
     iterations, have_iterations = _iterations_needed(iterations, scored)
     if have_iterations:
         _require(iterations, ITERATION_COLUMNS, "iterations")
     kinds: dict[str, tuple[RunKind, KindEvidence | None]] = {}
     if have_iterations:
         to_classify = scored.assign(slow=scored["flagged"])
-        slowdowns = dict(
-            zip(scored["run_id"].astype(str).tolist(), scored["slowdown"].astype(float).tolist(), strict=True)
-        )
+        flagged = scored.loc[scored["flagged"].to_numpy(dtype=bool)]  # classify reads theirs only
+        slowdowns = dict(zip(flagged["run_id"].astype(str), flagged["slowdown"].astype(float), strict=True))
         kinds = classify.classify_slow_runs(iterations, to_classify, settings.primary_threshold, slowdowns)
     fwq_ids = scored.loc[scored["probe"] == "fwq", "run_id"]
     noise = pd.DataFrame()
     if have_iterations and len(fwq_ids):
         _require(iterations, FWQ_ITERATION_COLUMNS, "iterations")
         noise = fwq_noise.fwq_noise(iterations, fwq_ids)
+    del iterations  # read: the iteration rows are not held while the results are built (a source's are freed)
     extras = {str(r): fwq_noise.run_extras(noise.loc[r]) for r in noise.index} if not noise.empty else {}
     found = causes.diagnose_runs(
         scored,
@@ -178,6 +184,7 @@ def analyze(
     variants = _variant_summaries(scored)
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
     groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
+    return_freed_memory()  # the columns freed so far, before 50,000 run verdicts are built (heap.py)
     run_verdicts = _run_verdicts(scored, kinds, noise, found)
     checks = make_verdict(groups, settings, _references(variants), stopped)
     names = {v.variant: _probe_name(v) for v in variants}
@@ -373,8 +380,13 @@ def _group_summaries(
     ratio_all = scored["perf_ratio"].to_numpy(dtype=float)
     slow_all = scored["slow"].to_numpy(dtype=bool)
     run_id_all = scored["run_id"].to_numpy()
-    first_of = [scored[c].tolist() for c in ("probe", "metric", "unit", "higher_is_better", "node_median")]
     groups = sorted(scored.groupby(["variant", "node"]).indices.items())
+    # each group's probe, metric, unit, direction and node median: its first run's (not 50,000 texts each)
+    first_rows = [rows[0] for _, rows in groups]
+    first_of = [
+        scored[c].iloc[first_rows].tolist()
+        for c in ("probe", "metric", "unit", "higher_is_better", "node_median")
+    ]
     group_of = np.empty(len(scored), dtype=np.int64)
     for i, (_, rows) in enumerate(groups):
         group_of[rows] = i
@@ -389,7 +401,7 @@ def _group_summaries(
     out = []
     with _gc_paused():
         for i, ((variant, node), rows) in enumerate(groups):
-            probe, metric, unit, hib, median = (column[rows[0]] for column in first_of)
+            probe, metric, unit, hib, median = (column[i] for column in first_of)
             hib = bool(hib)
             values = value_all[rows]
             n = len(values)
@@ -494,37 +506,58 @@ def _run_verdicts(
     noise: pd.DataFrame,
     found: Mapping[str, tuple[CauseFinding, ...]],
 ) -> tuple[RunVerdict, ...]:
-    # Column lists of plain Python values (str, int, float, bool), converted column by column, in the order
-    # RunVerdict declares its fields: JSON-ready, and the instance dict below keeps that order.
+    # Columns of plain Python values (str, int, float, bool), converted column by column, in the order
+    # RunVerdict declares its fields: JSON-ready, and the instance dict below keeps that order. Texts that
+    # repeat (node, probe, variant, unit) are one object per distinct value, not one per run (50,000 runs:
+    # 11 MB of the peak); the lists are made for RUN_CHUNK runs at a time.
     types: dict[str, Any] = {
-        "run_id": str, "node": str, "probe": str, "variant": str, "trial": "int64", "started_at": None,
-        "value": float, "unit": str, "perf_ratio": float, "scaled_value": float, "robust_score": float,
-        "robust_outlier": bool, "slow": bool, "slowdown": float,
+        "run_id": str, "node": "shared", "probe": "shared", "variant": "shared", "trial": "int64",
+        "started_at": None, "value": float, "unit": "shared", "perf_ratio": float, "scaled_value": float,
+        "robust_score": float, "robust_outlier": bool, "slow": bool, "slowdown": float,
     }  # fmt: skip
-    lists = [_iso_utc(scored[c]) if t is None else scored[c].astype(t).tolist() for c, t in types.items()]
+    columns = [_plain_column(scored[c], t) for c, t in types.items()]
     names = tuple(types)
-    flagged_all = scored["flagged"].astype(bool).tolist()
+    flagged_all = scored["flagged"].to_numpy(dtype=bool)
     noise_ids = set(noise.index) if not noise.empty else set()
     out = []
     new = object.__new__
     with _gc_paused():
-        for row, flagged in zip(zip(*lists, strict=True), flagged_all, strict=True):
-            run_id = row[0]
-            kind, evidence = kinds.get(run_id, ("unclassified", None)) if flagged else ("none", None)
-            # RunVerdict(...) would set the fields one by one through object.__setattr__ (a frozen dataclass):
-            # several times slower for 50,000 runs. Every field is set, of its declared type, in its order
-            # (tests/analysis/test_summary.py checks the set of fields against the dataclass).
-            run = new(RunVerdict)
-            fields = run.__dict__
-            fields.update(zip(names, row, strict=True))
-            fields["kind"] = kind
-            fields["evidence"] = evidence
-            fields["extras"] = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
-            fields["flagged"] = flagged
-            fields["causes"] = found.get(run_id, ())
-            fields["figures"] = ()  # filled for analyze --json (analysis/figures.py)
-            out.append(run)
+        for start in range(0, len(scored), RUN_CHUNK):
+            lists = [column[start : start + RUN_CHUNK].tolist() for column in columns]
+            flagged_part = flagged_all[start : start + RUN_CHUNK].tolist()
+            for row, flagged in zip(zip(*lists, strict=True), flagged_part, strict=True):
+                run_id = row[0]
+                kind, evidence = kinds.get(run_id, ("unclassified", None)) if flagged else ("none", None)
+                # RunVerdict(...) would set the fields one by one through object.__setattr__ (a frozen
+                # dataclass): several times slower for 50,000 runs. Every field is set, of its declared type,
+                # in its order (tests/analysis/test_summary.py checks the set of fields against the class).
+                run = new(RunVerdict)
+                fields = run.__dict__
+                fields.update(zip(names, row, strict=True))
+                fields["kind"] = kind
+                fields["evidence"] = evidence
+                fields["extras"] = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
+                fields["flagged"] = flagged
+                fields["causes"] = found.get(run_id, ())
+                fields["figures"] = ()  # filled for analyze --json (analysis/figures.py)
+                out.append(run)
     return tuple(out)
+
+
+RUN_CHUNK = 5000  # runs whose field values are Python lists at once (_run_verdicts)
+
+
+def _plain_column(column: pd.Series, kind: Any) -> np.ndarray:
+    """A column as a numpy array whose .tolist() gives plain Python values: ISO UTC texts (kind None), texts
+    shared by equal values ("shared"), else column.astype(kind)."""
+    if kind is None:
+        return np.asarray(_iso_utc(column), dtype=object)
+    if kind == "shared":
+        codes, distinct = pd.factorize(column.astype(str), use_na_sentinel=False)
+        return np.asarray(distinct.tolist(), dtype=object)[codes]
+    if kind is str:
+        return np.asarray(column.astype(str).tolist(), dtype=object)
+    return column.astype(kind).to_numpy()
 
 
 @contextmanager

@@ -1,21 +1,15 @@
 """Change points of a node's history, what changed with them, and fleet events.
 
 Per (node, probe variant) the series is the log of the entries' medians, oriented so that lower is slower
-(`-log` for lower-is-better metrics), excluded entries left out. Change points: PELT with the L2 cost
-(a change in level), as `ruptures.KernelCPD(kernel="linear")` computes it (the same segmentation as
-`ruptures.Pelt(model="l2")`, in C: 0.3 ms against 390 ms for 365 entries). The penalty comes from the
-node's own entry-to-entry noise: sigma = the larger of 1.4826 MAD(first differences) and their standard
-deviation winsorized at 4 of those, over sqrt(2) (a level change is one large difference, an outlier two),
-raised to its one-sided 95% upper bound (a short series' noise is uncertain);
-penalty = BETA sigma^2 log(n), at least MIN_SIZE entries on each side. Entries further than CLIP_SIGMAS
-sigma from the running median of ROLLING entries are pulled to that distance first (an outlier, or a
-burst of up to three, is not a change: with Student-t(3) noise 81 false changes per 100 series of 365
-entries without this, 0.25 with it). A change also has to stand out of that noise: |level difference|
->= MIN_Z standard errors (sigma sqrt(1/n_before + 1/n_after)) and >= MIN_SIGMAS sigma.
+(`-log` for lower-is-better metrics), excluded entries left out. Its change points are found by
+`changepoint.judge_oriented` (the rule is described there): first every series' candidate changes and its
+noise within them (`changepoint.candidates`), then the noise of each probe variant across the fleet
+(`changepoint.fit_prior`, from PRIOR_MIN_SERIES series of the variant on), then every series judged with
+it, so a node's first entries are judged against noise the fleet has already measured.
 
-Size: ratio = exp(mean after - mean before) of the oriented log medians (< 1 is slower, as `node_ratio`),
-its 95% interval exp(difference +- 1.96 standard errors); `before` and `after` are the medians of the
-entries' medians in the two segments, in the metric's unit.
+Size: ratio = exp(mean after - mean before) of the oriented log medians (outliers pulled in; < 1 is
+slower, as `node_ratio`), its 95% interval exp(difference +- t_0.975 standard errors); `before` and
+`after` are the medians of the entries' medians in the two segments, in the metric's unit.
 
 Facts: every fact that differs between two consecutive entries from the second-last entry before the change
 to the second entry after it (the change is found within one entry of where it happened), with the time of
@@ -38,13 +32,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-BETA = 4.0
-MIN_SIZE = 3
-ROLLING = 7
-CLIP_SIGMAS = 3.0
-MIN_Z = 5.0
-MIN_SIGMAS = 1.5
-SIGMA_FLOOR = 1e-4  # 0.01%: quantised medians that repeat exactly
+from tailscope.history.changepoint import (
+    MIN_SIZE,
+    Candidates,
+    NoisePrior,
+    candidates,
+    fit_prior,
+    judge_oriented,
+    oriented,
+)
+
 EVENT_NODES = 3
 EVENT_DAYS = 2.0
 UNNAMED_SHARE = 0.02  # of the fleet's nodes: an event no fact names
@@ -156,67 +153,147 @@ def iso(value: Any) -> str:
     return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def noise(y: np.ndarray) -> float:
-    if len(y) < 3:
-        return SIGMA_FLOOR
-    d = np.diff(y)
-    center = float(np.median(d))
-    robust = 1.4826 * float(np.median(np.abs(d - center)))
-    # the MAD alone is noisy (37% efficiency: 60 entries underestimated one node's noise by 26%, and a run
-    # of 5 unlucky entries became a 'change'); the standard deviation of the differences winsorized at 4
-    # robust sds is nearly as efficient as the plain one and still ignores steps and outliers
-    wins = float(np.std(np.clip(d, center - 4 * robust, center + 4 * robust)))
-    return max(max(robust, wins) / math.sqrt(2.0) * _upper_factor(len(d)), SIGMA_FLOOR)
+@dataclass(frozen=True)
+class SeriesLimit:
+    """What one series can judge: `detectable`, the smallest slowdown (a fraction: 0.07 = 7%) its latest
+    MIN_SIZE entries would show as a change; None when fewer than 2 MIN_SIZE entries follow its start or
+    its last change."""
+
+    node: str
+    probe: str
+    variant: str
+    entries: int
+    latest: int  # entries since the last change (all of them without one)
+    noise: float  # sd of one entry's log median
+    detectable: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "probe": self.probe, "variant": self.variant, "entries": self.entries,
+                "entries_since_change": self.latest, "noise": self.noise,
+                "detectable": self.detectable}  # fmt: skip
+
+    def sentence(self) -> str:
+        if self.detectable is not None:
+            return (
+                f"{self.node} {self.probe}: too few entries to judge a change below {self.detectable:.1%} "
+                f"({self.entries} entries, noise {self.noise:.2%})"
+            )
+        if self.latest < self.entries:
+            return (
+                f"{self.node} {self.probe}: too few entries since its change to judge another "
+                f"({self.latest}; at least {2 * MIN_SIZE})"
+            )
+        return (
+            f"{self.node} {self.probe}: too few entries to judge any change "
+            f"({self.entries}; at least {2 * MIN_SIZE})"
+        )
 
 
-def _upper_factor(differences: int) -> float:
-    """sigma's one-sided 95% upper bound over its estimate, sqrt(df / chi2_0.05(df)), with df two thirds
-    of the differences (consecutive differences share an entry). A short series' noise is uncertain: 1,000
-    nodes x 4 probes x 40 entries gave 7 false changes, each on a series whose noise was estimated 28-37%
-    low; the bound is x1.31 at 40 entries and x1.08 at 365."""
-    from scipy.stats import chi2
-
-    df = max(2.0, (differences - 1) * 2.0 / 3.0)
-    return math.sqrt(df / float(chi2.ppf(0.05, df)))
+@dataclass(frozen=True)
+class Assessment:
+    changes: list[Change]
+    limits: list[SeriesLimit]  # every series, with what it can judge
 
 
-def breakpoints(y: np.ndarray, sigma: float) -> list[int]:
-    """Indices of the first entry after each change (PELT, L2 cost, penalty from `sigma`)."""
-    n = len(y)
-    if n < 2 * MIN_SIZE:
-        return []
-    import ruptures
-
-    y = clipped(y, sigma)
-    pen = BETA * sigma * sigma * math.log(n)
-    algo = ruptures.KernelCPD(kernel="linear", min_size=MIN_SIZE, jump=1).fit(y.reshape(-1, 1))
-    found = [int(b) for b in algo.predict(pen=pen) if 0 < int(b) < n]
-    # keep the changes that stand out of the noise, against their neighbouring segments
-    while True:
-        bounds = [0, *found, n]
-        weakest, weakest_z = None, math.inf
-        for i in range(1, len(bounds) - 1):
-            a, b = y[bounds[i - 1] : bounds[i]], y[bounds[i] : bounds[i + 1]]
-            diff = abs(float(b.mean() - a.mean()))
-            z = diff / (sigma * math.sqrt(1 / len(a) + 1 / len(b)))
-            if (z < MIN_Z or diff < MIN_SIGMAS * sigma) and z < weakest_z:
-                weakest, weakest_z = i - 1, z
-        if weakest is None:
-            return found
-        del found[weakest]
+def _series(use: pd.DataFrame) -> list[tuple[int, int]]:
+    node_col = use["node"].astype(str).to_numpy()
+    variant_col = use["variant"].astype(str).to_numpy()
+    key = np.char.add(np.char.add(node_col.astype(str), "\x00"), variant_col.astype(str))
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
+    ends = np.r_[starts[1:], len(key)]
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
 
-def clipped(y: np.ndarray, sigma: float) -> np.ndarray:
-    """`y` with single entries (and runs of up to three) pulled to within CLIP_SIGMAS sigma of the running
-    median of ROLLING entries: an outlier or a short burst of them is not a change, while a step keeps
-    its edge (the running median of an odd window follows a step exactly)."""
-    level = pd.Series(y).rolling(ROLLING, center=True, min_periods=1).median().to_numpy()
-    return np.clip(y, level - CLIP_SIGMAS * sigma, level + CLIP_SIGMAS * sigma)
+def _usable(entries: pd.DataFrame) -> pd.DataFrame:
+    use = entries[~entries["excluded"].astype(bool)] if "excluded" in entries.columns else entries
+    return use.sort_values(["node", "variant", "started_at"], kind="stable")
 
 
-def oriented(median: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    y = np.log(np.maximum(median.astype(float), 1e-300))
-    return y if higher_is_better else -y
+def _candidates(use: pd.DataFrame) -> tuple[list[tuple[int, int]], list[Candidates]]:
+    median = use["median"].to_numpy(float)
+    hib = use["higher_is_better"].to_numpy(bool)
+    spans = _series(use)
+    return spans, [candidates(oriented(median[s:e], bool(hib[s]))) for s, e in spans]
+
+
+def _priors(
+    use: pd.DataFrame, spans: Sequence[tuple[int, int]], cands: Sequence[Candidates]
+) -> dict[str, NoisePrior | None]:
+    variant_col = use["variant"].astype(str).to_numpy()
+    by_variant: dict[str, list[int]] = defaultdict(list)
+    for i, (s, _e) in enumerate(spans):
+        by_variant[str(variant_col[s])].append(i)
+    return {v: fit_prior((cands[i].noise, cands[i].df) for i in idx) for v, idx in by_variant.items()}
+
+
+def noise_priors(entries: pd.DataFrame) -> dict[str, NoisePrior | None]:
+    """The fleet's noise of each probe variant in `entries` (None: too few series to tell)."""
+    if entries.empty:
+        return {}
+    use = _usable(entries)
+    return _priors(use, *_candidates(use))
+
+
+def assess(
+    entries: pd.DataFrame,
+    facts: dict[tuple[str, str], dict[str, Any]],
+    notes: pd.DataFrame,
+    priors: dict[str, NoisePrior | None] | None = None,
+) -> Assessment:
+    """Every change point of every (node, variant) series of `entries` (excluded entries left out), and what
+    each series can judge; `priors`: the fleet's noise by variant (`noise_priors` of the whole fleet, when
+    `entries` are some nodes of it), else fitted from `entries`."""
+    if entries.empty:
+        return Assessment([], [])
+    use = _usable(entries)
+    notes_by_node: dict[str, list[tuple[pd.Timestamp, str]]] = defaultdict(list)
+    for row in notes.itertuples(index=False) if not notes.empty else ():
+        notes_by_node[str(row.node)].append((pd.Timestamp(row.at), str(row.text)))
+    node_col = use["node"].astype(str).to_numpy()
+    variant_col = use["variant"].astype(str).to_numpy()
+    median = use["median"].to_numpy(float)
+    started = use["started_at"].to_numpy()
+    spans, cands = _candidates(use)
+    if priors is None:
+        priors = _priors(use, spans, cands)
+    out: list[Change] = []
+    limits: list[SeriesLimit] = []
+    for i, (s, e) in enumerate(spans):
+        prior = priors.get(str(variant_col[s]))
+        judged = judge_oriented(cands[i], prior)
+        block = use.iloc[s:e]
+        probe = str(block["probe"].iloc[0])
+        slowdown = None if judged.detectable is None else -math.expm1(-judged.detectable)
+        latest = e - s - (judged.steps[-1].index if judged.steps else 0)
+        limits.append(
+            SeriesLimit(str(node_col[s]), probe, str(variant_col[s]), e - s, latest, judged.noise, slowdown)
+        )
+        bounds = [0, *(st.index for st in judged.steps), e - s]
+        m = median[s:e]
+        for j, st in enumerate(judged.steps):
+            k = st.index
+            out.append(
+                Change(
+                    node=str(node_col[s]),
+                    probe=probe,
+                    variant=str(variant_col[s]),
+                    unit=str(block["unit"].iloc[0]),
+                    index=k,
+                    at=iso(started[s + k]),
+                    campaign_id=str(block["campaign"].iloc[k]),
+                    before=float(np.median(m[bounds[j] : k])),
+                    after=float(np.median(m[k : bounds[j + 2]])),
+                    ratio=math.exp(st.shift),
+                    ratio_lower=math.exp(st.lower),
+                    ratio_upper=math.exp(st.upper),
+                    entries_before=st.entries_before,
+                    entries_after=st.entries_after,
+                    noise=judged.noise,
+                    facts_changed=_facts_changed(block, k, facts),
+                    notes=_notes_in(notes_by_node.get(str(node_col[s]), []), block, k),
+                )
+            )
+    return Assessment(out, limits)
 
 
 def find_changes(
@@ -225,59 +302,7 @@ def find_changes(
     notes: pd.DataFrame,
 ) -> list[Change]:
     """Every change point of every (node, variant) series of `entries` (excluded entries left out)."""
-    if entries.empty:
-        return []
-    use = entries[~entries["excluded"].astype(bool)] if "excluded" in entries.columns else entries
-    use = use.sort_values(["node", "variant", "started_at"], kind="stable")
-    notes_by_node: dict[str, list[tuple[pd.Timestamp, str]]] = defaultdict(list)
-    for row in notes.itertuples(index=False) if not notes.empty else ():
-        notes_by_node[str(row.node)].append((pd.Timestamp(row.at), str(row.text)))
-    out: list[Change] = []
-    node_col = use["node"].astype(str).to_numpy()
-    variant_col = use["variant"].astype(str).to_numpy()
-    key = np.char.add(np.char.add(node_col.astype(str), "\x00"), variant_col.astype(str))
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
-    ends = np.r_[starts[1:], len(key)]
-    median = use["median"].to_numpy(float)
-    hib = use["higher_is_better"].to_numpy(bool)
-    started = use["started_at"].to_numpy()
-    for s, e in zip(starts, ends, strict=True):
-        if e - s < 2 * MIN_SIZE:
-            continue
-        y = oriented(median[s:e], bool(hib[s]))
-        sigma = noise(y)
-        found = breakpoints(y, sigma)
-        if not found:
-            continue
-        block = use.iloc[s:e]
-        bounds = [0, *found, e - s]
-        for i, k in enumerate(found):
-            a, b = y[bounds[i] : k], y[k : bounds[i + 2]]
-            diff = float(b.mean() - a.mean())
-            se = sigma * math.sqrt(1 / len(a) + 1 / len(b))
-            m = median[s:e]
-            out.append(
-                Change(
-                    node=str(node_col[s]),
-                    probe=str(block["probe"].iloc[0]),
-                    variant=str(variant_col[s]),
-                    unit=str(block["unit"].iloc[0]),
-                    index=k,
-                    at=iso(started[s + k]),
-                    campaign_id=str(block["campaign"].iloc[k]),
-                    before=float(np.median(m[bounds[i] : k])),
-                    after=float(np.median(m[k : bounds[i + 2]])),
-                    ratio=math.exp(diff),
-                    ratio_lower=math.exp(diff - Z95 * se),
-                    ratio_upper=math.exp(diff + Z95 * se),
-                    entries_before=len(a),
-                    entries_after=len(b),
-                    noise=sigma,
-                    facts_changed=_facts_changed(block, k, facts),
-                    notes=_notes_in(notes_by_node.get(str(node_col[s]), []), block, k),
-                )
-            )
-    return out
+    return assess(entries, facts, notes).changes
 
 
 def _window(block: pd.DataFrame, k: int) -> tuple[int, int]:

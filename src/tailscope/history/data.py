@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.history.written import Written
+from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
 
 ENTRY_COLUMNS = TABLES["history_entries"].names
@@ -126,6 +127,31 @@ def parse_facts(
             continue
         out[(str(node), str(digest))] = value
     return out, damaged
+
+
+def campaign_prefix(prefix: str) -> str:
+    """The campaign id (or prefix) an exclusion names; an empty one (every id starts with it) is refused."""
+    text = str(prefix).strip()
+    if not text:
+        raise StoreError(
+            "history exclude: CAMPAIGN_ID is empty (every campaign's id starts with it): give the id, or a "
+            "unique prefix of it, of the campaign whose entries to exclude (history show --json --node N "
+            "lists them)"
+        )
+    return text
+
+
+def one_campaign(campaigns: Iterable[str], prefix: str, node: str, where: str) -> str:
+    """The one campaign of `node` whose id starts with `prefix`; several are refused (a short prefix would
+    exclude them all), naming a few."""
+    found = sorted({str(c) for c in campaigns})
+    if len(found) > 1:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise StoreError(
+            f"{where}: campaign id prefix {prefix!r} matches {len(found)} campaigns of node {node} "
+            f"({shown}); give more of the id"
+        )
+    return found[0]
 
 
 def select(

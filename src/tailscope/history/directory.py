@@ -31,14 +31,27 @@ from tailscope.history.data import (
     HistoryData,
     apply_exclusions,
     as_categories,
+    campaign_prefix,
     classify,
     entries_table,
     facts_table,
     latest_entries,
+    one_campaign,
     parse_facts,
 )
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
-from tailscope.store.campaign import COMMITS, MANIFEST, SHARDS, Campaign, CommitRecord, utcnow
+from tailscope.store.campaign import (
+    CLAIMS,
+    COMMITS,
+    LOCK,
+    MANIFEST,
+    SHARDS,
+    STAGING,
+    Campaign,
+    CommitRecord,
+    utcnow,
+    write_atomic_bytes,
+)
 from tailscope.store.errors import StoreError
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
@@ -53,6 +66,10 @@ ADD, COMPACT = "history add", "history compact"
 AUTO_COMPACT_COMMITS = 64  # appends not yet compacted that trigger a compaction
 FULL_COMPACT_COMMITS = 16  # compacted shards that trigger a full one
 KEYS = {t: TABLES[t].key for t in (*HISTORY_TABLES, *JOBS_TABLES)}
+# What a history directory may hold before its manifest exists: the lock file of the writer creating it (and
+# the staging and claims of an older tailscope's writer, which created the manifest at its first commit),
+# and the epilog's spool.
+UNBORN = frozenset({LOCK, STAGING, CLAIMS, SPOOL})
 
 
 class DirectoryHistory:
@@ -61,11 +78,17 @@ class DirectoryHistory:
         self.location = str(self.root)
 
     # --- opening ----------------------------------------------------------------------------------
-    def _campaign(self) -> Campaign | None:
+    def _campaign(self, *, locked: bool = False) -> Campaign | None:
+        """The history, or None where there is none yet (no directory, or one another writer is creating)."""
         if not (self.root / MANIFEST).is_file():
             if self.root.exists() and not self.root.is_dir():
                 raise StoreError(f"{self.root}: not a directory (expected a tailscope history directory)")
-            if self.root.is_dir() and any(p.name != SPOOL for p in self.root.iterdir()):
+            if self.root.is_dir() and any(p.name not in UNBORN for p in self.root.iterdir()):
+                if not locked and (self.root / LOCK).exists():
+                    # a store directory: its creator may be writing the manifest (its temp file is here) right
+                    # now; look again once it is done
+                    with Campaign(self.root, Campaign.new_manifest(self.root, HISTORY_NAME)).lock():
+                        return self._campaign(locked=True)
                 raise StoreError(f"{self.root}: not a tailscope history (no {MANIFEST}) and not empty")
             return None
         campaign = Campaign.open(self.root)
@@ -73,6 +96,22 @@ class DirectoryHistory:
             raise StoreError(
                 f"{self.root}: a tailscope campaign, not a history; give `history` a directory of its own"
             )
+        return campaign
+
+    def _create(self) -> Campaign:
+        """The history, its manifest written under the lock by the first writer if there is none: writers
+        that start at once into a new directory (the first night of a fleet) all find it; none is refused
+        for a directory another one is still creating."""
+        campaign = self._campaign()
+        if campaign is not None:
+            return campaign
+        self.root.mkdir(parents=True, exist_ok=True)
+        fresh = Campaign(self.root, Campaign.new_manifest(self.root, HISTORY_NAME))
+        with fresh.lock():
+            campaign = self._campaign(locked=True)  # another writer may have created it meanwhile
+            if campaign is None:
+                write_atomic_bytes(self.root / MANIFEST, fresh.manifest.dump())
+                campaign = fresh
         return campaign
 
     def _open(self) -> Campaign:
@@ -97,7 +136,8 @@ class DirectoryHistory:
         now = utcnow()
         nodes = {e.node for e in entries} | {f.node for f in facts}
         shard_node = next(iter(nodes)) if len(nodes) == 1 else "fleet"
-        with load_into(self.root, ADD, create=True, name=HISTORY_NAME) as tx:
+        self._create()
+        with load_into(self.root, ADD) as tx:
             if tx.manifest.name != HISTORY_NAME:
                 raise StoreError(f"{self.root}: a tailscope campaign, not a history")
             tx.write("history_entries", entries_table(entries, now), node=shard_node)
@@ -106,7 +146,8 @@ class DirectoryHistory:
 
     def append(self, tables: dict[str, pa.Table], operation: str) -> None:
         """Append rows of any of the history's tables in one transaction (then compact when due)."""
-        with load_into(self.root, operation, create=True, name=HISTORY_NAME) as tx:
+        self._create()
+        with load_into(self.root, operation) as tx:
             if tx.manifest.name != HISTORY_NAME:
                 raise StoreError(f"{self.root}: a tailscope campaign, not a history")
             for table, data in tables.items():
@@ -124,9 +165,8 @@ class DirectoryHistory:
         return self._read_all(campaign, table, columns)
 
     def _write_rows(self, table: str, rows: list[dict[str, Any]], node: str) -> None:
-        with load_into(
-            self.root, table.replace("history_", "history "), create=True, name=HISTORY_NAME
-        ) as tx:
+        self._create()
+        with load_into(self.root, table.replace("history_", "history ")) as tx:
             tx.write(table, pa.Table.from_pylist(rows, schema=TABLES[table].schema), node=node)
 
     def note(self, node: str, at: dt.datetime, text: str) -> None:
@@ -135,11 +175,15 @@ class DirectoryHistory:
         )
 
     def exclude(self, campaign: str, node: str, variant: str, reason: str, excluded: bool = True) -> int:
+        campaign = campaign_prefix(campaign)
         data = self.read()
         entries = data.entries
         mask = (entries["node"].astype(str) == node) & entries["campaign"].astype(str).str.startswith(
             campaign
         )
+        if mask.any():
+            chosen = one_campaign(entries.loc[mask, "campaign"].astype(str), campaign, node, str(self.root))
+            mask &= entries["campaign"].astype(str) == chosen
         if variant != "*":
             mask &= (entries["variant"].astype(str) == variant) | (entries["probe"].astype(str) == variant)
         hits = entries[mask]
@@ -231,6 +275,24 @@ class DirectoryHistory:
             frame.reset_index(drop=True), fact_map, notes.to_pandas(), damaged + d2 + d3 + d4 + d5
         )
 
+    # --- repair -----------------------------------------------------------------------------------
+    def repair_advice(self) -> str:
+        return (
+            f"`tailscope campaign collect {self.root}` moves it aside, then `tailscope history add "
+            f"{self.root} CAMPAIGN...` adds the campaigns it held again (what is stored is not added twice)"
+        )
+
+    def collect(self, *, quarantine_damaged: bool = True) -> tuple[int, list[Any], list[Path]]:
+        """`campaign collect` of a history: every committed shard read in full; the appends with a damaged
+        shard moved aside whole into quarantine/ (compaction can run again). Returns (shards, damaged,
+        moved)."""
+        from tailscope.store.read import quarantine, validate_shards
+
+        campaign = self._open()
+        count, damaged = validate_shards(campaign)
+        moved = quarantine(campaign, damaged) if quarantine_damaged else []
+        return count, damaged, moved
+
     # --- compaction -------------------------------------------------------------------------------
     def _compact_when_due(self) -> None:
         campaign = Campaign.open(self.root)
@@ -259,7 +321,13 @@ class DirectoryHistory:
                 continue
             from tailscope.store.read import read_table
 
-            data = read_table(campaign, table, files=files)  # damaged: raises, nothing is removed
+            try:
+                data = read_table(campaign, table, files=files)  # damaged: raises, nothing is removed
+            except StoreError as exc:  # the campaign's advice (`run --resume`) is not a history's
+                from tailscope.store.read import repair_advice
+
+                advice = "nothing was compacted; " + self.repair_advice()
+                raise StoreError(str(exc).replace(repair_advice(campaign), advice)) from None
             tables[table] = _latest(data, table)
         with load_into(self.root, COMPACT) as tx:
             for table, data in tables.items():

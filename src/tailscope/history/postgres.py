@@ -28,6 +28,8 @@ from tailscope.history.data import (
     HistoryData,
     apply_exclusions,
     as_categories,
+    campaign_prefix,
+    one_campaign,
     parse_facts,
 )
 from tailscope.history.pgconnect import Database, migrate
@@ -113,13 +115,17 @@ class PostgresHistory(Database):
             )
 
     def exclude(self, campaign: str, node: str, variant: str, reason: str, excluded: bool = True) -> int:
+        campaign = campaign_prefix(campaign)
         with self._connect() as con, con.transaction(), con.cursor() as cur:
-            cur.execute(
-                "SELECT campaign, variant FROM history_entries WHERE node = %s AND campaign LIKE %s "
-                "AND (%s = '*' OR variant = %s OR probe = %s)",
-                (node, campaign.replace("%", "") + "%", variant, variant, variant),
+            cur.execute(  # a prefix compared as text: no LIKE, whose % and _ would match any id
+                "SELECT campaign, variant FROM history_entries WHERE node = %s "
+                "AND left(campaign, length(%s)) = %s AND (%s = '*' OR variant = %s OR probe = %s)",
+                (node, campaign, campaign, variant, variant, variant),
             )
             hits = cur.fetchall()
+            if hits:
+                chosen = one_campaign((c for c, _ in hits), campaign, node, self.location)
+                hits = [(c, v) for c, v in hits if c == chosen]
             if not hits:
                 raise StoreError(
                     f"{self.location}: no entry of node {node} in campaign {campaign} ({variant})"

@@ -19,7 +19,7 @@ import pandas as pd
 from tailscope.history.changes import Change, iso
 from tailscope.history.data import HistoryData
 from tailscope.history.show import HistoryAnswer, render
-from tailscope.report.markup import esc
+from tailscope.report.markup import esc, plotly_text
 from tailscope.report.plotly_figures import Figures, scripts
 
 MAX_TIMELINES = 60
@@ -55,13 +55,14 @@ def heat_figure(figs: Figures, entries: pd.DataFrame, probe: str) -> str:
     grid = frame.pivot_table(index="node", columns="day", values="ratio", aggfunc="median")
     z = [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in grid.to_numpy()]
     data = [{
-        "type": "heatmap", "x": [iso(d)[:10] for d in grid.columns], "y": list(grid.index), "z": z,
+        "type": "heatmap", "x": [iso(d)[:10] for d in grid.columns], "z": z,
+        "y": [plotly_text(n) for n in grid.index],
         "zmin": 0.9, "zmax": 1.1, "colorscale": "RdBu", "colorbar": {"title": {"text": "vs baseline"}},
         "hovertemplate": "%{y} %{x}: %{z:.3f}<extra></extra>",
     }]  # fmt: skip
     height = int(min(1400, max(260, 14 * len(grid.index) + 120)))
     layout = {
-        "title": {"text": f"{probe}: median / node baseline (below 1 is slower)"},
+        "title": {"text": f"{plotly_text(probe)}: median / node baseline (below 1 is slower)"},
         "yaxis": {"automargin": True, "autorange": "reversed"},
         "xaxis": {"title": {"text": "date"}},
     }
@@ -102,13 +103,14 @@ def timeline_figure(figs: Figures, block: pd.DataFrame, changes: list[Change]) -
         low, high = (c.ratio_lower - 1) * 100, (c.ratio_upper - 1) * 100
         text = f"{(c.ratio - 1) * 100:+.1f}% [{low:+.1f}, {high:+.1f}]"
         for f in c.facts_changed[:3]:
-            text += f"<br>{f.fact}: {str(f.before)[:24]} → {str(f.after)[:24]}"
-        for n in c.notes[:2]:
-            text += f"<br>note: {n[:60]}"
+            before, after = plotly_text(str(f.before)[:24]), plotly_text(str(f.after)[:24])
+            text += f"<br>{plotly_text(f.fact)}: {before} → {after}"
+        for n in c.notes[:2]:  # a note is anyone's text: its markup shown as typed, never applied
+            text += f"<br>note: {plotly_text(n[:60])}"
         notes.append({"x": c.at, "y": 1, "xref": "x", "yref": "paper", "text": text, "showarrow": False,
                       "xanchor": "left", "yanchor": "top", "align": "left"})  # fmt: skip
-    layout = {"title": {"text": f"{node} {variant}"}, "shapes": shapes, "annotations": notes,
-              "yaxis": {"title": {"text": unit}}, "showlegend": True}  # fmt: skip
+    layout = {"title": {"text": plotly_text(f"{node} {variant}")}, "shapes": shapes, "annotations": notes,
+              "yaxis": {"title": {"text": plotly_text(unit)}}, "showlegend": True}  # fmt: skip
     return figs.html("history-timeline", variant, data, layout, 320, extra={"node": node})
 
 

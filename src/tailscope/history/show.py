@@ -1,6 +1,9 @@
 """`history show`: the answer for a history (change points, fleet events, node verdicts) and its forms:
 terminal lines, the `--json` object, and the Prometheus textfile.
 
+A series whose noise and entry count cannot yet show a change of the threshold's size (the smallest
+slowdown its latest entries would reveal is larger) is listed: "too few entries to judge a change below X%".
+
 A node is `degraded` when the latest change of one of its series is a slowdown beyond the primary slow
 threshold of the judging settings (`Settings.primary_threshold`, 5% by default: what a run is judged by)
 whose interval lies entirely below 1: its latest entries sit below its own history by more than the
@@ -16,11 +19,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from tailscope.history.changes import Change, FleetEvent, find_changes, fleet_events, iso
+from tailscope.history.changes import Change, FleetEvent, SeriesLimit, assess, fleet_events, iso, noise_priors
 from tailscope.history.data import HistoryData, select
+from tailscope.printable import printable
 
 if TYPE_CHECKING:
     from tailscope.analysis.model import Settings
+
+
+MAX_TOO_FEW_LINES = 10
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,8 @@ class HistoryAnswer:
     nodes: tuple[NodeState, ...]
     damaged: tuple[str, ...]
     threshold: float
+    # series that cannot yet judge a change of the threshold's size: too few entries for their noise
+    too_few: tuple[SeriesLimit, ...] = ()
 
     @property
     def state(self) -> str:
@@ -53,7 +62,11 @@ def answer(
     since: dt.datetime | None = None,
 ) -> HistoryAnswer:
     entries = select(data.entries, node, probe, since)
-    changes = find_changes(entries, data.facts, data.notes)
+    # the fleet's noise from every node's series of the same entries, whatever --node shows: one node's
+    # changes are the same in its own view as in the fleet's
+    priors = noise_priors(select(data.entries, None, probe, since)) if node is not None else None
+    assessed = assess(entries, data.facts, data.notes, priors)
+    changes = assessed.changes
     changes.sort(key=lambda c: (c.node, c.variant, c.at))
     events = fleet_events(changes, entries, data.facts)
     threshold = settings.primary_threshold
@@ -75,7 +88,13 @@ def answer(
         if not entries.empty
         else ()
     )
-    return HistoryAnswer(entries, tuple(changes), tuple(events), nodes, tuple(data.damaged), threshold)
+    too_few = tuple(
+        lim
+        for lim in sorted(assessed.limits, key=lambda x: (x.node, x.variant))
+        if lim.detectable is None or lim.detectable > threshold
+    )
+    damaged = tuple(data.damaged)
+    return HistoryAnswer(entries, tuple(changes), tuple(events), nodes, damaged, threshold, too_few)
 
 
 def series_json(entries: pd.DataFrame) -> list[dict[str, Any]]:
@@ -120,6 +139,7 @@ def to_json(result: HistoryAnswer, *, with_series: bool) -> dict[str, Any]:
         "nodes": [{"node": n.node, "verdict": n.verdict, "reasons": list(n.reasons)} for n in result.nodes],
         "verdict": result.state,
         "threshold": result.threshold,
+        "too_few_entries": [lim.to_json() for lim in result.too_few],
         "damaged": list(result.damaged),
     }
     if with_series:
@@ -151,15 +171,27 @@ def render(result: HistoryAnswer, *, with_series: bool) -> list[str]:
         lines.append(f"change: {c.sentence()}")
     for ev in result.events:
         lines.append(ev.sentence())
+    for lim in result.too_few[:MAX_TOO_FEW_LINES]:
+        lines.append(lim.sentence())
+    if len(result.too_few) > MAX_TOO_FEW_LINES:
+        rest = result.too_few[MAX_TOO_FEW_LINES:]
+        known = [lim.detectable for lim in rest if lim.detectable is not None]
+        span = f" (they could judge {min(known):.1%} to {max(known):.1%})" if known else ""
+        lines.append(
+            f"... and {len(rest)} more series with too few entries to judge a change of "
+            f"{result.threshold:.0%}{span}; history show --json lists them"
+        )
     for n in result.nodes:
         if n.verdict != "healthy":
             lines.append(f"{n.node}: {n.verdict}: " + " | ".join(n.reasons))
     lines.append(f"verdict: {result.state}")
-    return lines
+    # node names, units, fact values, notes and exclusion reasons come from campaigns and users: every
+    # control character (ESC, U+202E) shown as an escape, never interpreted
+    return [printable(line) for line in lines]
 
 
 def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return printable(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prometheus_text(result: HistoryAnswer) -> str:

@@ -28,9 +28,9 @@ p-value of MC_PERMUTATIONS relabellings, (1 + count) / (1 + B). Benjamini-Hochbe
 node is slow when q < Q_SLOW and its effect's 95% interval lies above 0 (without an interval: the effect).
 
 **Since when**: the change points of the node's job-effect series (its jobs' y - m_c over time; daily medians
-when it has more than DAILY_FROM jobs) by history's method (tailscope.history.changes: PELT with the series'
-own noise). `since` is the first job (day) after the last change to a slower level; None when the node was
-this slow from its first job here."""
+when it has more than DAILY_FROM jobs) by history's rule for one series (tailscope.history.changepoint:
+`judge_series`, the noise within the series' own segments). `since` is the first job (day) after the last
+change to a slower level; None when the node was this slow from its first job here."""
 
 from __future__ import annotations
 
@@ -404,7 +404,7 @@ class Attribution:
 
     def since(self, result: NodeResult) -> pd.Timestamp | None:
         """The first job after the node's last change to a slower level (None: slow from its first job)."""
-        from tailscope.history.changes import breakpoints, noise
+        from tailscope.history.changepoint import judge_series
 
         if len(result.job_rows) < 6:
             return None
@@ -412,11 +412,9 @@ class Attribution:
         series = pd.Series(frame["difference"].to_numpy(), index=frame["start"])
         if len(series) > DAILY_FROM:
             series = series.groupby(series.index.floor("D")).median()
-        y = series.to_numpy(float)
-        found = breakpoints(y, noise(y))
-        bounds = [0, *found, len(y)]
-        for i in range(len(found), 0, -1):
-            before, after = y[bounds[i - 1] : bounds[i]], y[bounds[i] : bounds[i + 1]]
-            if after.mean() > before.mean():
-                return pd.Timestamp(series.index[bounds[i]])
+        # a larger difference is slower: oriented so that a slower level is a negative shift
+        steps = judge_series(series.to_numpy(float), log=False, higher_is_better=False).steps
+        for step in reversed(steps):
+            if step.shift < 0:
+                return pd.Timestamp(series.index[step.index])
         return None

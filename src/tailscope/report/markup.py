@@ -5,10 +5,19 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
+from tailscope.printable import printable
+
 
 def esc(text: object) -> str:
     """Text for an HTML text node or attribute value (escapes & < > " ')."""
     return html.escape(str(text), quote=True)
+
+
+def plotly_text(text: object) -> str:
+    """Text for a Plotly string (a title, annotation, axis tick, hover or legend label): control characters
+    as visible escapes, and `&`, `<`, `>` as entities, so the pseudo-HTML Plotly applies to its strings
+    (`<a href>` a link, `<span style>`, `<br>`, `<b>`) is shown as it was typed, never applied."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]], *, css: str = "") -> str:

@@ -307,7 +307,10 @@ class Campaign:
                 return sorted(directory / n for n in os.listdir(directory) if n.endswith(".parquet"))
             except FileNotFoundError:
                 return []
-        return sorted(directory / name for rec in self.commit_records() for name in rec.shards.get(table, []))
+        # sorted by name (one directory: the order of the paths), not as Paths: 1,000 shards of runs sorted
+        # as Paths cost 0.03-0.05 s per call, and a read asks several times
+        names = sorted(name for rec in self.commit_records() for name in rec.shards.get(table, []))
+        return [directory / name for name in names]
 
     def footer_digests(self, table: str) -> dict[str, str]:
         """file name -> the footer hash its commit recorded, for the committed shards of `table` that have

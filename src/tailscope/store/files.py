@@ -3,6 +3,7 @@ and what a Slurm epilog can afford (tailscope.jobs.store appends one record per 
 
 - `safe_name`: a node or task name as one file-name component.
 - `write_atomic_bytes`: a file replaced whole or not at all (temp file beside it, fsync, rename, fsync dir).
+- `named`: an OSError that names no file (a write() on a full disk) naming the one written.
 """
 
 from __future__ import annotations
@@ -34,9 +35,18 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def named(exc: OSError, path: Path | str) -> OSError:
+    """`exc` naming `path` where it names nothing: a write() or fsync() that fails (the disk is full) raises
+    an OSError without a file name, and its message would say what happened but not where."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
+
+
 def write_atomic_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically: temp file in the same directory, fsync, rename, fsync directory.
-    On any failure (disk full, interrupt) the temp file is removed and `path` is untouched."""
+    On any failure (disk full, interrupt) the temp file is removed and `path` is untouched; an error names
+    `path`."""
     tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:
@@ -44,6 +54,10 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise named(exc, path) from exc
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -55,6 +55,7 @@ from tailscope.store.campaign import (
     write_atomic_bytes,
 )
 from tailscope.store.errors import CampaignBusyError, StoreError
+from tailscope.store.files import named
 from tailscope.store.footer import footer_digest
 from tailscope.store.manifest import Manifest, Plan
 from tailscope.store.schema import TABLES
@@ -263,17 +264,20 @@ class Transaction:
         directory = self.staging / table
         directory.mkdir(exist_ok=True)
         path = directory / name
-        with open(path, "wb") as fh:
-            pq.write_table(
-                data,
-                fh,
-                compression=shard_codec(data),
-                use_dictionary=dictionary_columns(data.schema),
-                write_statistics=statistics_columns(data.schema),
-                **PARQUET_OPTIONS,
-            )
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(path, "wb") as fh:
+                pq.write_table(
+                    data,
+                    fh,
+                    compression=shard_codec(data),
+                    use_dictionary=dictionary_columns(data.schema),
+                    write_statistics=statistics_columns(data.schema),
+                    **PARQUET_OPTIONS,
+                )
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # the disk is full: name the campaign (the staged file goes with the abort)
+            raise named(exc, self.root) from exc
         self._footers.setdefault(table, {})[name] = footer_digest(path)
         self._staged.setdefault(table, []).append(name)
         self._rows[table] = self._rows.get(table, 0) + data.num_rows

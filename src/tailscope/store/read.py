@@ -22,7 +22,6 @@ Views (one per table, plus `<table>_all` with every stored row):
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -34,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tailscope.heap import return_freed_memory
 from tailscope.store.campaign import COMMITS, QUARANTINE, Campaign, CommitRecord, conform
 from tailscope.store.errors import StoreError
 from tailscope.store.footer import checked_source, footer_damage
@@ -188,37 +188,17 @@ def _scan(
     if len(tables) > 1 and data.nbytes <= COMBINE_MAX_BYTES and data.nbytes < SMALL_SHARD_BYTES * len(tables):
         data = data.combine_chunks()  # many small shards: their rows in one buffer per column
         del parts, tables
-        _return_freed_memory()
+        # Each shard's footer and column readers are many small allocations, freed once it is read, between
+        # the small buffers of the rows that stay: 1,000 runs shards left 27 MiB free but held, which no later
+        # allocation of the analysis reused, so it added to the peak. The rows were copied into one buffer
+        # per column (above), so whole pages come free; large shards (background samples) are neither copied
+        # nor many, and are left as they are.
+        return_freed_memory()
     return data, np.concatenate(file_of) if file_of else np.zeros(0, np.int32)
 
 
 SMALL_SHARD_BYTES = 1 << 20  # shards this small on average (one node's chunk of trials) are combined
 COMBINE_MAX_BYTES = 256 << 20  # never a copy of more than this (nor a text column past 2 GiB of offsets)
-
-
-def _return_freed_memory() -> None:
-    """Give the C library's freed heap pages back to the system (glibc's malloc_trim; elsewhere nothing).
-
-    Each shard's footer and column readers are many small allocations, freed once it is read, between the
-    small buffers of the rows that stay: 1,000 runs shards left 27 MiB free but held, which no later
-    allocation of the analysis reused (numpy's large arrays are mapped on their own), so it added to the
-    peak. The rows are copied into one buffer per column first (`combine_chunks`), so whole pages come free;
-    large shards (background samples) are neither copied nor many, and are left as they are.
-    """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    """malloc_trim from the C library this process runs on (not glibc: None)."""
-    import ctypes
-
-    try:
-        return getattr(ctypes.CDLL(None), "malloc_trim", None)
-    except OSError:
-        return None
 
 
 def read_table(
@@ -377,8 +357,11 @@ class CampaignConnection:
     """A DuckDB connection whose views read the campaign's committed shards lazily (see the module doc).
     Use it like a DuckDB connection: `execute(sql, params)` returns DuckDB's result, `close()`."""
 
-    def __init__(self, campaign: Campaign) -> None:
+    def __init__(self, campaign: Campaign, *, runs_also: Sequence[str] = ()) -> None:
         self.campaign = campaign
+        # runs columns the narrow read (`runs(columns=)`) reads too, for a later question (`run_summaries`):
+        # one scan of the runs shards instead of two
+        self._runs_also = tuple(runs_also)
         self._duckdb: Any = None  # opened by the first SQL question (`_con`), not before
         self._arrow: dict[str, pa.Table] = {}  # the base tables read, registered with DuckDB once it is open
         self._views: list[str] = []  # the views made before DuckDB was open: made when it opens
@@ -398,8 +381,9 @@ class CampaignConnection:
         if key in self._loaded:
             return
         if table == "runs":
-            if columns is not None:  # the runs view's own columns too
-                columns = [c for c in TABLES["runs"].names if c in {*columns, *_RUNS_VIEW_COLUMNS}]
+            if columns is not None:  # the runs view's own columns too, and those asked for at connect
+                wanted = {*columns, *_RUNS_VIEW_COLUMNS, *self._runs_also}
+                columns = [c for c in TABLES["runs"].names if c in wanted]
             self._runs_read = _read_with_files(self.campaign, table, columns)
             self._runs_columns = tuple(columns) if columns is not None else None
             data = self._runs_read[0]
@@ -537,6 +521,7 @@ class CampaignConnection:
         if self._duckdb is not None:
             self._duckdb.close()
         self._arrow.clear()
+        self._runs_read = None
 
     # --- the questions the rest of tailscope asks (all the SQL outside the store's own views is here) -------
     def df(self, sql: str, parameters: Sequence[Any] | None = None) -> pd.DataFrame:
@@ -599,6 +584,26 @@ class CampaignConnection:
                 frame[field.name] = frame[field.name].dt.tz_convert(zone)
         return frame
 
+    def run_summaries(self) -> list[tuple[str, str, str]]:
+        """(run_id, probe, summary JSON) of every visible run that stored a summary. From the runs as read
+        when they hold them (`connect(..., runs_also=("probe", "summary"))`, then `runs(columns=)`): no
+        second scan of the runs shards, and no pandas column of 50,000 texts."""
+        import pyarrow.compute as pc
+
+        self.ensure(["runs"])
+        read = self._runs_read
+        names = ["run_id", "probe", "summary"]
+        if self._runs_table or read is None or not set(names) <= set(read[0].column_names):
+            return [
+                (str(r), str(p), str(s))
+                for r, p, s in self.execute(
+                    "SELECT run_id, probe, summary FROM runs WHERE summary IS NOT NULL"
+                ).fetchall()
+            ]
+        data = read[0].select(names)
+        data = data.filter(pc.is_valid(data.column("summary")))
+        return list(zip(*(data.column(c).to_pylist() for c in data.column_names), strict=True))
+
     def iterations_of_runs(
         self, *, probe: str | None = None, node: str | None = None, run_ids: Sequence[str] | None = None
     ) -> pd.DataFrame:
@@ -628,11 +633,16 @@ class CampaignConnection:
         _check_ends(
             self.campaign, "iterations", [f for f in self.campaign.shard_files("iterations") if f not in read]
         )
-        part = read_table(self.campaign, "iterations", files=files)
+        names = None if columns == "*" else [c.strip() for c in columns.split(",")]
+        part = read_table(self.campaign, "iterations", names, files=files)  # only the columns asked for
         if not self._runs_table and self._runs_read is not None:
             # every stored run is visible (runs view = runs_all): the rows of the runs asked for, by Arrow
-            names = part.column_names if columns == "*" else [c.strip() for c in columns.split(",")]
-            return self._as_duckdb_frame(part.filter(self._of_stored_runs(part, ids)).select(names))
+            import pyarrow.compute as pc
+
+            wanted = self._of_stored_runs(part, ids)
+            if not pc.all(wanted).as_py():  # a copy only when some rows are not asked for
+                part = part.filter(wanted)
+            return self._as_duckdb_frame(part)
         self._abort()
         self._con.register("iterations_part", part)  # a name `execute` does not take for a table's
         try:
@@ -947,13 +957,15 @@ def _where(**equal: str | None) -> tuple[str, list[Any]]:
     return "WHERE " + " AND ".join(f"{c} = ?" for c, _ in terms), [v for _, v in terms]
 
 
-def connect(campaign: Campaign | Path, *, check: bool = True) -> CampaignConnection:
+def connect(
+    campaign: Campaign | Path, *, check: bool = True, runs_also: Sequence[str] = ()
+) -> CampaignConnection:
     """A connection with the campaign's views (see the module doc). `check` is kept for callers: every read
-    is verified."""
+    is verified. `runs_also`: runs columns a narrow runs read reads too (CampaignConnection)."""
     del check
     if not isinstance(campaign, Campaign):
         campaign = Campaign.open(Path(campaign))
-    return CampaignConnection(campaign)
+    return CampaignConnection(campaign, runs_also=runs_also)
 
 
 # --- repair -----------------------------------------------------------------------------------------------

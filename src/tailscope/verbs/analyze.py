@@ -11,22 +11,22 @@ from tailscope.verbs.settings import settings_of
 
 def analyze(args: argparse.Namespace) -> int:
     """`tailscope analyze DIR`: the answer on the terminal, or every figure as JSON; exit by the verdict."""
+    from tailscope.store.read import connect
     from tailscope.verbs.workflow import analyze_campaign
 
     settings = settings_of(args)
-    analysis = analyze_campaign(args.campaign, settings, probe=args.probe, node=args.node)
+    # --json: every figure of every run, from the runs' stored summaries, read with the runs (one scan)
+    with connect(args.campaign, runs_also=("probe", "summary") if args.json else ()) as con:
+        analysis = analyze_campaign(args.campaign, settings, probe=args.probe, node=args.node, con=con)
+        summaries = con.run_summaries() if args.json else []
     from tailscope.verbs.history import append_quietly  # --history: a failed append only warns
 
     append_quietly(args, args.campaign, settings, analysis)
     if args.json:
         from tailscope.analysis.figures import with_figures
         from tailscope.jsonout import write_json
-        from tailscope.store.read import connect
 
-        with connect(args.campaign) as con:  # every figure of every run, from the runs' stored summaries
-            stored = con.runs(columns=("run_id", "probe", "summary"))
-        rows = zip(stored["run_id"], stored["probe"], stored["summary"], strict=True)
-        write_json(with_figures(analysis, rows))
+        write_json(with_figures(analysis, summaries))
     else:
         from tailscope.report.terminal import render_answer, render_summary
 

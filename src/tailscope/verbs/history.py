@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope.errors import InputError
 from tailscope.history.store import ENV
+from tailscope.printable import printable
 
 if TYPE_CHECKING:
     from tailscope.analysis.model import CampaignAnalysis, Settings
+    from tailscope.history.directory import DirectoryHistory
     from tailscope.history.summary import CampaignSummary
 
 EXIT_OK, EXIT_DEGRADED = 0, 1
@@ -72,10 +74,11 @@ def cmd_add(args: argparse.Namespace) -> int:
     from tailscope.history.store import open_history
 
     store = open_history(args.history)
-    for campaign in args.campaigns:
-        summary = summarize_campaign(campaign, _settings(args, campaign))
+    # every campaign read before anything is added: one that cannot be read refuses the command whole
+    summaries = [(c, summarize_campaign(c, _settings(args, c))) for c in args.campaigns]
+    for campaign, summary in summaries:
         result = store.add(summary)
-        print(result.sentence(f"{store.location} <- {campaign}"))
+        print(printable(result.sentence(f"{store.location} <- {campaign}")))
     return EXIT_OK
 
 
@@ -93,10 +96,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         from tailscope.jsonout import write_json
 
-        write_json(to_json(result, with_series=args.node is not None or args.series))
+        write_json(to_json(result, with_series=args.node is not None or args.series), escape_invisible=True)
     else:
         for d in result.damaged:
-            print(f"tailscope: warning: {d}", file=sys.stderr)
+            print(f"tailscope: warning: {printable(d)}", file=sys.stderr)
         print(
             "\n".join(
                 line for line in render(result, with_series=args.series) if not line.startswith("warning:")
@@ -113,7 +116,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     data = open_history(args.history).read()
     result = answer(data, _settings(args), node=args.node, probe=args.probe, since=args.since)
     path = write_report(result, data, args.output)
-    print(f"report: {path.resolve()}")
+    print(f"report: {printable(path.resolve())}")
     return EXIT_OK
 
 
@@ -122,10 +125,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     store = open_history(args.history)
     before, after = store.compact(full=True)
+    where = printable(store.location)
     if before == 0:
-        print(f"history {store.location}: nothing to compact (the database keeps one row per entry)")
+        print(f"history {where}: nothing to compact (the database keeps one row per entry)")
     else:
-        print(f"history {store.location}: {before} commit(s) compacted into {after}")
+        print(f"history {where}: {before} commit(s) compacted into {after}")
     return EXIT_OK
 
 
@@ -136,7 +140,10 @@ def cmd_note(args: argparse.Namespace) -> int:
         raise HistoryUsageError('history note: TEXT is empty; say what was done ("DIMM B2 replaced")')
     store = open_history(args.history)
     store.note(args.node, args.date, args.text)
-    print(f"history {store.location}: note for {args.node} on {args.date.date().isoformat()} recorded")
+    print(
+        f"history {printable(store.location)}: note for {printable(args.node)} on "
+        f"{args.date.date().isoformat()} recorded"
+    )
     return EXIT_OK
 
 
@@ -146,14 +153,19 @@ def cmd_exclude(args: argparse.Namespace) -> int:
     store = open_history(args.history)
     count = store.exclude(args.campaign, args.node, args.variant, args.reason, excluded=not args.undo)
     what = "taken back into" if args.undo else "excluded from"
-    print(f"history {store.location}: {count} entr{'y' if count == 1 else 'ies'} {what} the judgement")
+    entries = f"{count} entr{'y' if count == 1 else 'ies'}"
+    print(f"history {printable(store.location)}: {entries} {what} the judgement")
     return EXIT_OK
 
 
 def collect(args: argparse.Namespace) -> int:
-    """`campaign collect DIR [--history H]`: the collect, then the append (a failed one only warns)."""
+    """`campaign collect DIR [--history H]`: the collect, then the append (a failed one only warns). DIR a
+    history (the same store format): its damaged appends moved aside, and what restores their entries."""
     from tailscope.campaign.cli import cmd_collect
 
+    history = _history_dir(args.campaign)
+    if history is not None:
+        return collect_history(history, quarantine_damaged=not args.no_quarantine)
     code = cmd_collect(args)
     from tailscope.campaign import slurm
 
@@ -163,6 +175,42 @@ def collect(args: argparse.Namespace) -> int:
         return code
     append_quietly(args, root)
     return code
+
+
+def _history_dir(target: Path) -> DirectoryHistory | None:
+    from tailscope.history.directory import HISTORY_NAME, DirectoryHistory
+    from tailscope.store.campaign import MANIFEST, Campaign
+
+    if not (Path(target) / MANIFEST).is_file():
+        return None
+    try:
+        name = Campaign.open(Path(target)).manifest.name
+    except InputError:
+        return None  # cmd_collect says what is wrong with it
+    return DirectoryHistory(Path(target)) if name == HISTORY_NAME else None
+
+
+def collect_history(history: DirectoryHistory, *, quarantine_damaged: bool) -> int:
+    count, damaged, moved = history.collect(quarantine_damaged=quarantine_damaged)
+    print(f"history: {printable(history.root)}")
+    print(f"shards: {count} ({len(damaged)} damaged)")
+    for bad in damaged:
+        print(f"damaged shard: {printable(bad.path)}: {printable(bad.reason)}", file=sys.stderr)
+    root = printable(history.root)
+    if moved:
+        print(
+            f"moved {len(moved)} file(s) of the damaged appends to {root}/quarantine; the entries they held "
+            f"are no longer in the history: `tailscope history add {root} CAMPAIGN...` adds those campaigns "
+            "again (what is stored is not added twice)",
+            file=sys.stderr,
+        )
+    elif damaged:
+        print(
+            "damaged shards left in place (--no-quarantine): history show leaves their rows out and history "
+            f"compact refuses until `tailscope campaign collect {root}` moves them aside",
+            file=sys.stderr,
+        )
+    return EXIT_OK if not damaged else EXIT_DEGRADED
 
 
 def append_quietly(
@@ -186,13 +234,12 @@ def append_quietly(
             settings = judging_settings(Path(campaign_dir))
         store = open_history(location)
         result = store.add(summarize_campaign(Path(campaign_dir), settings, analysis))
-        print(result.sentence(str(store.location)), file=sys.stderr)
+        print(printable(result.sentence(str(store.location))), file=sys.stderr)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # whatever failed, the command's own result stands
-        from tailscope.history.store import redact
-        from tailscope.printable import printable
+        from tailscope.history.location import redact, scrub
 
-        text = redact(" ".join(str(exc).split()) or type(exc).__name__)
+        text = scrub(" ".join(str(exc).split()) or type(exc).__name__, location)
         print(f"tailscope: warning: history {printable(redact(location))}: not appended: {printable(text)}",
               file=sys.stderr)  # fmt: skip

@@ -18,17 +18,16 @@ import pandas as pd
 from tailscope.analysis.causes.page_placement import PagesTest, pages_tests, variants_it_explains
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
-from tailscope.analysis.summary import STORE_RUN_COLUMNS, analyze
-from tailscope.node.facts import node_name
-from tailscope.probes.catalogue import ProbeVariant
+from tailscope.analysis.summary import ATTRIBUTION_RUN_COLUMNS, STORE_RUN_COLUMNS, analyze
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, atomic_files, new_task_id
 from tailscope.store.read import CampaignConnection, connect
 
-# The runner (probes, counters) and the HTML report are imported by the verbs that use them: `analyze`
-# loads neither.
+# The runner (probes, counters), the probe catalogue, the node's facts and the HTML report are imported by
+# the verbs that use them: `analyze` loads none of them (the catalogue and the facts were 15 ms of its start).
 if TYPE_CHECKING:
     from tailscope.campaign.runner import LocalRunner, RunOutcome, Trial
     from tailscope.campaign.stopping import SettledSchedule, StoppingRequest
+    from tailscope.probes.catalogue import ProbeVariant
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,8 @@ def run_campaign(request: RunRequest) -> RunOutcome:
     the campaign lock, so two `run`s into one campaign never run one trial twice.
     """
     from tailscope.campaign.runner import LocalRunner, Trial, default_campaign_dir, interleave, preflight
+    from tailscope.node.facts import node_name
+    from tailscope.probes.catalogue import ProbeVariant
     from tailscope.probes.jobenv import job_notices
     from tailscope.store.load import claim_run_trials, remove_empty_campaign
 
@@ -161,6 +162,8 @@ def variant_from_plan(probe: str, params: dict[str, Any]) -> Any:
         from tailscope.app.variant import AppVariant
 
         return AppVariant.from_plan(probe, params)
+    from tailscope.probes.catalogue import ProbeVariant
+
     return ProbeVariant.from_plan(probe, params)
 
 
@@ -232,7 +235,10 @@ def analyze_campaign(
     if con is None:
         con = connect(campaign)  # one connection: every shard footer is read once
     try:
-        runs = con.runs(probe=probe, node=node, columns=STORE_RUN_COLUMNS)
+        columns = STORE_RUN_COLUMNS
+        if not con.campaign.shard_files("counters"):  # no counter attribution: not its columns (1/6 of reads)
+            columns = tuple(c for c in columns if c not in ATTRIBUTION_RUN_COLUMNS)
+        runs = con.runs(probe=probe, node=node, columns=columns)
         if runs.empty:
             raise StoreError(f"{campaign_dir}: no runs stored" + (f" for probe {probe}" if probe else ""))
         iterations = _iteration_source(con, probe, node)
@@ -260,17 +266,23 @@ def analyze_campaign(
 def _iteration_source(
     con: CampaignConnection, probe: str | None, node: str | None
 ) -> Callable[[Sequence[str] | None], pd.DataFrame]:
-    """The analysis' IterationSource on `con`: only the iterations it asks for are read, each set once."""
-    seen: dict[tuple[str, ...] | None, pd.DataFrame] = {}
+    """The analysis' IterationSource on `con`: only the iterations it asks for are read, a set once while
+    it is held. Not held here: analyze drops its rows once its runs are classified, before it builds the
+    results (the peak of `analyze` of 1,000 nodes), so a second analysis (the pages test) reads them again."""
+    import weakref
+
+    seen: weakref.WeakValueDictionary[tuple[str, ...] | None, pd.DataFrame] = weakref.WeakValueDictionary()
 
     def source(run_ids: Sequence[str] | None) -> pd.DataFrame:
         key = None if run_ids is None else tuple(run_ids)
-        if key not in seen:
+        frame = seen.get(key)
+        if frame is None:
             if run_ids is None:
-                seen[key] = con.iterations_of_runs(probe=probe, node=node)
+                frame = con.iterations_of_runs(probe=probe, node=node)
             else:
-                seen[key] = con.iterations_of_runs(run_ids=run_ids)
-        return seen[key]
+                frame = con.iterations_of_runs(run_ids=run_ids)
+            seen[key] = frame
+        return frame
 
     return source
 
