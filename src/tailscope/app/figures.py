@@ -26,12 +26,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tailscope.analysis.reference import Reference
 from tailscope.app.patterns import ENGINE, LineMatcher, Mode, Pattern, PatternError, compile_pattern
 from tailscope.errors import InputError
 from tailscope.userfile import UnreadableFile, read_lines
+
+if TYPE_CHECKING:  # imported where a reference is given: the epilog reads figures without the analysis
+    from tailscope.analysis.reference import Reference
 
 TIME_UNITS = frozenset({"s", "sec", "seconds", "ms", "us", "µs", "ns", "min", "h", "hours"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
@@ -117,6 +119,8 @@ class FigureSpec:
         if it_pattern is not None and it_pattern.groups < 1:
             raise FigureError(f"--iteration-regex {iteration!r}: needs a capture group around the value")
         ref = params.get("reference")
+        if ref:
+            from tailscope.analysis.reference import Reference
         mf = params.get("metric_file")
         if mf is not None and (not mf or os.path.isabs(str(mf)) or ".." in Path(str(mf)).parts):
             raise FigureError(f"--metric-file {mf}: expected a path inside the trial's directory")
