@@ -57,12 +57,17 @@ def test_json_has_exactly_the_issues_keys(history, capsys):
     body = json.loads(capsys.readouterr().out)
     assert set(body) == {"nodes", "classes", "verdict"} and body["verdict"] == "degraded"
     for n in body["nodes"]:
-        assert set(n) == {"node", "effect", "effect_ci", "jobs", "classes", "q", "since", "evidence"}
+        assert set(n) == {
+            "node", "effect", "effect_ci", "jobs", "classes", "q", "since", "since_at_least", "evidence"
+        }  # fmt: skip
         assert set(n["effect_ci"]) == {"lower", "upper"}
+        is_slow = n["q"] < 0.05 and n["effect_ci"]["lower"] > 0
+        assert (n["since"] is not None) == is_slow and (n["evidence"] is not None) == is_slow  # counted: slow
     for c in body["classes"]:
         assert set(c) == {"class", "jobs", "median_elapsed_s", "basis"} and c["jobs"] >= 10
     first = body["nodes"][0]
     assert first["node"] == slow and first["q"] < 0.05
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", first["since"]) and isinstance(first["since_at_least"], bool)
     assert first["evidence"] == [
         {"what": "thermal throttling", "jobs": hot, "of": hot + (first["jobs"] - hot)}
     ] or (first["evidence"][0]["what"] == "thermal throttling" and first["evidence"][0]["jobs"] <= hot)

@@ -60,6 +60,7 @@ class NodeAnswer:
     evidence: tuple[EvidenceCount, ...]
     records: int  # the node's timed jobs with an epilog record from it
     class_counts: tuple[tuple[str, int], ...] = ()  # (class, jobs) of a node asked for by name
+    counted: bool = False  # the epilog evidence was counted (a slow node, or the node asked for)
 
     @property
     def node(self) -> str:
@@ -77,11 +78,11 @@ class NodeAnswer:
             f"{printable(r.node)}: jobs that ran on it were {how} {interval} than the same classes elsewhere "
             f"({r.jobs} jobs, {r.classes} classes, {_q_text(r.q)})"
         )
-        if r.slow:
-            if self.since is not None:
-                text += f" since {self.since.strftime('%Y-%m-%d')}"
-            elif self.first_job is not None:
-                text += f" since at least {self.first_job.strftime('%Y-%m-%d')} (its first job here)"
+        day = self.since_day()
+        if day is not None:
+            text += (
+                f" since {day}" if self.since is not None else f" since at least {day} (its first job here)"
+            )
         if self.evidence:
             text += "; epilog: " + ", ".join(f"{e.what} in {e.jobs} of {e.of}" for e in self.evidence[:3])
         elif self.records:
@@ -100,9 +101,18 @@ class NodeAnswer:
             "jobs": r.jobs,
             "classes": r.classes,
             "q": r.q,
-            "since": None if self.since is None else self.since.strftime("%Y-%m-%d"),
-            "evidence": [e.to_json() for e in self.evidence],
+            "since": self.since_day(),
+            "since_at_least": self.result.slow and self.since is None and self.first_job is not None,
+            "evidence": [e.to_json() for e in self.evidence] if self.counted else None,
         }
+
+    def since_day(self) -> str | None:
+        """The day a slow node became slow (its change point), else its first job here (it was slow at
+        least since then); None for a node that is not slow."""
+        if not self.result.slow:
+            return None
+        at = self.since if self.since is not None else self.first_job
+        return None if at is None else at.strftime("%Y-%m-%d")
 
 
 def _q_text(q: float) -> str:
@@ -221,7 +231,8 @@ def answer(
             if r.node == node:
                 vc = frame["class"].iloc[r.job_rows].value_counts()
                 counts = tuple((str(c), int(n)) for c, n in vc.items())
-            nodes.append(NodeAnswer(r, fit.since(r) if r.slow else None, first, evidence, found, counts))
+            since = fit.since(r) if r.slow else None
+            nodes.append(NodeAnswer(r, since, first, evidence, found, counts, counted=wanted))
         nodes.sort(key=_order)
     return JobsAnswer(
         nodes=nodes,
