@@ -87,11 +87,13 @@ def node_figure(figs: Figures, node: NodeAnswer, series: pd.DataFrame) -> str:
         "text": [plotly_text(c) for c in series["class"].astype(str)],  # a user's job name: shown as typed
         "hovertemplate": "%{x}: %{y:.1f}% (%{text})<extra></extra>", "marker": {"size": 4},
     }]  # fmt: skip
-    shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": r.percent, "y1": r.percent,
-               "line": {"color": "#d62728", "width": 1}}]  # fmt: skip
-    notes = []
-    if node.since is not None:
+    level = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": r.percent, "y1": r.percent,
+             "line": {"color": "#d62728", "width": 1}}  # fmt: skip
+    shapes, notes = [level], []
+    if node.since is not None:  # its effect is its level since then: drawn from there
         at = node.since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        last = max(series["start"]).strftime("%Y-%m-%dT%H:%M:%SZ") if len(series) else at
+        level.update(xref="x", x0=at, x1=last)
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at, "y0": 0, "y1": 1,
                        "line": {"color": "#d62728", "dash": "dot"}})  # fmt: skip
         notes.append({"x": at, "y": 1, "xref": "x", "yref": "paper", "showarrow": False, "xanchor": "left",

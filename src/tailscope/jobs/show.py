@@ -216,22 +216,26 @@ def answer(
     series = None
     if not frame.empty:
         fit = Attribution(frame)
+        whole: dict[str, NodeResult] = {}  # every node's result over all its jobs (the report's series)
 
         def series(n: NodeAnswer, fit: Attribution = fit) -> pd.DataFrame:
-            return fit.job_series(n.result)
+            return fit.job_series(whole.get(n.node, n.result))
 
         results = fit.results()
         index = _evidence_index(records)
         start = fit.start
         for r in results:
+            whole[r.node] = r
             wanted = r.slow or r.node == node
-            evidence, found = _evidence(r.job_rows, r.node, frame, index) if wanted else ((), 0)
+            since = fit.since(r) if r.slow else None
             first = pd.Timestamp(int(start[r.job_rows].min()), tz="UTC") if len(r.job_rows) else None
+            if since is not None:  # its level since it became slow, and what the epilog saw since
+                r = fit.level_since(r, since)
+            evidence, found = _evidence(r.job_rows, r.node, frame, index) if wanted else ((), 0)
             counts: tuple[tuple[str, int], ...] = ()
             if r.node == node:
                 vc = frame["class"].iloc[r.job_rows].value_counts()
                 counts = tuple((str(c), int(n)) for c, n in vc.items())
-            since = fit.since(r) if r.slow else None
             nodes.append(NodeAnswer(r, since, first, evidence, found, counts, counted=wanted))
         nodes.sort(key=_order)
     return JobsAnswer(
