@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,18 +162,22 @@ def _install_wrapper(cluster: SlurmCluster) -> None:
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     reason = slurm_missing()
     if reason:
         pytest.skip(reason)
     cluster = SlurmCluster()
-    cluster.root = tmp_path_factory.mktemp("slurm")
+    # Not under pytest's own temporary directory (root's, 0700): a job of another user (sbatch --uid) must
+    # reach its script in slurmd's spool, as on a real node. Kept after a failed session, for its logs.
+    cluster.root = Path(tempfile.mkdtemp(prefix="tailscope-slurm-"))
+    cluster.root.chmod(0o755)
     cluster.nodes = NODES
     cluster.accounting = accounting_missing() is None
     _install_wrapper(cluster)
     argv = [sys.executable, str(SCRIPT), "start", str(cluster.root), "--nodes", str(len(NODES))]
     argv += ["--prolog", f"{cluster.prolog_dir}/*", "--epilog", f"{cluster.epilog_dir}/*"]
     argv += ["--prolog-epilog-timeout", str(PROLOG_EPILOG_TIMEOUT_S), "--conf", "PrologFlags=Alloc"]
+    argv += ["--conf", "AccountingStoreFlags=job_comment"]  # sacct's Comment: a tailscope:NAME class tag
     if cluster.accounting:
         argv.append("--accounting")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180)
@@ -185,6 +190,10 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         yield cluster
     finally:
         subprocess.run([sys.executable, str(SCRIPT), "stop", str(cluster.root)], timeout=180, check=False)
+        if request.session.testsfailed:
+            print(f"\nthe test cluster's files (logs): {cluster.root}")
+        else:
+            shutil.rmtree(cluster.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -33,13 +33,12 @@ from tailscope.history.data import (
     one_campaign,
     parse_facts,
 )
-from tailscope.history.pgconnect import Database
+from tailscope.history.pgconnect import Database, migrate
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
 
 SCHEMA_VERSION = 1
-LOCK_KEY = 0x7461696C7363  # "tailsc": the advisory lock that serialises creation and migration
 
 _PG_TYPES = {"string": "text", "double": "double precision", "int32": "integer", "bool": "boolean"}
 
@@ -68,39 +67,11 @@ def column_definitions(table: str) -> str:
     return _columns(table)
 
 
-def _ddl(statement: str) -> str:
-    return statement.format(
-        entries=_columns("history_entries"),
-        facts=_columns("history_facts"),
-        notes=_columns("history_notes"),
-        exclusions=_columns("history_exclusions"),
-    )
-
-
 class PostgresHistory(Database):
     def _migrate(self, con: Any) -> None:
-        with con.transaction(), con.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            cur.execute(
-                "CREATE TABLE IF NOT EXISTS tailscope_history_meta (key text PRIMARY KEY, value text)"
-            )
-
-            cur.execute("SELECT value FROM tailscope_history_meta WHERE key = 'schema_version'")
-            row = cur.fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.location}: history schema version {version} is newer than this tailscope's "
-                    f"({SCHEMA_VERSION}); upgrade tailscope"
-                )
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[step]:
-                    cur.execute(_ddl(statement))
-            cur.execute(
-                "INSERT INTO tailscope_history_meta VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                (str(SCHEMA_VERSION),),
-            )
+        columns = {name: _columns(f"history_{name}") for name in ("entries", "facts", "notes", "exclusions")}
+        migrate(con, self.location, what="history", key="schema_version", version=SCHEMA_VERSION,
+                migrations=MIGRATIONS, columns=columns)  # fmt: skip
 
     # --- writing ----------------------------------------------------------------------------------
     def add(self, summary: CampaignSummary) -> AddResult:
