@@ -250,3 +250,22 @@ def test_collect_of_a_damaged_history_says_how_to_restore_its_entries(tmp_path, 
     assert len(DirectoryHistory(h).read().entries) == 3
     capsys.readouterr()
     assert main(["campaign", "collect", str(h)]) == 0
+
+
+# --- found on the acceptance pass: a node whose every entry is excluded ----------------------------------
+def test_show_of_a_node_whose_every_entry_is_excluded_is_an_answer_not_a_traceback(tmp_path, capsys):
+    """`history show --node N` (and --json, report) where every entry of N was excluded: nothing of N is left
+    to judge, which is said; the empty selection split into series was a ValueError traceback, exit 1."""
+    h = tmp_path / "H"
+    c = write_campaign(tmp_path / "c", DAY0, {"n1": 100.0, "n2": 100.0}, trials=6)
+    assert main(["history", "add", str(h), str(c)]) == 0
+    cid = str(DirectoryHistory(h).read().entries["campaign"].iloc[0])
+    assert main(["history", "exclude", str(h), "n1", cid]) == 0
+    capsys.readouterr()
+    for extra in ([], ["--series"], ["--json"]):
+        assert main(["history", "show", str(h), "--node", "n1", *extra]) == 0
+        out, err = capsys.readouterr()
+        assert err == "" and "n2" not in out
+    assert main(["history", "show", str(h), "--node", "n1", "--series"]) == 0
+    assert "excluded" in capsys.readouterr().out  # the excluded entry is still shown, marked
+    assert main(["history", "report", str(h), "-o", str(tmp_path / "h.html")]) == 0

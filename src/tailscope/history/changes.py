@@ -199,7 +199,9 @@ def _series(use: pd.DataFrame) -> list[tuple[int, int]]:
     node_col = use["node"].astype(str).to_numpy()
     variant_col = use["variant"].astype(str).to_numpy()
     key = np.char.add(np.char.add(node_col.astype(str), "\x00"), variant_col.astype(str))
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
+    if not len(key):  # every entry excluded: no series (np.r_ below would make one ending at 0)
+        return []
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     ends = np.r_[starts[1:], len(key)]
     return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
