@@ -208,3 +208,17 @@ def test_no_heavy_import_on_the_prolog_and_epilog_path(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("HEAVY "))
     assert json.loads(line.removeprefix("HEAVY ")) == []
+
+
+def test_a_history_url_that_cannot_be_reached_is_said_without_its_password(tmp_path: Path) -> None:
+    """The epilog's line (stderr and syslog, which others on the node may read) names the history: as every
+    other message does, without the password a URL carries (found on issue 30's acceptance pass: it printed
+    `not stored in postgresql://u:PW@...`)."""
+    pytest.importorskip("psycopg")
+    root = build(tmp_path / "node")
+    for url in ("postgresql://u:s3cret@127.0.0.1:1/site", "postgresql://u@127.0.0.1:1/site?password=s3cret"):
+        args = ["--root", str(root), "--state-dir", str(tmp_path / "s"), "--timeout", "20"]
+        proc = tailscope("jobs", "epilog", url, *args, env=_env())
+        assert proc.returncode == 0, proc.stderr
+        assert "s3cret" not in proc.stdout + proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "not stored in postgresql://u@127.0.0.1:1/site" in proc.stderr

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.evidence import nodespan
+from tailscope.history.location import redact, scrub
 from tailscope.jobs import output
 from tailscope.printable import printable
 
@@ -497,7 +498,9 @@ def cmd_epilog(args: Any) -> int:
             try:
                 append_record(args.history, record)
             except Exception as exc:  # the store's own error: one line, never a traceback or a non-zero exit
-                stored = f"not stored in {args.history}: {type(exc).__name__}: {exc}"
+                # the history as every message names it: a URL without its password (stderr, syslog)
+                where = redact(args.history)
+                stored = f"not stored in {where}: {type(exc).__name__}: {scrub(str(exc), args.history)}"
         clean_state(args.state_dir, job, time.time())
         return {
             "errors": record["errors"] + ([stored] if stored else []),
