@@ -38,7 +38,7 @@ import pyarrow as pa
 
 import tailscope
 from tailscope.store.errors import StoreError
-from tailscope.store.files import fsync_dir, safe_name, write_atomic_bytes
+from tailscope.store.files import check_replaceable, fsync_dir, safe_name, write_atomic_bytes
 from tailscope.store.manifest import FORMAT, Manifest, Plan
 from tailscope.store.schema import SCHEMA_VERSION, TABLES
 
@@ -73,6 +73,7 @@ def atomic_files() -> Iterator[Callable[[Path, bytes], None]]:
     temps: list[tuple[Path, Path]] = []
 
     def write(path: Path, data: bytes) -> None:
+        check_replaceable(path)  # a device or FIFO given as the report: refused before any temp file
         tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
         temps.append((tmp, path))
         with open(tmp, "wb") as fh:

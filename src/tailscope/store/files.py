@@ -3,15 +3,20 @@ and what a Slurm epilog can afford (tailscope.jobs.store appends one record per 
 
 - `safe_name`: a node or task name as one file-name component.
 - `write_atomic_bytes`: a file replaced whole or not at all (temp file beside it, fsync, rename, fsync dir).
+- `check_replaceable`: what such a write may replace: a regular file, or nothing. The rename replaces
+  whatever has the name, so an output given as /dev/null (a device), a FIFO or /dev/stdout (a symbolic
+  link) would be replaced by a file, for every process on the node where tailscope runs as root.
 - `named`: an OSError that names no file (a write() on a full disk) naming the one written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
 # A node or task name becomes part of a file name: keep letters, digits, '-', '_' and '.', replace the rest.
@@ -43,10 +48,33 @@ def named(exc: OSError, path: Path | str) -> OSError:
     return type(exc)(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
 
 
+_KINDS = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
+          stat.S_IFSOCK: "socket", stat.S_IFDIR: "directory", stat.S_IFLNK: "symbolic link"}  # fmt: skip
+
+
+class NotAFile(OSError):
+    """Something other than a regular file where tailscope would write one (errno EEXIST, the path named)."""
+
+
+def check_replaceable(path: Path | str) -> None:
+    """Raise NotAFile where `path` exists and is not a regular file (not following a symbolic link): an
+    atomic write renames onto the name, which would replace the device, FIFO, socket or link itself."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # nothing there (or not reachable: the write itself says why)
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+        why = (f"a {kind}, not a regular file: tailscope writes its output as a file of its own in its place "
+               "and never replaces another kind (give a file name)")  # fmt: skip
+        raise NotAFile(errno.EEXIST, why, str(path))
+
+
 def write_atomic_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically: temp file in the same directory, fsync, rename, fsync directory.
     On any failure (disk full, interrupt) the temp file is removed and `path` is untouched; an error names
-    `path`."""
+    `path`. Only a regular file at `path` is replaced (check_replaceable)."""
+    check_replaceable(path)
     tmp = path.with_name(f".{path.name[:150]}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:
