@@ -225,3 +225,15 @@ def test_a_sacct_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, ki
     with pytest.raises(SacctError) as err:
         parse(path)
     assert str(err.value).startswith(f"{path}: ") and "not a regular file" in str(err.value)
+
+
+def test_a_sacct_file_that_fails_to_read_names_the_file_and_line(tmp_path, capsys):
+    """A read error (EIO: a failing disk, a stale NFS handle; /proc/self/mem at offset 0 gives it anywhere)
+    was `tailscope: error: Input/output error`, naming nothing (found on issue 30's acceptance pass)."""
+    from tailscope.cli import main
+
+    with pytest.raises(SacctError, match=r"^/proc/self/mem:1: cannot read \(Input/output error\)$"):
+        parse(Path("/proc/self/mem"))
+    assert main(["jobs", "collect", str(tmp_path / "H"), "--sacct-file", "/proc/self/mem"]) == 2
+    assert capsys.readouterr().err == "tailscope: error: /proc/self/mem:1: cannot read (Input/output error)\n"
+    assert not (tmp_path / "H").exists()

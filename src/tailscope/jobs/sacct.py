@@ -286,7 +286,10 @@ def _lines(path: Path, where: str) -> Iterator[tuple[int, str]]:
     with os.fdopen(fd, "rb") as fh:
         number = 0
         while True:
-            raw = fh.readline(MAX_LINE + 1)
+            try:
+                raw = fh.readline(MAX_LINE + 1)
+            except OSError as exc:  # EIO (a failing disk, a stale NFS handle): say where, as the importers do
+                raise SacctError(f"{where}:{number + 1}: cannot read ({exc.strerror or exc})") from None
             if not raw:
                 return
             number += 1
