@@ -21,3 +21,9 @@ def printable(text: object) -> str:
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group(0))
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def prometheus_label(text: object) -> str:
+    """`text` as a Prometheus label value in a node_exporter textfile: shown as the terminal shows it
+    (printable), then with the format's escapes (backslash, double quote, line feed)."""
+    return printable(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -123,6 +123,25 @@ def test_prometheus_textfile(history, tmp_path, capsys):
     assert re.search(rf'tailscope_jobs_node_effect{{node="{slow}"}} 0\.1', text)
 
 
+def test_prometheus_labels_hold_names_as_the_terminal_shows_them(tmp_path, capsys):
+    """A node name with U+202E (a hostlist takes it: it is no control character to Slurm) was written raw
+    into the textfile, where `cat` or a dashboard reorders the line; history's textfile escapes it."""
+    day = "2026-11-{:02d}T{:02d}:00:00".format
+    nodes = enumerate(["n\u202e1", "n2", "n3", "n4"] * 10)
+    rows = [f"{100 + i}|job|u|a|p|{node}|1|8|{3600 + i}|{day(1, 9)}|{day(1 + i // 4, 10)}|"
+            f"{day(1 + i // 4, 11)}|COMPLETED|0:0||c1" for i, node in nodes]  # fmt: skip
+    dump = tmp_path / "dump.txt"
+    header = (
+        "JobID|JobName|User|Account|Partition|NodeList|NNodes|AllocCPUS|ElapsedRaw|Submit|Start|End|State|"
+    )
+    dump.write_text(header + "ExitCode|Comment|Cluster\n" + "\n".join(rows) + "\n")
+    assert main(["jobs", "collect", str(tmp_path / "H"), "--sacct-file", str(dump)]) == 0
+    prom = tmp_path / "jobs.prom"
+    assert main(["jobs", "show", str(tmp_path / "H"), "--prometheus", str(prom)]) in (0, 1, 3)
+    text = prom.read_text()
+    assert "\u202e" not in text and 'node="n\\\\u202e1"' in text
+
+
 def test_since_selects_jobs(history, capsys):
     root = history[0]
     late = (dt.datetime(2026, 9, 7, tzinfo=dt.UTC) + dt.timedelta(days=19)).strftime("%Y-%m-%d")

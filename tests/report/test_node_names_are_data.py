@@ -105,6 +105,16 @@ def test_nhc_and_analyze_print_names_and_units_escaped(campaign, capsys):
     assert "GB\\x1b[1m/s" in out and "\x1b" not in out  # the unit of the cluster line too
 
 
+def test_the_prometheus_textfile_holds_names_and_units_escaped(campaign, tmp_path):
+    """`verdict --prometheus`: a label holds the name as the terminal shows it (history's textfile did; the
+    campaign's and the jobs' wrote the ESC raw: found on issue 30's acceptance pass)."""
+    prom = tmp_path / "v.prom"
+    assert main(["verdict", str(campaign), "--prometheus", str(prom)]) == 0
+    text = prom.read_text()
+    assert "\x1b" not in text
+    assert 'node="n\\\\x1b[31mred"' in text and 'unit="GB\\\\x1b[1m/s"' in text  # printable, then escaped
+
+
 @pytest.mark.parametrize(
     ("name", "plain"),
     [("c0001", True), ("node-1.cluster_a", True), ("ALL", False), ("All", False), ("c[1-2]", False),

@@ -22,6 +22,7 @@ import pandas as pd
 from tailscope.history.changes import Change, FleetEvent, SeriesLimit, assess, fleet_events, iso, noise_priors
 from tailscope.history.data import HistoryData, select
 from tailscope.printable import printable
+from tailscope.printable import prometheus_label as _label
 
 if TYPE_CHECKING:
     from tailscope.analysis.model import Settings
@@ -188,10 +189,6 @@ def render(result: HistoryAnswer, *, with_series: bool) -> list[str]:
     # node names, units, fact values, notes and exclusion reasons come from campaigns and users: every
     # control character (ESC, U+202E) shown as an escape, never interpreted
     return [printable(line) for line in lines]
-
-
-def _label(value: object) -> str:
-    return printable(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prometheus_text(result: HistoryAnswer) -> str:

@@ -27,6 +27,7 @@ import pandas as pd
 from tailscope.jobs.attribution import Attribution, NodeResult
 from tailscope.jobs.classes import DEFAULT_CLASS_BY, ClassSummary, slowdowns
 from tailscope.printable import printable
+from tailscope.printable import prometheus_label as _label
 
 if TYPE_CHECKING:
     from tailscope.analysis.model import Settings
@@ -353,10 +354,6 @@ def to_json(result: JobsAnswer) -> dict[str, Any]:
         "classes": [c.to_json() for c in result.classes],
         "verdict": result.verdict,
     }
-
-
-def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prometheus_text(result: JobsAnswer) -> str:

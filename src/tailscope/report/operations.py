@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from tailscope.errors import InputError
 from tailscope.printable import printable
+from tailscope.printable import prometheus_label as _label
 from tailscope.report.drain import DrainPlan, drain_plan
 
 # The analysis, the node facts and the store are imported when a verdict is given, not for `tailscope --help`.
@@ -98,10 +99,6 @@ def command_text(argv: list[str]) -> str:
     """The command as a shell line that is safe to paste: every word quoted with shlex (a node name holding
     `$(...)` or `;` stays one literal word)."""
     return shlex.join(argv)
-
-
-def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prometheus_text(analysis: CampaignAnalysis, verdicts: dict[str, NodeVerdict], campaign: str) -> str:
