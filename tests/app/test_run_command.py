@@ -211,6 +211,16 @@ def test_metric_file_of_the_trial_directory(tmp_path):
     assert (work / "result.txt").exists()  # the working directory is kept
 
 
+def test_a_missing_metric_shows_the_end_of_the_output(tmp_path, capsys):
+    """The line says what the output ended with: the last line's end, not its start (a progress line of a
+    megabyte showed its first 120 'x' and never the figure that straddled a 1 MiB piece: found on issue
+    30's acceptance pass)."""
+    app = prog(tmp_path, "print('x' * 5000 + ' rate ok END')\n")
+    assert run(tmp_path / "c", 1, "--metric", "x=value (\\d+)", "--", PY, app) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("x rate ok END')\n"), err
+
+
 def test_first_trial_without_its_metric_stores_nothing(tmp_path, capsys):
     app = prog(tmp_path, "print('nothing to see')\n")
     campaign = tmp_path / "c"

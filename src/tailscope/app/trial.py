@@ -192,7 +192,7 @@ def run_app_trial(
                     tail = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines() or [""])[-1]
                     raise FirstTrialError(
                         f"{figures.error} in the first trial of {variant.name} (nothing stored of it; its "
-                        f"output ended with {tail[:120]!r})"
+                        f"output ended with {tail[-120:]!r})"  # its end: a long line's start says nothing
                     )
                 status, error = figures.status, figures.error
         else:
