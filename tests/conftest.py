@@ -10,6 +10,13 @@ import pytest
 
 from hosts.hostroot import materialize
 from tailscope.node.host import Host, recorded
+from tailscope.node.lock import WAIT_ENV
+
+# The node lock is the node's (/run/tailscope/node.lock for root): a tailscope injecting beside the suite (a
+# user's, another checkout's suite) holds it for minutes, and a test that changes the node waits its turn, as
+# a second injector would with --wait, instead of failing after the default 10 s. Below the 600 s test
+# timeout, so a holder that never ends is one line naming it. Tests of the wait itself pass --wait.
+os.environ.setdefault(WAIT_ENV, "480")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

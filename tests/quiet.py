@@ -3,7 +3,9 @@ the co-runner that disturbs them."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +36,17 @@ def cpu_availability(cpu: int, seconds: float = 0.5) -> float:
         check=True,
     )
     return float(out.stdout)
+
+
+def cpu_share(seconds: float = 0.3) -> float:
+    """The mean share of wall time that busy loops pinned to each CPU this process may use got, all measured
+    at once: by how much the machine's load stretches CPU-bound work now (1.0 quiet; 1 / the share is the
+    factor). A test that times a run takes it just before and just after, and derives its limit from it."""
+    cpus = sorted(os.sched_getaffinity(0))[:8]
+    argv = [sys.executable, "-c", _AVAILABILITY]
+    procs = [subprocess.Popen([*argv, str(c), str(seconds)], stdout=subprocess.PIPE, text=True) for c in cpus]
+    shares = [float(p.communicate(timeout=120)[0]) for p in procs]
+    return sum(shares) / len(shares)
 
 
 def require_quiet_cpus(cpus: list[int], minimum: float = 0.85) -> dict[int, float]:

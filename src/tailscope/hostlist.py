@@ -118,3 +118,11 @@ def expand(expression: str) -> list[str]:
                 names = [n + x for n in names for x in numbers]
         out.extend(names)
     return out
+
+
+def first(expression: str) -> str:
+    """The first name of `expression` (a job's batch host: the first node of its allocation), checked as
+    `expand` checks it, nothing else built."""
+    count(expression)
+    host = _split_top(expression)[0]
+    return "".join(p if isinstance(p, str) else f"{p[0][0]:0{p[0][2]}d}" for p in _pieces(expression, host))

@@ -66,14 +66,25 @@ def read_bytes(path: Path | str, *, limit: int, beneath: Path | str | None = Non
 
 
 def read_lines(
-    path: Path | str, *, limit: int, piece: int, beneath: Path | str | None = None
+    path: Path | str,
+    *,
+    limit: int,
+    piece: int,
+    beneath: Path | str | None = None,
+    tail: bool = False,
 ) -> Iterator[bytes]:
     """The lines of the file at `path` without their newline, a line longer than `piece` bytes in pieces;
     UnreadableFile when it cannot be opened or holds more than `limit` bytes (raised before any line when
-    its size says so at open)."""
-    fd = open_regular(path, limit=limit, beneath=beneath)
+    its size says so at open). `tail`: a larger file is not refused, its last `limit` bytes are read instead
+    (from the first line that starts in them: a program's figures are printed at its end)."""
+    fd = open_regular(path, limit=None if tail else limit, beneath=beneath)
     with os.fdopen(fd, "rb") as f:
         left = limit
+        if tail:
+            size = os.fstat(fd).st_size
+            if size > limit:
+                f.seek(size - limit - 1)  # the byte before the tail: a newline there starts it on a line
+                left -= len(f.readline(limit + 1)) - 1
         while left > 0:
             line = f.readline(min(piece, left))
             if not line:
@@ -82,8 +93,9 @@ def read_lines(
             yield line.rstrip(b"\r\n") if line.endswith(b"\n") else line
 
 
-def open_regular(path: Path | str, *, limit: int, beneath: Path | str | None = None) -> int:
-    """A descriptor of the regular file at `path` (read-only), checked as the module docstring says."""
+def open_regular(path: Path | str, *, limit: int | None, beneath: Path | str | None = None) -> int:
+    """A descriptor of the regular file at `path` (read-only), checked as the module docstring says (`limit`
+    None: of any size, for a caller that reads a bounded part of it)."""
     shown = str(path)
     try:
         fd = _open_beneath(Path(beneath), str(path)) if beneath is not None else os.open(path, _FLAGS)
@@ -96,7 +108,7 @@ def open_regular(path: Path | str, *, limit: int, beneath: Path | str | None = N
         kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
         if kind is not None or not stat.S_ISREG(st.st_mode):
             raise UnreadableFile(shown, f"{kind or 'not a file'}, not a regular file")
-        if st.st_size > limit:
+        if limit is not None and st.st_size > limit:
             raise UnreadableFile(shown, f"{_size(st.st_size)}, more than the {_size(limit)} it may have")
     except BaseException:
         os.close(fd)

@@ -269,3 +269,30 @@ def test_time_figure_order_is_sorted_by_start_then_trial() -> None:
     runs[6] = dataclasses.replace(runs[2])  # an exact tie: the earlier stays first
     want = sorted(range(len(runs)), key=lambda i: (str(runs[i].started_at), runs[i].trial))
     assert _by_start(runs) == want and _by_start([]) == []
+
+
+def test_the_evidence_features_are_derived_once_per_analysis(monkeypatch) -> None:
+    """The causes and the busy verdict both read run_features(counters): the analysis derives them once
+    (the pivot of every evidence row was a third of a check's analysis), and each gives with them what it
+    gives deriving them itself."""
+    from tailscope.analysis import health, summary
+
+    e = _fleet()
+    scored = score_runs(e.runs.sort_values(["variant", "node", "trial"], ignore_index=True), Settings())
+    features = run_features(e.counters)
+    given = {"counters": e.counters, "corunners": e.corunners, "nodes": e.nodes}
+    assert causes.diagnose_runs(scored, {}, **given, features=features) == causes.diagnose_runs(
+        scored, {}, **given
+    )
+    busy = health.busy_by_node(scored, e.counters, e.corunners, 0.1, features=features)
+    assert busy and busy == health.busy_by_node(scored, e.counters, e.corunners, 0.1)
+    calls = []
+
+    def counted(counters):
+        calls.append(len(counters))
+        return run_features(counters)
+
+    for module in (summary, health, causes):
+        monkeypatch.setattr(module, "run_features", counted)
+    analyze_ensemble(e)
+    assert calls == [len(e.counters)]

@@ -234,6 +234,14 @@ def test_a_budget_with_no_claim_is_inconclusive_never_healthy(build):
     assert any("no claim within the 5 s budget" in r for r in a.nodes[0].reasons)
     # the same two trials with no stopping record: today's rules (nothing to fail) say healthy
     assert analyze(runs, pd.DataFrame(), Settings(), "c1").nodes[0].verdict == "healthy"
+    # without any baseline it says so, and how the node gets one, instead of asking for a longer budget
+    runs = _campaign(build, {"n1": [100.0, 100.1, 99.9, 100.0, 100.2]})
+    a = analyze(
+        runs, pd.DataFrame(), Settings(), "c1", stopping=sq.Stopping("budget", {"stream-1": 20}, {}, 5.0)
+    )
+    assert a.nodes[0].verdict == "inconclusive"
+    reasons = " ".join(a.nodes[0].reasons)
+    assert "no probe has a baseline" in reasons and "check --history" in reasons and "longer" not in reasons
 
 
 def test_a_level_open_at_the_cap_is_inconclusive(build):
@@ -251,3 +259,42 @@ def test_max_level_drop_off_judges_no_level(build):
     s = dataclasses.replace(Settings(), max_level_drop=None)
     a = analyze(runs, pd.DataFrame(), s, "c1", stopping=record)
     assert a.nodes[0].verdict == "healthy" and not [c for c in a.claims if c.kind == "level"]
+
+
+def test_a_stopped_campaigns_slow_run_marks_are_its_anytime_valid_tests(build):
+    """The `!` beside a slow count (terminal and report), --json's `rejects` and the notes say what the
+    verdict says: in a check stopped when settled, the anytime-valid test's judgement, not the binomial
+    test's (which is right only for a fixed trial count)."""
+    from tailscope.report.html import _groups_table
+    from tailscope.report.terminal import render_answer, render_summary
+
+    record = sq.Stopping("settled", {"stream-1": 60}, {("n1", "stream-1"): HISTORY})
+    few = [100.0 + 0.05 * ((t * 7) % 5 - 2) for t in range(60)]
+    for t in (20, 35, 50):  # 3 slow runs in 60
+        few[t] = 90.0
+    many = [90.0 if t % 3 == 2 else v for t, v in enumerate(few[:30])]  # 9 in 30
+    for values, slow_rate_above in ((few, False), (many, True)):
+        runs = _campaign(build, {"n1": values})
+        fixed = analyze(runs, pd.DataFrame(), Settings(), "c1")
+        stopped = analyze(runs, pd.DataFrame(), Settings(), "c1", stopping=record)
+        # the premises: the binomial test rejects both; the anytime-valid one only the second
+        assert fixed.groups[0].tails[0].rejects and fixed.groups[0].tails[0].test == "binomial"
+        assert sq.judge(values, True, HISTORY, Settings()).slow_rate.degraded is slow_rate_above
+        tails = stopped.groups[0].tails
+        assert [t.rejects for t in tails] == [slow_rate_above] + [False] * (len(tails) - 1)
+        assert {t.test for t in tails} == {"anytime-valid"}
+        assert [t["rejects"] for t in stopped.to_json()["groups"][0]["tails"]] == [t.rejects for t in tails]
+        assert any(c.kind == "slow_rate" and c.relation == ("above" if slow_rate_above else "below")
+                   for c in stopped.claims)  # fmt: skip
+        k, n = tails[0].k, tails[0].n
+        for analysis, marked in ((fixed, True), (stopped, slow_rate_above)):
+            table = "\n".join(render_summary(analysis))
+            answer = "\n".join(render_answer(analysis, width=200, campaign_dir="c", verbose=True))
+            html = _groups_table(analysis.groups, analysis.settings)
+            assert (f"{k}/{n}!" in table) is marked, table
+            assert (f"of {n} runs slow!" in answer) is marked, answer
+            assert (f"{k}/{n}!" in html) is marked, html
+            test = "anytime-valid test" if analysis is stopped else "binomial test"
+            assert f"! = more slow runs than the allowed rate 1% explains ({test})" in answer
+        notes = " ".join(stopped.notes)
+        assert "binomial p" not in notes and "anytime-valid" in notes

@@ -92,3 +92,22 @@ def test_size_limits_hold_even_for_a_growing_file(tmp_path):
         stop.set()
         thread.join()
     assert got <= 64 * 1024 + 4097
+
+
+@pytest.mark.parametrize("size", [10, 64, 65, 200])
+def test_a_tail_read_starts_on_a_line_and_reads_no_more_than_its_limit(tmp_path, size):
+    """tail=True (a job's output: its figures are at its end): a larger file is not refused, its last `limit`
+    bytes are read from the first line that starts in them."""
+    path = tmp_path / "out.txt"
+    lines = [f"line {i:03d}".encode() for i in range(size)]  # 8 bytes and a newline each
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    limit = 64 * 9  # 64 whole lines
+    got = list(read_lines(path, limit=limit, piece=1 << 20, tail=True))
+    assert got == lines[-64:]
+    got = list(read_lines(path, limit=limit - 4, piece=1 << 20, tail=True))  # its first line cut: dropped
+    assert got == lines[-63:]
+    if size > 64:
+        with pytest.raises(UnreadableFile, match="more than the"):
+            list(read_lines(path, limit=limit, piece=1 << 20))  # without tail: refused
+    else:  # a file within the limit: the same lines either way
+        assert list(read_lines(path, limit=limit, piece=1 << 20)) == lines[-64:]

@@ -8,9 +8,10 @@ those that need accounting use `slurm_accounting`, which skips without it.
 Prolog and Epilog: the cluster runs every script in DIR/etc/prolog.d/ and DIR/etc/epilog.d/ (slurm.conf
 `Prolog=DIR/etc/prolog.d/*`, `PrologFlags=Alloc`: on every node of a job at its allocation), with
 PrologEpilogTimeout=PROLOG_EPILOG_TIMEOUT_S. Both directories hold a link to tailscope's wrapper
-(scripts/slurm/tailscope-jobs, copied to DIR/etc/ with its tailscope-jobs.conf: this tree's tailscope,
-records into DIR/history). A test adds a script of its own to either directory (and removes it after);
-`jobs_conf()` changes the wrapper's configuration for the length of a test.
+(scripts/slurm/tailscope-jobs, copied to DIR/etc/ with tailscope-slurm.sh and its tailscope-jobs.conf: this
+tree's tailscope, records into DIR/history). A test adds a script of its own to either directory (and removes
+it after); `jobs_conf()` changes the wrapper's configuration for the length of a test, `slurm_conf()`
+slurm.conf's (PrologEpilogTimeout=..., through `scontrol reconfigure`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +73,35 @@ class SlurmCluster(dict[str, str]):
             yield
         finally:
             self.jobs_conf_path.write_text(self.default_jobs_conf())
+
+    @contextlib.contextmanager
+    def slurm_conf(self, **settings: str) -> Iterator[None]:
+        """slurm.conf has these KEY=VALUE settings while the block runs (`scontrol reconfigure`: slurmctld and
+        every slurmd read them; verified for PrologEpilogTimeout), then its own again."""
+        conf = Path(self["SLURM_CONF"])
+        original = conf.read_text()
+        lines = [line for line in original.splitlines() if line.split("=", 1)[0] not in settings]
+        conf.write_text("\n".join([*lines, *(f"{k}={v}" for k, v in settings.items())]) + "\n")
+        try:
+            _reconfigure(self)
+            yield
+        finally:
+            conf.write_text(original)
+            _reconfigure(self)
+
+
+def _reconfigure(env: dict[str, str], timeout: float = 60) -> None:
+    """`scontrol reconfigure`, then every node answering again (no `*` in sinfo's state)."""
+    subprocess.run(["scontrol", "reconfigure"], env=env, capture_output=True, timeout=60, check=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%t"], env=env, capture_output=True, text=True, timeout=60
+        ).stdout.split()
+        if states and not any(s.endswith("*") for s in states):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the nodes did not answer within {timeout:g} s of scontrol reconfigure")
 
 
 def drained(env: dict[str, str]) -> dict[str, str]:
@@ -122,6 +154,7 @@ def _install_wrapper(cluster: SlurmCluster) -> None:
     etc = cluster.root / "etc"
     etc.mkdir()
     shutil.copy(WRAPPER, etc / "tailscope-jobs")
+    shutil.copy(WRAPPER.parent / "tailscope-slurm.sh", etc)  # the wrappers' shared part, beside them
     cluster.jobs_conf_path.write_text(cluster.default_jobs_conf())
     for scripts in (cluster.prolog_dir, cluster.epilog_dir):
         scripts.mkdir()
@@ -129,18 +162,22 @@ def _install_wrapper(cluster: SlurmCluster) -> None:
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     reason = slurm_missing()
     if reason:
         pytest.skip(reason)
     cluster = SlurmCluster()
-    cluster.root = tmp_path_factory.mktemp("slurm")
+    # Not under pytest's own temporary directory (root's, 0700): a job of another user (sbatch --uid) must
+    # reach its script in slurmd's spool, as on a real node. Kept after a failed session, for its logs.
+    cluster.root = Path(tempfile.mkdtemp(prefix="tailscope-slurm-"))
+    cluster.root.chmod(0o755)
     cluster.nodes = NODES
     cluster.accounting = accounting_missing() is None
     _install_wrapper(cluster)
     argv = [sys.executable, str(SCRIPT), "start", str(cluster.root), "--nodes", str(len(NODES))]
     argv += ["--prolog", f"{cluster.prolog_dir}/*", "--epilog", f"{cluster.epilog_dir}/*"]
     argv += ["--prolog-epilog-timeout", str(PROLOG_EPILOG_TIMEOUT_S), "--conf", "PrologFlags=Alloc"]
+    argv += ["--conf", "AccountingStoreFlags=job_comment"]  # sacct's Comment: a tailscope:NAME class tag
     if cluster.accounting:
         argv.append("--accounting")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180)
@@ -153,6 +190,10 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         yield cluster
     finally:
         subprocess.run([sys.executable, str(SCRIPT), "stop", str(cluster.root)], timeout=180, check=False)
+        if request.session.testsfailed:
+            print(f"\nthe test cluster's files (logs): {cluster.root}")
+        else:
+            shutil.rmtree(cluster.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,17 +1,19 @@
 """`check --between-jobs` as slurmd's real Prolog (issue 33): scripts/slurm/tailscope-between-jobs before each
-of 10 jobs on a one-node test cluster; the check ran before every job, each one's cost is its log line's
-seconds, and no node was drained unless the check said degraded (then with tailscope's reason).
+of 10 jobs on the test session's cluster (conftest.py), beside tailscope-jobs in its Prolog glob, as a site
+runs both; the check ran before every job, each one's cost is its log line's seconds, and no node was drained
+unless the check said degraded (then with tailscope's reason).
 
-The cluster is scripts/slurm-test-cluster's, started here with one node; its slurm.conf gets Prolog= and
-PrologEpilogTimeout= and slurmctld and slurmd read them with `scontrol reconfigure` (facts-slurm-accounting:
-it takes effect so). The history gives l2sum this node's baseline (8 trials of `run l2sum --node n1`); the
-other probes have none, so a 2 s budget can claim l2sum's level at most: healthy, or inconclusive where this
-machine is busy (which never fails the node).
+The wrapper is linked into the cluster's prolog.d/ for the length of the test, its .conf and the shared
+tailscope-slurm.sh beside the copy it points to; PrologEpilogTimeout is raised above the check's bound for
+that time (`slurm_conf`: the session's 6 s is sized for tailscope-jobs' 1.8 s). The history gives l2sum this
+node's baseline (8 trials of `run l2sum --node n1`, added as a healthy entry: only healthy entries are a
+baseline, and this shared machine is rarely quiet); the other probes have none, so a 2 s budget can claim
+l2sum's level at most: healthy, or inconclusive where this machine is busy (which never fails the node).
 """
 
 from __future__ import annotations
 
-import os
+import datetime as dt
 import re
 import shutil
 import subprocess
@@ -21,82 +23,79 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SCRIPT, slurm_missing
+from cluster.conftest import ROOT, SlurmCluster, drained
+from store_tools import add_as_healthy
 
-ROOT = Path(__file__).resolve().parents[2]
-WRAPPER = ROOT / "scripts" / "slurm" / "tailscope-between-jobs"
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+SLURM = ROOT / "scripts" / "slurm"
 JOBS = 10
+TIMEOUT_S = 60  # the wrapper's TIMEOUT: the check's own bound, start-up and history append included
+# the wrapper's worst case (TIMEOUT, SIGKILL's 5 s grace, 10 s to drain) with room: it never reaches slurmd's
+PROLOG_TIMEOUT_S = TIMEOUT_S + 5 + 10 + 5
 LINE = re.compile(
-    r"n1: (healthy|degraded|inconclusive|another check|the check) .*?job (\d+|none), ([\d.]+) s"
+    r"^(\S+) tailscope-between-jobs: n1: (\w+) \(prolog_slurmd of job (\d+), ([\d.]+) s\)(.*)$"
 )
 
 
-def _run(argv: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+def _run(env: dict[str, str], *argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.slow
-@pytest.mark.root
-def test_the_check_runs_before_each_of_ten_jobs_and_drains_nothing(tmp_path):
-    reason = slurm_missing()
-    if reason:
-        pytest.skip(reason)
-    env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin"}
-    env.pop("TAILSCOPE_HISTORY", None)
-    tailscope = [sys.executable, "-m", "tailscope"]
+def test_the_check_runs_before_each_of_ten_jobs_and_drains_nothing(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    env = slurm_cluster
+    assert drained(env) == {}, "a node was already drained before this test"
     history, base = tmp_path / "history", tmp_path / "base"
-    made = _run([*tailscope, "run", "l2sum", "--trials", "8", "--node", "n1", "--no-progress", "--campaign",
-                 str(base)], env)  # fmt: skip
+    made = _run({**env, "PYTHONPATH": str(ROOT / "src")}, sys.executable, "-m", "tailscope", "run", "l2sum",
+                "--trials", "8", "--node", "n1", "--no-progress", "--campaign", str(base))  # fmt: skip
     assert made.returncode in (0, 1), made.stderr
-    assert _run([*tailscope, "history", "add", str(history), str(base)], env).returncode == 0
+    add_as_healthy(history, base)
 
-    prolog = tmp_path / "prolog"  # the script and its .conf beside it, as /etc/slurm would hold them
-    prolog.mkdir()
-    shutil.copy(WRAPPER, prolog / WRAPPER.name)
+    etc = tmp_path / "etc"  # the script, its .conf and the shared part, as /etc/slurm would hold them
+    etc.mkdir()
+    for name in ("tailscope-between-jobs", "tailscope-slurm.sh"):
+        shutil.copy(SLURM / name, etc / name)
     log = tmp_path / "between-jobs.log"
-    (prolog / f"{WRAPPER.name}.conf").write_text(
-        f"HISTORY={history}\nBUDGET=2s\nTIMEOUT=80\nPYTHON={sys.executable}\nPYTHONPATH={ROOT / 'src'}\n"
-        f"CAMPAIGNS={tmp_path / 'campaigns'}\nLOG={log}\n"
+    (etc / "tailscope-between-jobs.conf").write_text(
+        f"HISTORY={history}\nBUDGET=2s\nTIMEOUT={TIMEOUT_S}\nPYTHON={sys.executable}\n"
+        f"PYTHONPATH={ROOT / 'src'}\nCAMPAIGNS={tmp_path / 'campaigns'}\nLOG={log}\n"
     )
-    root = tmp_path / "slurm"
-    started = _run([sys.executable, str(SCRIPT), "start", str(root), "--nodes", "1"], env, timeout=120)
-    try:
-        assert started.returncode == 0, started.stderr
-        conf = Path(started.stdout.strip().splitlines()[-1])
-        env["SLURM_CONF"] = str(conf)
-        with conf.open("a") as fh:
-            fh.write(f"Prolog={prolog / WRAPPER.name}\nPrologEpilogTimeout=100\n")
-        assert _run(["scontrol", "reconfigure"], env).returncode == 0
-        _wait_idle(env)
-        ids = []
-        for i in range(JOBS):  # --exclusive: one job on the node at a time, each with its own prolog
-            out = _run(["sbatch", "--parsable", "--exclusive", "-o", str(tmp_path / f"job{i}.out"), "--wrap",
-                        "echo ran"], env)  # fmt: skip
-            assert out.returncode == 0, out.stderr
-            ids.append(out.stdout.strip().split(";")[0])
-        deadline = time.monotonic() + 100 * JOBS
-        while _run(["squeue", "-h", "-o", "%i"], env).stdout.strip() and time.monotonic() < deadline:
-            time.sleep(1)
-        lines = log.read_text().splitlines() if log.exists() else []
-        found = {m.group(2): (m.group(1), float(m.group(3))) for m in map(LINE.search, lines) if m}
-        print("\n".join(lines))  # each prolog's verdict and cost, shown with -s
-        assert set(found) == set(ids), lines  # the check ran before each of the jobs
-        assert all(v[0] in ("healthy", "inconclusive", "degraded") for v in found.values()), lines
-        assert all(seconds < 80 for _, seconds in found.values())
-        assert all((tmp_path / f"job{i}.out").read_text().strip() == "ran" for i in range(JOBS))
-        drained = _run(["sinfo", "-R", "-h", "-o", "%N|%E"], env).stdout.strip()
-        if any(v[0] == "degraded" for v in found.values()):
-            assert drained.startswith("n1|tailscope: "), drained  # drained with tailscope's own reason
-        else:
-            assert drained == "", drained  # none drained
-    finally:
-        subprocess.run([sys.executable, str(SCRIPT), "stop", str(root)], timeout=120, check=False, env=env)
+    link = slurm_cluster.prolog_dir / "tailscope-between-jobs"
+    ids: list[str] = []
+    began = time.monotonic()
+    with slurm_cluster.slurm_conf(PrologEpilogTimeout=str(PROLOG_TIMEOUT_S)):
+        link.symlink_to(etc / "tailscope-between-jobs")
+        try:
+            for i in range(JOBS):  # on n1, one at a time (--exclusive), each with its own prolog
+                out = _run(env, "sbatch", "--parsable", "--exclusive", "-w", "n1", "-J", "between",
+                           "-o", str(tmp_path / f"job{i}.out"), "--wrap", "date +%s.%N")  # fmt: skip
+                assert out.returncode == 0, out.stderr
+                ids.append(out.stdout.strip().split(";")[0])
+            deadline = time.monotonic() + JOBS * (PROLOG_TIMEOUT_S + 30)
+            while _run(env, "squeue", "-h", "-j", ",".join(ids)).stdout.strip():
+                assert time.monotonic() < deadline, "the jobs did not finish"
+                time.sleep(1)
+        finally:
+            link.unlink()
+    took = time.monotonic() - began
 
-
-def _wait_idle(env: dict[str, str], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _run(["sinfo", "-h", "-o", "%t"], env).stdout.strip() == "idle":
-            return
-        time.sleep(0.3)
-    raise AssertionError("the node did not come back idle after scontrol reconfigure")
+    lines = log.read_text().splitlines() if log.exists() else []
+    print(f"\n{JOBS} jobs in {took:.0f} s; each prolog's check, verdict and cost:")
+    print("\n".join(lines))
+    found = {m.group(3): m for m in map(LINE.match, lines) if m}
+    assert sorted(found) == sorted(ids), lines  # one check for each job: none skipped, none twice
+    outcomes = {m.group(2) for m in found.values()}
+    assert outcomes <= {"healthy", "inconclusive", "degraded", "stopped"}, lines  # never without a verdict
+    for i, job in enumerate(ids):  # the check ended before its job began (the log's time is truncated)
+        logged = dt.datetime.fromisoformat(found[job].group(1)).timestamp()
+        started = float((tmp_path / f"job{i}.out").read_text().strip())
+        assert logged <= started, (job, found[job].group(0), started)
+        assert float(found[job].group(4)) < TIMEOUT_S + 5 + 1  # the cost printed, within the wrapper's bound
+    reasons = drained(env)
+    if "degraded" in outcomes:  # drained with tailscope's own reason, then given back for the next tests
+        assert set(reasons) == {"n1"} and "tailscope: " in reasons["n1"], reasons
+        _run(env, "scontrol", "update", "nodename=n1", "state=resume")
+    else:
+        assert reasons == {}, reasons  # none drained

@@ -95,3 +95,48 @@ def test_a_visit_outside_the_main_threads_final_affinity_is_not_a_trial_cpu():
     assert tracker.cpus() == [second]
     tracker.main_allowed = set()  # where the mask cannot be read, every CPU seen counts, as before
     assert tracker.cpus() == [first, second]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_visit_outside_another_processes_final_affinity_is_not_a_trial_cpu(tmp_path):
+    """OpenMPI's orted (a child of `lmp`) runs hwloc's probe too: on a busy node it waited on the other CPU
+    long enough for a sample to see it there, and the live LAMMPS test stored CPUs '0-1' for `taskset -c 1`.
+    Every process of the tree is kept within the affinity it had as the trial's process exited."""
+    from tailscope.launch import launch
+
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    back = tmp_path / "back"
+    child = (
+        "import os, time\n"
+        f"os.sched_setaffinity(0, {{{first}}}); t = time.time()\n"
+        "while time.time() - t < 0.4: pass\n"  # the visit, long enough for several samples to see it
+        f"os.sched_setaffinity(0, {{{second}}})\n"
+        f"open({str(back)!r}, 'w').close()\n"
+        "while True: time.sleep(0.01)\n"  # alive when the trial's process exits, as orted is
+    )
+    root = (
+        "import os, subprocess, sys, time\n"
+        f"os.sched_setaffinity(0, {{{second}}})\n"
+        f"subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        f"while not os.path.exists({str(back)!r}): pass\n"
+        "t = time.time()\n"
+        "while time.time() - t < 0.3: pass\n"
+    )
+    tracker: list[TaskTracker] = []
+
+    def sample(pid: int, others) -> None:
+        tracker[:] = tracker or [TaskTracker(pid)]
+        tracker[0].sample(others=others)
+
+    def exited(pid: int, others) -> None:
+        tracker[:] = tracker or [TaskTracker(pid)]
+        tracker[0].sample(final=True, others=others)
+
+    done = launch([sys.executable, "-c", root], timeout_s=120, on_line=lambda s, line: None,
+                  on_sample=sample, on_exit=exited, sample_interval_s=0.05)  # fmt: skip
+    assert done.returncode == 0 and not done.timed_out
+    t = tracker[0]
+    (other,) = t.pids - {t.pid}
+    assert [seen for tid, seen in t.cpus_seen.items() if tid != t.pid and first in seen], t.cpus_seen
+    assert t.cpus() == [second]  # the child's visit does not count
+    assert t.allowed_of[other] == {second}

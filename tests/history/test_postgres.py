@@ -166,3 +166,28 @@ def test_an_empty_or_wildcard_exclusion_prefix_excludes_nothing(server, tmp_path
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("tailscope: error:"), err
     assert not PostgresHistory(url).read().entries["excluded"].any()
+
+
+def test_the_baselines_read_is_the_same_from_the_database_and_the_directory(server, tmp_path):
+    """HistoryStore.read_entries (a check's baseline: one node's entries, or every node's of a variant) gives
+    the same rows from either store: the server chooses them with WHERE, the directory in Arrow."""
+    from tailscope.verbs.baseline import COLUMNS
+
+    url = _fresh_db(server, "entries")
+    fleet, y, facts = make_fleet(40, 30, probes=2, seed=5)
+    stores = (PostgresHistory(url), DirectoryHistory(tmp_path / "H"))
+    for day in range(30):
+        rows = day_rows(fleet, y, facts, day)
+        for store in stores:
+            store.write(*rows)
+    variant = str(stores[1].read().entries["variant"].iloc[0])
+    for nodes in (["c0003"], None):
+        frames = []
+        for store in stores:
+            frame, damaged = store.read_entries([variant], nodes=nodes, columns=COLUMNS)
+            assert damaged == []
+            frames.append(
+                frame.sort_values(["campaign", "node"])[[*COLUMNS, "excluded"]].reset_index(drop=True)
+            )
+        assert len(frames[0]) == (30 if nodes else 30 * 40)
+        assert frames[0].astype(str).equals(frames[1].astype(str))

@@ -6,14 +6,31 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from tailscope.node import journal
+from tailscope.node.lock import default_wait, lock_path, node_lock
 
 COMPACT = Path("/proc/sys/vm/compact_unevictable_allowed")
 DEADLINE_S = 30.0
+LOCKED_S = default_wait() + 120  # a run that takes the node lock: its wait (conftest's), then itself
+
+
+def as_the_node_has_it(path: Path) -> str:
+    """`path` read holding the node lock, so while no tailscope changes the node: another one beside the
+    suite (another checkout's, a user's) may hold its own change in force for minutes, and that is neither
+    the node's own value nor what a test left."""
+    here = Path(tempfile.mkdtemp(prefix="tailscope-read-"))  # named as the holder's journal: empty, its own
+    lock = node_lock(lock_path(here))  # this process's one NodeLock: already held here, it counts
+    lock.acquire(default_wait(), journal=here, start=0)
+    try:
+        return path.read_text()
+    finally:
+        lock.release()
+        here.rmdir()
 
 
 def wait_for(what: str, ok: Callable[[], bool], deadline_s: float = DEADLINE_S) -> None:
@@ -76,7 +93,7 @@ def helper_of(pid: int) -> int | None:
 def inject_restore(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+        capture_output=True, text=True, timeout=LOCKED_S, env={**os.environ, **env},
     )  # fmt: skip
 
 

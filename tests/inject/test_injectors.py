@@ -24,6 +24,7 @@ from tailscope.node.facts import cache_size
 from tailscope.node.journal_entry import PLACES_ENV
 
 sys.path.insert(0, str(Path(__file__).parent))
+from journal_tools import as_the_node_has_it
 from victims import busy_loop, copy_rate, median, pinned, switches, thp_kib, vmstat
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
@@ -237,6 +238,14 @@ def test_memleak_grows_at_its_rate() -> None:
 
 
 def test_cpu_quota_throttles_a_process_and_moves_it_back(tmp_path: Path) -> None:
+    """A quota of 10% of one CPU on a busy loop: the loop gets at most that while it holds, the kernel says it
+    throttled it, and afterwards the loop is back in its own cgroup and the one made for it is gone.
+
+    On a busy machine the loop gets less than its CPU anyway (0.28 at load 11 on this 2-core VM, where the
+    old test's quota of 20% could not be told from the disturbance): the control is measured in the same test,
+    before and after the quota, and the contrast judged against it. The quota's ceiling holds whatever the
+    load; the kernel's throttle count (cpu.stat nr_throttled) wherever the machine gave the loop at least the
+    quota's 10% without it (at load 40-50 here: 0.12-0.15, throttled 9 times a second)."""
     from tailscope.inject.cgroups import cpu_hierarchy
 
     try:
@@ -251,23 +260,38 @@ def test_cpu_quota_throttles_a_process_and_moves_it_back(tmp_path: Path) -> None
     try:
         original = hierarchy.cgroup_of(victim.pid)
 
-        def cpu_seconds() -> float:
-            fields = Path(f"/proc/{victim.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        def cpu_seconds() -> float:  # time on a CPU, in ns (/proc/PID/schedstat; stat's ticks are 10 ms)
+            return int(Path(f"/proc/{victim.pid}/schedstat").read_text().split()[0]) / 1e9
 
-        def share(seconds: float) -> float:
-            c0, t0 = cpu_seconds(), time.monotonic()
+        def share(seconds: float) -> float:  # the wall time around both reads: never more than the truth
+            t0 = time.monotonic()
+            c0 = cpu_seconds()
             time.sleep(seconds)
-            return (cpu_seconds() - c0) / (time.monotonic() - t0)
+            c1 = cpu_seconds()
+            return (c1 - c0) / (time.monotonic() - t0)
+
+        def throttled(group: Path) -> int:
+            stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+            return int(stat["nr_throttled"])
 
         time.sleep(0.2)
-        control = share(1.0)
-        with Injection.of("cpu-quota", 0.8, cpus=[0], pids=[victim.pid]) as inj:
+        before = share(1.0)
+        with Injection.of("cpu-quota", 0.9, cpus=[0], pids=[victim.pid]) as inj:
             group = Path(inj.ready["cgroup"])
             assert hierarchy.cgroup_of(victim.pid) == group
+            assert inj.ready["quota_us"] == 10_000 and inj.ready["period_us"] == 100_000
+            n0 = throttled(group)
             injected = share(1.0)
-        assert injected < 0.3  # quota 20% of one CPU
-        assert injected < 0.6 * control
+            n1 = throttled(group)
+        after = share(1.0)
+        control = min(before, after)
+        shown = f"loop's share: {before:.3f} before, {injected:.3f} under the quota, {after:.3f} after"
+        print(shown, f"(throttled {n1 - n0} times)")
+        assert injected < 0.1 + 0.03, shown  # the ceiling: 10 ms a 100 ms period, +1 at the window's edge
+        if control >= 0.1:  # it got the quota's worth even without it: some periods wanted more than 10 ms
+            assert n1 > n0, shown  # and the kernel stopped it there, for the quota
+        if control > 0.25:  # the disturbance left the loop more than the quota could give: the contrast shows
+            assert injected < 0.6 * control, shown
         assert hierarchy.cgroup_of(victim.pid) == original
         assert not group.exists()
     finally:
@@ -389,7 +413,7 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
     if not enabled.exists() or "[never]" in enabled.read_text():
         pytest.skip("transparent huge pages are off on this node")
     compact = Path("/proc/sys/vm/compact_unevictable_allowed")
-    old = compact.read_text()
+    old = as_the_node_has_it(compact)
     # 1 GiB: more than the whole free blocks the injector leaves (its --reserve plus the kernel's watermarks,
     # ~500 MiB here), so faults must fall back; at 512 MiB they sometimes all fit (measured: 512/512 MiB huge)
     control = thp_kib(1024)
@@ -402,7 +426,7 @@ def test_thp_fragment_makes_huge_page_faults_fall_back() -> None:
         fallbacks = vmstat("thp_fault_fallback") - fallback0
         migrated = vmstat("pgmigrate_success") - migrated0
         covered = inj.ready["blocks_covered"]
-    assert compact.read_text() == old
+    assert as_the_node_has_it(compact) == old
     assert covered > 0.5 * inj.ready["blocks_total"]
     if injected >= control and fallbacks == 0:
         # seen once: every huge page still came although most 2 MiB blocks held a locked page (the kernel

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from journal_tools import (
     COMPACT,
+    LOCKED_S,
+    as_the_node_has_it,
     helper_of,
     inject_restore,
     pids_named,
@@ -105,7 +107,7 @@ def test_sigkill_with_cgroup_dir_puts_its_quota_back(
 
 @pytest.mark.root
 def test_sigkill_of_inject_thp_fragment_puts_the_sysctl_back_and_stops_tsinject(env: dict[str, str]) -> None:
-    old = COMPACT.read_text()
+    old = as_the_node_has_it(COMPACT)
     if old.strip() != "1":
         pytest.skip(f"compact_unevictable_allowed is {old.strip()} here: another run's, or the node's own")
     before = pids_named("tsinject")
@@ -115,7 +117,7 @@ def test_sigkill_of_inject_thp_fragment_puts_the_sysctl_back_and_stops_tsinject(
     mine = pids_named("tsinject") - before
     assert mine
     err = sigkill(proc)
-    wait_for("compact_unevictable_allowed back to 1", lambda: COMPACT.read_text() == old)
+    wait_for("compact_unevictable_allowed back to 1", lambda: as_the_node_has_it(COMPACT) == old)
     wait_for("tsinject gone", lambda: not (pids_named("tsinject") & mine))
     assert "compact_unevictable_allowed back to '1'" in err
 
@@ -181,7 +183,7 @@ def test_an_entry_from_an_earlier_boot_is_restored(tmp_path: Path, monkeypatch: 
 @pytest.mark.root
 def test_no_journal_no_change(tmp_path: Path) -> None:
     """The entry is written before the change: where it cannot be, nothing is changed."""
-    old = COMPACT.read_text()
+    old = as_the_node_has_it(COMPACT)
     blocker = tmp_path / "file"
     blocker.write_text("")
     out = subprocess.run(
@@ -190,7 +192,7 @@ def test_no_journal_no_change(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 2, out
     assert "journal" in out.stderr and "nothing was changed" in out.stderr and "Traceback" not in out.stderr
-    assert COMPACT.read_text() == old
+    assert as_the_node_has_it(COMPACT) == old
 
 
 def test_journal_lives_in_run_for_root(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,7 +279,7 @@ def test_a_verb_that_changes_the_node_first_restores_what_a_dead_run_left(tmp_pa
     entry = plant(d, journal.Owner(me.pid, me.start - 1, me.boot), target, "original\n")
     out = subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--intensity", "0.05", "--duration", ".2"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=LOCKED_S,
         env={**os.environ, journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path)},
     )  # fmt: skip
     assert out.returncode == 0, out

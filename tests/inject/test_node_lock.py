@@ -9,6 +9,7 @@ the three readers: `inject --restore`, the next `inject`, and the restore helper
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -22,11 +23,23 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from journal_tools import COMPACT, inject_restore, pids_named, plant, ready_line, tailscope, wait_for
+from journal_tools import (
+    COMPACT,
+    LOCKED_S,
+    as_the_node_has_it,
+    helper_of,
+    inject_restore,
+    pids_named,
+    plant,
+    ready_line,
+    tailscope,
+    wait_for,
+)
 
+from tailscope.errors import InputError
 from tailscope.node import journal
 from tailscope.node.journal_entry import PLACES_ENV, DamagedEntry, check
-from tailscope.node.lock import NodeBusy, NodeLock, lock_path
+from tailscope.node.lock import WAIT_ENV, WAIT_S, NodeBusy, NodeLock, default_wait, lock_path
 
 THP = ("inject", "thp-fragment", "--intensity", "0.002", "--reserve", "1g")  # ~64 MiB fragmented: ~1.5 s
 
@@ -36,7 +49,7 @@ def sysctl() -> str:
     """compact_unevictable_allowed as the node has it (the injectors set 0 while they run)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: thp-fragment writes a sysctl")
-    old = COMPACT.read_text()
+    old = as_the_node_has_it(COMPACT)
     if old.strip() != "1":
         pytest.skip(f"compact_unevictable_allowed is {old.strip()} here: another run's, or the node's own")
     return old
@@ -81,8 +94,45 @@ def test_a_second_injector_waits_for_the_first_and_reads_the_nodes_own_value(
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.communicate(timeout=60)
-    assert COMPACT.read_text() == sysctl
+    assert as_the_node_has_it(COMPACT) == sysctl
     assert not entries(env)
+
+
+@pytest.mark.root
+def test_a_run_killed_while_another_waits_is_put_back_by_the_waiter_whatever_its_journal(
+    sysctl: str, tmp_path: Path
+) -> None:
+    """The first run keeps its journal in one directory, the second in another ($TAILSCOPE_JOURNAL_DIR: two
+    checkouts' suites, or a run told to): the first is SIGKILLed, its helper too, while the second waits for
+    the lock. The second, holding it now, used to read the first's 0 as the node's own and leave the node at
+    0 (issue 30's item 3 again, across journals); it reads who held the lock before and puts back what that
+    one left, from its journal, first."""
+    env_a, env_b = ({journal.ENV_DIR: str(tmp_path / n)} for n in ("a", "b"))
+    first = tailscope(*THP, env=env_a)
+    second = None
+    try:
+        ready_line(first)
+        assert COMPACT.read_text().strip() == "0"
+        helper = helper_of(first.pid)
+        assert helper is not None
+        os.kill(helper, signal.SIGKILL)  # nothing restores on its own now
+        wait_for("the helper gone", lambda: journal.start_time(helper) is None)
+        second = tailscope(*THP, "--duration", "0.5", "--wait", "300", env=env_b)
+        wait_for("the second at the lock", functools.partial(at_lock, second.pid, lock_path(tmp_path / "a")))
+        first.kill()
+        first.communicate(timeout=60)
+        ready_line(second)
+        written = [json.loads(p.read_text()) for p in entries(env_b)]
+        assert [e["value"] for e in written if e["action"] == "write"] == [sysctl]  # the node's own
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 0 and "Traceback" not in err, err
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=60)
+    wait_for("compact_unevictable_allowed back", lambda: as_the_node_has_it(COMPACT) == sysctl)
+    assert not entries(env_a) and not entries(env_b)
 
 
 @pytest.mark.root
@@ -110,7 +160,120 @@ def test_a_second_injector_refuses_in_one_line_and_never_undoes_the_first(
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 0
-    assert COMPACT.read_text() == sysctl
+    assert as_the_node_has_it(COMPACT) == sysctl
+
+
+def test_the_default_wait_is_the_environments_or_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WAIT_ENV, raising=False)
+    assert default_wait() == WAIT_S
+    monkeypatch.setenv(WAIT_ENV, "2.5")
+    assert default_wait() == 2.5
+    for bad in ("abc", "-1", "nan", "inf", "1e9", "10 s"):
+        monkeypatch.setenv(WAIT_ENV, bad)
+        expected = r"^\$TAILSCOPE_NODE_LOCK_WAIT=.*: expected seconds from 0 to 604800$"
+        with pytest.raises(InputError, match=expected):
+            default_wait()
+
+
+def test_a_second_injector_waits_as_long_as_the_environment_says(tmp_path: Path) -> None:
+    """This process holds the node lock; `tailscope inject` without --wait waits $TAILSCOPE_NODE_LOCK_WAIT
+    seconds, then one line and exit 2, nothing changed; a bad value is one line too."""
+    d = tmp_path / "journal"
+    d.mkdir(mode=0o700)
+    lock = NodeLock(lock_path(d))  # a descriptor of its own: to the CLI below, another tailscope
+    lock.acquire(default_wait(), journal=d, start=0)
+    try:
+        argv = [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--duration", "1"]
+        bad = "$TAILSCOPE_NODE_LOCK_WAIT=soon: expected seconds"
+        for wait, line in (("0.4", "waited 0.4 s"), ("soon", bad)):
+            env = {**os.environ, journal.ENV_DIR: str(d), WAIT_ENV: wait}
+            t0 = time.monotonic()
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+            assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and line in out.stderr, out
+            assert time.monotonic() - t0 >= (0.4 if wait == "0.4" else 0)
+        assert not list(d.glob("*.json"))
+    finally:
+        lock.release()
+
+
+def test_inject_restore_waits_for_a_holder_that_keeps_its_journal_elsewhere(tmp_path: Path) -> None:
+    """A holder restores what dead runs left in its own journal when it takes the lock: one whose journal is
+    elsewhere (another suite's test) restored none of this one's, so `inject --restore` waits for it (as
+    long as any verb waits) instead of saying "nothing to restore" over entries nobody will put back."""
+    d, elsewhere = tmp_path / "journal", tmp_path / "another"
+    elsewhere.mkdir(mode=0o700)
+    target = tmp_path / "knob"
+    target.write_text("changed\n")
+    entry = plant(d, dead_owner(), target, "original\n")
+    env = {journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path), WAIT_ENV: "30"}
+    for holders_journal in (d, elsewhere):
+        lock = NodeLock(lock_path(d))  # a descriptor of its own: to the CLI, another tailscope
+        lock.acquire(default_wait(), journal=holders_journal, start=0)
+        restore = subprocess.Popen(
+            [sys.executable, "-m", "tailscope", "inject", "--restore"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
+        )  # fmt: skip
+        if holders_journal == d:  # it put back what was there when it took the lock: nothing to wait for
+            out, err = restore.communicate(timeout=60)
+            lock.release()
+            assert restore.returncode == 0 and out.startswith("nothing to restore"), (out, err)
+            assert "holds the node lock" in out and entry.exists()
+            continue
+        wait_for("inject --restore at the lock", functools.partial(at_lock, restore.pid, lock.path))
+        time.sleep(0.3)  # it polls the lock (flock, non-blocking) and waits
+        assert restore.poll() is None
+        lock.release()
+        out, err = restore.communicate(timeout=60)
+        assert restore.returncode == 0, (out, err)
+        assert out.splitlines()[0].endswith(f"{target} back to 'original'"), out
+        assert not entry.exists() and target.read_text() == "original\n"
+
+
+def test_the_helper_says_damaged_entries_a_holder_elsewhere_never_read(tmp_path: Path) -> None:
+    """A dead run's helper finds the lock held: a holder with the same journal said the damaged entries when
+    it took the lock, so the helper is done; one that keeps its journal elsewhere never read them, so the
+    helper waits for the lock and says them itself (exit 1)."""
+    d, elsewhere = tmp_path / "journal", tmp_path / "another"
+    elsewhere.mkdir(mode=0o700)
+    owner = dead_owner()
+    d.mkdir(mode=0o700)
+    bad = d / f"{owner.tag()}-00001.json"
+    bad.write_text(json.dumps([valid(owner, tmp_path / "knob")]))  # a list: damaged
+    env = {**os.environ, journal.ENV_DIR: str(d), PLACES_ENV: str(tmp_path)}
+    argv = [sys.executable, "-m", "tailscope.node.journal", "watch", str(owner.pid), str(owner.start), str(d)]
+    for holders_journal in (d, elsewhere):
+        lock = NodeLock(lock_path(d))
+        lock.acquire(default_wait(), journal=holders_journal, start=0)
+        helper = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        if holders_journal == d:
+            _, err = helper.communicate(timeout=60)
+            lock.release()
+            assert helper.returncode == 0 and err == "", err
+            continue
+        t0 = time.monotonic()  # it tries the lock every 0.1 s (a moment each): waiting is being alive
+        while helper.poll() is None and time.monotonic() - t0 < 5.0:
+            time.sleep(0.05)
+        assert helper.poll() is None, helper.communicate()
+        lock.release()
+        _, err = helper.communicate(timeout=60)
+        assert helper.returncode == 1, err
+        assert err.startswith(f"tailscope restore helper: damaged journal entry {bad}: a JSON list"), err
+    assert bad.exists()
+
+
+def at_lock(pid: int, lock: Path) -> bool:
+    """Process `pid` has the lock file open (it is trying to take it)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) == str(lock):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 @pytest.mark.root
@@ -138,10 +301,10 @@ def test_random_sigkills_of_concurrent_injectors_leave_the_node_as_it_was(
         for proc in procs:
             proc.communicate(timeout=180)
         why = f"round {round_}, seed {seed}, kills at {[round(at, 2) for at, _ in kills]}"
-        wait_for(f"compact_unevictable_allowed back ({why})", lambda: COMPACT.read_text() == sysctl)
+        wait_for(f"compact_unevictable_allowed back ({why})", lambda: as_the_node_has_it(COMPACT) == sysctl)
         wait_for(f"tsinject gone ({why})", lambda: not pids_named("tsinject") - before)
         wait_for(f"the journal empty ({why})", lambda: not entries(env))
-    assert COMPACT.read_text() == sysctl
+    assert as_the_node_has_it(COMPACT) == sysctl
 
 
 def test_the_lock_is_held_from_the_first_read_until_every_change_is_undone(
@@ -156,7 +319,7 @@ def test_the_lock_is_held_from_the_first_read_until_every_change_is_undone(
     with pytest.raises(RuntimeError, match="without the node lock"):
         j.record("write", path=str(knob), value="old\n")
     path = lock_path(j.directory)
-    j.hold(0)
+    j.hold()  # another tailscope on this node (another suite's): its turn first
     j.hold(0)  # counted: no second flock of this process's own lock (it would wait for itself)
     entry = j.record("write", path=str(knob), value="old\n")
     j.unhold()
@@ -167,7 +330,7 @@ def test_the_lock_is_held_from_the_first_read_until_every_change_is_undone(
     j.forget(entry)  # undone: now it is given back
     assert not j.holding
     other = NodeLock(path)
-    assert other.acquire(0, journal=j.directory, start=0)
+    assert other.acquire(default_wait(), journal=j.directory, start=0)
     other.release()
     assert j.helper_pid is not None
     os.kill(j.helper_pid, signal.SIGKILL)  # nothing left for it: this process is its run and lives on
@@ -221,19 +384,19 @@ def test_a_damaged_entry_is_one_line_for_every_reader_never_a_traceback(
 
     restore = subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "--restore"],
-        capture_output=True, text=True, timeout=60, env=full,
+        capture_output=True, text=True, timeout=LOCKED_S, env=full,
     )  # fmt: skip
     assert restore.returncode == 1 and "Traceback" not in restore.stderr, restore
     lines = said(restore.stdout, "")
     later = subprocess.run(
         [sys.executable, "-m", "tailscope", "inject", "cpuoccupy", "--intensity", "0.05", "--duration", ".2"],
-        capture_output=True, text=True, timeout=60, env=full,
+        capture_output=True, text=True, timeout=LOCKED_S, env=full,
     )  # fmt: skip
     assert later.returncode == 0 and "Traceback" not in later.stderr, later
     assert said(later.stderr, "tailscope: ") == [f"tailscope: {line}" for line in lines]
     helper = subprocess.run(
         [sys.executable, "-m", "tailscope.node.journal", "watch", str(owner.pid), str(owner.start), str(d)],
-        capture_output=True, text=True, timeout=60, env=full,
+        capture_output=True, text=True, timeout=LOCKED_S, env=full,
     )  # fmt: skip
     assert helper.returncode == 1 and "Traceback" not in helper.stderr, helper
     said(helper.stderr, "tailscope restore helper: ")

@@ -31,7 +31,7 @@ def test_collect_twice_stores_each_job_once_and_a_requeue_replaces_it(tmp_path, 
     assert main(["jobs", "collect", str(history), "--sacct-file", str(dump)]) == 0
     assert main(["jobs", "collect", str(history), "--sacct-file", str(dump)]) == 0
     out = capsys.readouterr().out
-    assert "900 jobs added" in out and "nothing new (900 jobs already stored)" in out
+    assert "900 jobs added" in out and "nothing added: its 900 jobs are already stored" in out
     rows = [dict(r) for r in fleet.rows[:3]]
     rows[0].update(nodelist="c47", elapsed_s=rows[0]["elapsed_s"] + 60)  # job 1000 ran again elsewhere
     assert (
@@ -68,14 +68,18 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_stored(tmp_path, fleet, cap
 
 
 def _stand_in_sacct(directory: Path, dump: Path) -> Path:
-    """A `sacct` on PATH that records its arguments and environment and prints `dump` (the live command line
-    is run against real slurmdbd by the accounting cluster's test; this one checks what collect asks for)."""
+    """A `sacct` on PATH that records its arguments and environment and prints `dump` with the delimiter it
+    is given, as sacct does (the live command line is run against real slurmdbd by the accounting cluster's
+    test; this one checks what collect asks for)."""
     script = directory / "sacct"
     script.write_text(
-        "#!/bin/sh\n"
-        f'printf "%s\\n" "$@" > "{directory}/argv"\n'
-        f'echo "TZ=$TZ FORMAT=$SLURM_TIME_FORMAT" > "{directory}/env"\n'
-        f'cat "{dump}"\n'
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        f"open({str(directory / 'argv')!r}, 'w').write('\\n'.join(sys.argv[1:]))\n"
+        f"open({str(directory / 'env')!r}, 'w').write("
+        "f\"TZ={os.environ.get('TZ')} FORMAT={os.environ.get('SLURM_TIME_FORMAT')}\")\n"
+        "d = sys.argv[sys.argv.index('--delimiter') + 1] if '--delimiter' in sys.argv else '|'\n"
+        f"sys.stdout.write(open({str(dump)!r}).read().replace('|', d))\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
@@ -92,6 +96,10 @@ def test_live_collect_asks_sacct_for_every_state_in_utc_from_the_last_end_less_a
     history = tmp_path / "H"
     assert main(["jobs", "collect", str(history), "--since", "2026-09-01"]) == 0
     argv = (bin_dir / "argv").read_text().split("\n")
+    delimiter = argv.pop(argv.index("--delimiter") + 1)
+    argv.remove("--delimiter")
+    assert len(delimiter) == 18 and delimiter[0] == delimiter[-1] == "\x1f"
+    assert not set(delimiter) & set("|%\\\n") and not any(c.isalnum() for c in delimiter)
     assert argv[:8] == [
         "--parsable2",
         "--allocations",
@@ -107,11 +115,12 @@ def test_live_collect_asks_sacct_for_every_state_in_utc_from_the_last_end_less_a
     last = max(r["end_at"] for r in fleet.rows[:100])
     assert main(["jobs", "collect", str(history), "--cluster", "synth"]) == 0
     argv = (bin_dir / "argv").read_text().split("\n")
+    assert argv[argv.index("--delimiter") + 1] != delimiter  # new for each run
     start = argv[argv.index("--starttime") + 1]
     assert start == (last - __import__("datetime").timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
     assert argv[argv.index("--clusters") + 1] == "synth"
     out = capsys.readouterr().out
-    assert "100 jobs added" in out and "nothing new (100 jobs already stored)" in out
+    assert "100 jobs added" in out and "nothing added: its 100 jobs are already stored" in out
 
 
 def test_sacct_that_fails_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
@@ -144,7 +153,7 @@ def test_postgresql_stores_the_same_jobs_and_answers_the_same(postgres_server, t
     for location in (url, str(tmp_path / "H")):
         assert main(["jobs", "collect", location, "--sacct-file", str(dump)]) == 0
         assert main(["jobs", "collect", location, "--sacct-file", str(dump)]) == 0
-        assert "nothing new (900 jobs already stored)" in capsys.readouterr().out
+        assert "nothing added: its 900 jobs are already stored" in capsys.readouterr().out
         code = main(["jobs", "show", location, "--json"])
         answers.append((code, json.loads(capsys.readouterr().out)))
     assert answers[0] == answers[1]

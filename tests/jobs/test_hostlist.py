@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tailscope.hostlist import MAX_HOSTS, HostlistError, count, expand
+from tailscope.hostlist import MAX_HOSTS, HostlistError, count, expand, first
 
 
 @pytest.mark.parametrize(
@@ -28,6 +28,7 @@ from tailscope.hostlist import MAX_HOSTS, HostlistError, count, expand
 def test_expands_every_form(text, names):
     assert expand(text) == names
     assert count(text) == len(names)
+    assert first(text) == names[0]  # a job's batch host, nothing else built
 
 
 @pytest.mark.parametrize(

@@ -63,3 +63,34 @@ def test_jobs_report_draws_in_chromium(history, tmp_path, chromium):  # noqa: F8
     assert f"{slow}: jobs that ran on it were" in text
     assert chromium.execute_script("return performance.getEntriesByType('resource').length") == 0
     assert [e for e in chromium.get_log("browser") if e.get("level") in ("SEVERE", "ERROR")] == []
+
+
+def test_names_and_job_names_reach_plotly_as_text_not_markup():
+    """Plotly applies pseudo-HTML in its strings (a tick label, a title, a hover label): a job's class holds
+    the user's job name, a node name comes from sacct. Both reach the figures with markup as entities."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from tailscope.jobs.attribution import NodeResult
+    from tailscope.jobs.report import effects_figure, node_figure
+    from tailscope.jobs.show import JobsAnswer, NodeAnswer
+    from tailscope.report.plotly_figures import Figures
+
+    node = 'n1<img src=x onerror="alert(1)">'
+    result = NodeResult(node, 0.1, 0.05, 0.15, 30, 3, 0.001, 0.003, "jobs", np.arange(3), slow=True)
+    answer = NodeAnswer(result, None, pd.Timestamp("2026-11-02", tz="UTC"), (), 0)
+    jobs = JobsAnswer([answer], [], 0.05, 30, 30, {}, (None, None))
+    series = pd.DataFrame({
+        "start": pd.to_datetime(["2026-11-02", "2026-11-03", "2026-11-04"], utc=True),
+        "difference": [0.1, 0.12, 0.08],
+        "class": ['u:<a href="https://example.com">click</a> N=1', "u:<b>bold</b>", "u:plain"],
+    })  # fmt: skip
+    figs = Figures()
+    html = effects_figure(figs, jobs) + node_figure(figs, answer, series)
+    specs = [json.loads(part.split(">", 1)[1].split("</script>")[0]) for part in html.split("<script")[1:]]
+    strings = json.dumps(specs)
+    assert "&lt;a href=\\\"https://example.com\\\"&gt;click&lt;/a&gt;" in strings
+    assert "&lt;b&gt;bold&lt;/b&gt;" in strings and "&lt;img src=x" in strings
+    assert "<a href" not in strings and "<b>" not in strings and "<img" not in strings

@@ -164,4 +164,64 @@ def test_a_real_sites_dump_is_read_without_error(tmp_path, monkeypatch, capsys):
     jobs, damaged = open_jobs(history).read_jobs()
     assert damaged == [] and len(jobs) == 4
     assert main(["jobs", "show", str(history)]) == 3  # four jobs of four classes: nothing to judge, said so
-    assert "no class has 10 completed jobs yet" in capsys.readouterr().out
+    assert "no class has 10 completed jobs yet" in capsys.readouterr().out.splitlines()[0]
+
+
+D = "\x1f#(~.\x1f"  # a delimiter of a dump's own (`sacct -P --delimiter=...`): no user text holds it
+
+
+def test_a_dump_with_a_delimiter_of_its_own_reads_any_name_and_comment(tmp_path):
+    """Slurm keeps a job name or comment as given and sacct prints it raw: '|', line breaks, control
+    characters. With a delimiter no text holds, each is read back exactly, and a name that holds a whole
+    forged record (a line break, then fields of a job that never ran) stays the name of its own job."""
+    header = "JobID|JobName|User|Partition|NodeList|NNodes|AllocCPUS|ElapsedRaw|Start|End|State|Comment"
+    header = header.split("|")
+    forged = "x\n999|fake|root|debug|n9|1|1|1|2026-11-01T00:00:00|2026-11-01T00:00:01|COMPLETED|"
+    names = ["a|b", forged, "tab\there\x1b[31mred", "", "w" * 5000]
+    comments = ["tailscope:lmp|x", "two\nlines\n\nand a blank", "ends with a break\n", "", "c"]
+    lines = [D.join(header)]
+    for i, (name, comment) in enumerate(zip(names, comments, strict=True)):
+        lines.append(D.join([str(i + 1), name, "u", "p", f"n{i + 1}", "1", "4", "60", "2026-11-01T00:00:00",
+                             "2026-11-01T00:01:00", "COMPLETED", comment]))  # fmt: skip
+    path = tmp_path / "dump.txt"
+    path.write_text("\n".join(lines) + "\n")
+    parsed = parse(path, zone=dt.UTC)
+    assert [r["job_id"] for r in parsed.rows] == ["1", "2", "3", "4", "5"]
+    got = {r["job_id"]: r for r in parsed.rows}
+    assert [got[str(i + 1)]["name"] for i in range(4)] == names[:4]
+    assert got["5"]["name"] == "w" * 4093 + "..."  # a user's text is cut, never refused
+    assert [got[str(i + 1)]["comment"] for i in range(3)] == comments[:3]  # line breaks and all
+    assert all(r["nodelist"] == f"n{r['job_id']}" for r in parsed.rows)
+
+
+def test_a_dump_with_bars_refuses_a_line_break_it_cannot_place(tmp_path):
+    header = "JobID|JobName|User|Partition|NodeList|NNodes|AllocCPUS|ElapsedRaw|Start|End|State|Comment"
+    row = "1|x\ny|u|p|n1|1|4|60|2026-11-01T00:00:00|2026-11-01T00:01:00|COMPLETED|"
+    with pytest.raises(SacctError) as err:
+        parse(dump(tmp_path, [header, row]), zone=dt.UTC)
+    text = str(err.value)
+    assert ":2: 2 fields, the header has 12" in text and "--delimiter" in text and "\n" not in text
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text(f"JobID{D}JobName|User\n")
+    with pytest.raises(SacctError, match=r":1: the header's names are not all separated by"):
+        parse(wrong)
+    short = tmp_path / "short.txt"
+    short.write_text(D.join(header.split("|")) + "\n" + D.join(row.split("|")[:5]) + "\n")
+    with pytest.raises(SacctError, match=r":2: 5 fields, the header has 12 \(the file ends inside a rec"):
+        parse(short)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_sacct_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
+    import os
+
+    path = tmp_path / "dump"
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: an open that waited would hang
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path = Path("/dev/zero")  # read for ever by a plain open
+    with pytest.raises(SacctError) as err:
+        parse(path)
+    assert str(err.value).startswith(f"{path}: ") and "not a regular file" in str(err.value)

@@ -23,18 +23,32 @@ SENTENCE = re.compile(
 )
 
 
+def unwrapped(text: str) -> list[str]:
+    """The answer's lines as written before wrapping (a continuation line is indented by 4 or more)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if out and line.startswith("    "):
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line)
+    return out
+
+
 def test_the_sentence_names_the_slow_node_with_its_interval_and_the_epilog_evidence(history, capsys):
     root, slow, _, _ = history
     assert main(["jobs", "show", str(root)]) == 1  # 12% is beyond the default 5% slow threshold
-    lines = capsys.readouterr().out.splitlines()
+    text = capsys.readouterr().out
+    lines = unwrapped(text)
     matches = [SENTENCE.match(line.strip()) for line in lines]
     found = [m for m in matches if m]
     assert len(found) == 1, lines
     m = found[0]
     assert m["node"] == slow and float(m["lo"]) < 12.0 < float(m["hi"]) + 2.0
     assert int(m["hot"]) <= int(m["of"]) <= int(m["jobs"])
-    assert lines[-1].startswith("verdict: degraded (1 node(s) beyond the 5% slow threshold with q < 0.05: ")
-    assert len(lines) <= 24  # one screen
+    assert lines[0] == f"verdict: DEGRADED (1 node makes its jobs more than 5% slower: {slow})"  # first
+    assert re.search(r"; not timed: \d+ failed, .*\d+ cancelled", lines[1]), lines[1]  # the most first
+    assert [line for line in lines if line.startswith("terms: ")] == [lines[-1]]  # explained once, last
+    assert len(text.splitlines()) <= 24  # one screen, wrapped at 100 columns
 
 
 def test_json_has_exactly_the_issues_keys(history, capsys):
@@ -43,12 +57,17 @@ def test_json_has_exactly_the_issues_keys(history, capsys):
     body = json.loads(capsys.readouterr().out)
     assert set(body) == {"nodes", "classes", "verdict"} and body["verdict"] == "degraded"
     for n in body["nodes"]:
-        assert set(n) == {"node", "effect", "effect_ci", "jobs", "classes", "q", "since", "evidence"}
+        assert set(n) == {
+            "node", "effect", "effect_ci", "jobs", "classes", "q", "since", "since_at_least", "evidence"
+        }  # fmt: skip
         assert set(n["effect_ci"]) == {"lower", "upper"}
+        is_slow = n["q"] < 0.05 and n["effect_ci"]["lower"] > 0
+        assert (n["since"] is not None) == is_slow and (n["evidence"] is not None) == is_slow  # counted: slow
     for c in body["classes"]:
-        assert set(c) == {"class", "jobs", "median_elapsed_s"} and c["jobs"] >= 10
+        assert set(c) == {"class", "jobs", "median_elapsed_s", "basis"} and c["jobs"] >= 10
     first = body["nodes"][0]
     assert first["node"] == slow and first["q"] < 0.05
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", first["since"]) and isinstance(first["since_at_least"], bool)
     assert first["evidence"] == [
         {"what": "thermal throttling", "jobs": hot, "of": hot + (first["jobs"] - hot)}
     ] or (first["evidence"][0]["what"] == "thermal throttling" and first["evidence"][0]["jobs"] <= hot)
@@ -59,11 +78,17 @@ def test_json_has_exactly_the_issues_keys(history, capsys):
 def test_exit_codes_follow_the_verdict(history, tmp_path, capsys):
     root, slow, _, _ = history
     assert main(["jobs", "show", str(root), "--threshold", "0.2"]) == 0  # 12% is within a 20% threshold
-    assert capsys.readouterr().out.splitlines()[-1] == "verdict: healthy"
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "verdict: HEALTHY (1 node makes its jobs slower, within the 20% allowed)"
     assert main(["jobs", "show", str(root), "--node", "c01", "--json"]) == 0
-    assert main(["jobs", "show", str(root), "--node", slow]) == 1
-    assert main(["jobs", "show", str(root), "--node", "nosuchnode"]) == 3
     capsys.readouterr()
+    assert main(["jobs", "show", str(root), "--node", slow]) == 1
+    assert unwrapped(capsys.readouterr().out)[0].startswith(f"verdict: DEGRADED ({slow} makes its jobs 1")
+    assert main(["jobs", "show", str(root), "--node", "nosuchnode"]) == 3
+    assert (
+        capsys.readouterr().out.splitlines()[0]
+        == "verdict: INCONCLUSIVE (no timed job ran on nosuchnode here)"
+    )
     few = tmp_path / "few"
     fleet = make_fleet(nodes=4, jobs=8, days=2, classes=2, seed=1)
     assert (
@@ -72,7 +97,10 @@ def test_exit_codes_follow_the_verdict(history, tmp_path, capsys):
     capsys.readouterr()
     assert main(["jobs", "show", str(few)]) == 3
     out = capsys.readouterr().out
-    assert "no class has 10 completed jobs yet" in out and out.splitlines()[-1] == "verdict: inconclusive"
+    assert (
+        out.splitlines()[0] == "verdict: INCONCLUSIVE (no class has 10 completed jobs yet: nothing to judge)"
+    )
+    assert "a class is the jobs of one user" in out
     assert main(["jobs", "show", str(root), "--class-by", "user,colour"]) == 2
     assert "--class-by 'user,colour': expected a comma list of user, name" in capsys.readouterr().err
 

@@ -86,12 +86,14 @@ def busy_by_node(
     corunners: pd.DataFrame | None,
     limit: float,
     fwq: Mapping[str, Mapping[str, Any]] | None = None,
+    features: tuple[pd.DataFrame, dict[str, tuple[int, ...]]] | None = None,
 ) -> dict[str, Busy]:
     """Per node with evidence: the Busy numbers (all its trials, every probe). A node without evidence
     rows but with fwq runs is judged by fwq's noise fraction: the share of each quantum's time the probe
-    thread did not run its work (others, the host, interrupts), which is what "busy" means here."""
+    thread did not run its work (others, the host, interrupts), which is what "busy" means here.
+    `features`: run_features(counters) where the caller has it already."""
     out = _fwq_busy(scored, fwq or {}, limit)
-    share, cpus = trial_busy_shares(counters if counters is not None else pd.DataFrame())
+    share, cpus = trial_busy_shares(counters if counters is not None else pd.DataFrame(), features)
     if share.empty:
         return out
     co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
@@ -124,11 +126,14 @@ def busy_by_node(
     return out
 
 
-def trial_busy_shares(counters: pd.DataFrame) -> tuple[pd.Series, dict[str, tuple[int, ...]]]:
+def trial_busy_shares(
+    counters: pd.DataFrame, features: tuple[pd.DataFrame, dict[str, tuple[int, ...]]] | None = None
+) -> tuple[pd.Series, dict[str, tuple[int, ...]]]:
     """Per run_id: others' share of its probe CPUs plus the hypervisor's steal (NaN without either), from
-    the evidence rows (source os); and each run's probe CPUs. One definition for the campaign's verdict
-    and for `check`'s stopping, trial by trial (campaign/stopping.py)."""
-    features, cpus = run_features(counters)
+    the evidence rows (source os, or their run_features where given); and each run's probe CPUs. One
+    definition for the campaign's verdict and for `check`'s stopping, trial by trial
+    (campaign/stopping.py)."""
+    features, cpus = features if features is not None else run_features(counters)
     if features.empty or not {"others_share", "steal_share"} & set(features.columns):
         return pd.Series(dtype=float), cpus
     return features.reindex(columns=["others_share", "steal_share"]).sum(axis=1, min_count=1), cpus

@@ -69,7 +69,11 @@ class TailCount:
     rate_high: float
     p0: float
     p_value: float  # one-sided binomial P(X >= k | n, p0)
-    rejects: bool  # p_value < alpha: more slow runs than p0 allows
+    rejects: bool  # the slow-run test says more slow runs than p0 allows (the `!` beside the count)
+    # which test `rejects` is: "binomial" (p_value < alpha, fixed trial counts), or "anytime-valid" in a
+    # campaign stopped when settled (analysis/sequential.py's, at the primary threshold only: a fixed-n test
+    # looked at after every trial has no error rate, so its p_value is only a description there)
+    test: str = "binomial"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from tailscope.analysis.binomial import (
 )
 from tailscope.analysis.causes.context import ranges_text
 from tailscope.analysis.distributions import normal_cdf
-from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary, Verdict
+from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, TailCount, VariantSummary, Verdict
 from tailscope.analysis.power import runs_to_detect_shift
 from tailscope.analysis.quantiles import min_trials_for_ci
 from tailscope.analysis.robust import VISIBLE_SDS, noise_floor, robust_cv
@@ -147,15 +147,18 @@ def _slow_run_note(g: GroupSummary, slow: Sequence[RunVerdict], settings: Settin
         f"{_kinds(g.n_systematic, g.n_transient, n_unclassified)}. "
     )
     if tail.rejects:
-        text += (
-            f"That is more than the allowed rate {pct(tail.p0)} explains "
-            f"(binomial p = {p_value(tail.p_value)})."
-        )
+        text += f"That is more than the allowed rate {pct(tail.p0)} explains ({_tail_test(tail)})."
     else:
-        text += (
-            f"That is consistent with the allowed rate {pct(tail.p0)} (binomial p = {p_value(tail.p_value)})."
-        )
+        text += f"That is consistent with the allowed rate {pct(tail.p0)} ({_tail_test(tail)})."
     return text + _causes_text(slow)
+
+
+def _tail_test(tail: TailCount) -> str:
+    """The test that judged the slow runs: the binomial one's p-value, or the anytime-valid one of a check
+    stopped when settled (its p-value would count one look of many)."""
+    if tail.test == "anytime-valid":
+        return "the check stopped when settled: judged by the anytime-valid test, not the binomial one"
+    return f"binomial p = {p_value(tail.p_value)}"
 
 
 def _causes_text(slow: Sequence[RunVerdict]) -> str:
@@ -244,7 +247,7 @@ def _quantile_rule_blind(groups: Sequence[GroupSummary], settings: Settings) -> 
                 f"{where(g)}: the quantile rule passes (the {100 * rule.q:g}% quantile is "
                 f"{pct(abs(rule.drop))} from the median, limit {pct(abs(rule.limit))}) although {tail.k} of "
                 f"{runs_word(tail.n)} {were(tail.k)} more than {pct(tail.threshold)} slow, more than the "
-                f"allowed rate {pct(tail.p0)} explains (binomial p = {p_value(tail.p_value)}): the "
+                f"allowed rate {pct(tail.p0)} explains ({_tail_test(tail)}): the "
                 "quantile rule is blind to rare slow modes; judge them by the tail count.",
             )
         )
@@ -253,7 +256,8 @@ def _quantile_rule_blind(groups: Sequence[GroupSummary], settings: Settings) -> 
 
 def _many_tests(groups: Sequence[GroupSummary], settings: Settings) -> list[Note]:
     n = len(groups)
-    rejected = [g for g in groups if g.tails[0].rejects]
+    # Bonferroni over the binomial p-values; a stopped campaign's anytime-valid tests have none to correct
+    rejected = [g for g in groups if g.tails[0].rejects and g.tails[0].test == "binomial"]
     if n < MANY_TESTS or not rejected:
         return []
     bonferroni = [g for g in rejected if g.tails[0].p_value < settings.alpha / n]

@@ -550,17 +550,20 @@ def unsettled(
     - A level still open at its trial cap: inconclusive (the CS spans the limit: the node sits near it).
     - Within a budget, a probe not settled in time whose level estimate is past the limit: inconclusive; one
       whose estimate is within it: a note ("no claim in the budget"). A budget that gave no level claim at
-      all, with probes short of their caps: inconclusive ("too short for any claim"), never healthy.
+      all, with probes short of their caps: inconclusive ("too short for any claim", or "no probe has a
+      baseline" where none had one), never healthy.
     - A probe the check stopped early because the node was already judged (degraded, busy): a note.
     """
     out: dict[str, tuple[list[str], list[str]]] = {}
     claimed: dict[str, bool] = {}
+    based: dict[str, bool] = {}
     short: dict[str, list[str]] = {}
     for (variant, node), s in sorted(stopped.items()):
         blocking, notes = out.setdefault(node, ([], []))
         probe = probes.get(variant, variant)
         j, level = s.judgement, s.judgement.level
         claimed[node] = claimed.get(node, False) or level.state in ("within", "below")
+        based[node] = based.get(node, False) or s.baseline is not None
         if not s.at_cap:
             short.setdefault(node, []).append(probe)
         if j.settled:
@@ -591,7 +594,13 @@ def unsettled(
             )
     if stopping.mode == "budget":
         for node, (blocking, _) in out.items():
-            if not claimed.get(node) and short.get(node):
+            if not claimed.get(node) and short.get(node) and not based.get(node):
+                blocking.append(
+                    f"no claim within the {stopping.budget_s:g} s budget: no probe has a baseline (the "
+                    "history holds no healthy entry of this node, nor of 3 nodes of its fleet); give it one "
+                    "with `tailscope check --history H` when the node is quiet"
+                )
+            elif not claimed.get(node) and short.get(node):
                 blocking.append(
                     f"no claim within the {stopping.budget_s:g} s budget: too short to judge "
                     f"{', '.join(short[node])} (a level claim needs 3 or more trials of a quiet probe and "

@@ -41,6 +41,7 @@ from tailscope.analysis import (
     sequential,
 )
 from tailscope.analysis.binomial import prime_intervals, tail_count, trials_to_observe
+from tailscope.analysis.causes.context import run_features
 from tailscope.analysis.model import (
     CampaignAnalysis,
     CauseFinding,
@@ -171,6 +172,8 @@ def analyze(
         noise = fwq_noise.fwq_noise(iterations, fwq_ids)
     del iterations  # read: the iteration rows are not held while the results are built (a source's are freed)
     extras = {str(r): fwq_noise.run_extras(noise.loc[r]) for r in noise.index} if not noise.empty else {}
+    # the evidence rows' per-run features, once: the causes and the busy verdict both read them
+    evidence = run_features(counters) if counters is not None else (pd.DataFrame(), {})
     found = causes.diagnose_runs(
         scored,
         kinds,
@@ -179,11 +182,14 @@ def analyze(
         nodes=nodes,
         run_extras=extras,
         pages_tests=pages_tests,
+        features=evidence,
     )
 
     variants = _variant_summaries(scored)
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
     groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
+    if stopped:
+        groups = _tails_judged_as_stopped(groups, stopped)
     return_freed_memory()  # the columns freed so far, before 50,000 run verdicts are built (heap.py)
     run_verdicts = _run_verdicts(scored, kinds, noise, found)
     checks = make_verdict(groups, settings, _references(variants), stopped)
@@ -194,7 +200,7 @@ def analyze(
         checks=checks.checks,
         cluster=node_ensembles,
         settings=settings,
-        busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share, extras),
+        busy=health.busy_by_node(scored, counters, corunners, settings.max_busy_share, extras, evidence),
         facts=causes.node_facts(nodes),
         unsettled=sequential.unsettled(stopped, names, stopping, settings) if stopping is not None else None,
     )
@@ -248,6 +254,28 @@ def _iterations_needed(
         return pd.DataFrame(), False
     frame = source(run_ids)
     return frame, len(frame) > 0 or len(source(None)) > 0
+
+
+def _tails_judged_as_stopped(
+    groups: tuple[GroupSummary, ...], stopped: Mapping[tuple[str, str], sequential.Stopped]
+) -> tuple[GroupSummary, ...]:
+    """A stopped campaign's slow-run judgement is the anytime-valid test's (sequential.SlowRate), which the
+    verdict and the claims use: each group's primary tail rejects where that test showed the rate above the
+    limit, its other thresholds reject nothing (no claim is made there), so the `!` of the terminal and the
+    report, `--json`'s `rejects` and the notes say what the verdict says. The counts stay as they are."""
+    out = []
+    for g in groups:
+        s = stopped.get((g.variant, g.node))
+        if s is None:
+            out.append(g)
+            continue
+        degraded = s.judgement.slow_rate.degraded
+        tails = tuple(
+            dataclasses.replace(t, rejects=degraded and i == 0, test="anytime-valid")
+            for i, t in enumerate(g.tails)
+        )
+        out.append(dataclasses.replace(g, tails=tails))
+    return tuple(out)
 
 
 def _one_node_screen(

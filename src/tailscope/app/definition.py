@@ -40,6 +40,7 @@ KEYS = {
     "name", "argv", "trials", "timeout", "metrics", "metric_file", "sanity", "iteration_regex", "reference",
     "format", "env", "prepare", "cleanup", "warmup",
 }  # fmt: skip
+FIGURE_STRINGS = ("metric_file", "sanity", "iteration_regex", "reference", "format")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _APP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*\Z")
 
@@ -67,14 +68,8 @@ def parse_definition(
     trials = checks.bounded("trials", data.get("trials"), SHARED["trials"])  # the command line's bounds
     timeout = checks.bounded("timeout", data.get("timeout"), SHARED["timeout"])
     warmup = checks.bounded("warmup", data.get("warmup"), SHARED["warmup"])
-    metrics = data.get("metrics", [])
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
-        raise fail("metrics", "expected a list of 'NAME[:UNIT][:higher|lower]=REGEX' strings")
-    checks.strings(
-        data, ("metric_file", "sanity", "iteration_regex", "reference", "format", "prepare", "cleanup")
-    )
+    metrics = _metrics(data, checks)
+    checks.strings(data, (*FIGURE_STRINGS, "prepare", "cleanup"))
     env = data.get("env", {})
     if not isinstance(env, dict):
         raise fail("env", 'expected a table of variables, e.g. { OMP_NUM_THREADS = "2" }')
@@ -102,11 +97,39 @@ def parse_definition(
         timeout_s=timeout,
     )
     variant = AppVariant(PREFIX + name, params)
-    try:
-        FigureSpec.from_params(params)  # every pattern compiles, the reference parses
-    except InputError as exc:
-        raise fail(_key_of(str(exc)), str(exc)) from None
+    _figure_spec(params, checks)  # every pattern compiles, the reference parses
     return variant, trials
+
+
+def load_figures(path: Path) -> FigureSpec:
+    """The figures of merit a definition file names, checked as `check --app` checks them, for reading them in
+    an output the definition did not run (a Slurm job's: `tailscope jobs epilog --apps DIR`). Its other keys
+    are checked by name and not used; argv may be left out."""
+    data, file = tomlfile.load(path, "the application definition", AppInputError)
+    checks = file.table(None)
+    checks.known(data, sorted(KEYS))
+    metrics = _metrics(data, checks)
+    checks.strings(data, FIGURE_STRINGS)
+    if not metrics and not data.get("format"):
+        raise checks.error("metrics", "expected the figures of merit to read: metrics, or a format")
+    params = {key: data[key] for key in FIGURE_STRINGS if data.get(key)}
+    return _figure_spec({**params, "metrics": metrics}, checks)
+
+
+def _metrics(data: Mapping[str, Any], checks: Table) -> list[str]:
+    metrics = data.get("metrics", [])
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise checks.error("metrics", "expected a list of 'NAME[:UNIT][:higher|lower]=REGEX' strings")
+    return metrics
+
+
+def _figure_spec(params: Mapping[str, Any], checks: Table) -> FigureSpec:
+    try:
+        return FigureSpec.from_params(params)
+    except InputError as exc:
+        raise checks.error(_key_of(str(exc)), str(exc)) from None
 
 
 def _key_of(message: str) -> str | None:

@@ -26,11 +26,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tailscope.analysis.reference import Reference
 from tailscope.app.patterns import ENGINE, LineMatcher, Mode, Pattern, PatternError, compile_pattern
 from tailscope.errors import InputError
+from tailscope.userfile import UnreadableFile, read_lines
+
+if TYPE_CHECKING:  # imported where a reference is given: the epilog reads figures without the analysis
+    from tailscope.analysis.reference import Reference
 
 TIME_UNITS = frozenset({"s", "sec", "seconds", "ms", "us", "µs", "ns", "min", "h", "hours"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
@@ -116,6 +119,8 @@ class FigureSpec:
         if it_pattern is not None and it_pattern.groups < 1:
             raise FigureError(f"--iteration-regex {iteration!r}: needs a capture group around the value")
         ref = params.get("reference")
+        if ref:
+            from tailscope.analysis.reference import Reference
         mf = params.get("metric_file")
         if mf is not None and (not mf or os.path.isabs(str(mf)) or ".." in Path(str(mf)).parts):
             raise FigureError(f"--metric-file {mf}: expected a path inside the trial's directory")
@@ -231,6 +236,28 @@ class Scan:
         elif name is not None:
             raw = line[: RAW_CHARS * 4].decode(errors="replace")[:RAW_CHARS]
             self.found[name] = Found(_number(text), text, number, raw)
+
+
+def feed_file(
+    scan: Scan,
+    path: Path | str,
+    *,
+    limit: int,
+    piece: int,
+    beneath: Path | str | None = None,
+    tail: bool = False,
+) -> str | None:
+    """A file's lines into `scan` through the one bounded reader (userfile.read_lines: a regular file, inside
+    `beneath` when given, at most `limit` bytes, or its last `limit` bytes with `tail`); None, or why it was
+    not read (one line naming the path)."""
+    try:
+        for raw in read_lines(path, limit=limit, piece=piece, beneath=beneath, tail=tail):
+            scan.feed(raw.decode(errors="replace"))
+    except UnreadableFile as exc:
+        return str(exc)
+    except OSError as exc:  # a read that failed after the open (EIO on a network file system)
+        return f"{path}: {exc.strerror or exc}"
+    return None
 
 
 def format_hint(scan: Scan) -> str | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.app.errors import AppInputError
-from tailscope.app.figures import Figures, FigureSpec, Scan, format_hint, judge
+from tailscope.app.figures import Figures, FigureSpec, Scan, feed_file, format_hint, judge
 from tailscope.app.variant import AppVariant
 from tailscope.errors import InputError
 from tailscope.launch import MAX_LINE, Launched, launch
@@ -30,7 +30,7 @@ from tailscope.node.read import cpu_ranges
 from tailscope.store.campaign import Campaign, safe_name
 from tailscope.store.runs_row import TrialRun
 from tailscope.store.trial_rows import TrialRows
-from tailscope.userfile import MIB, UnreadableFile, read_lines
+from tailscope.userfile import MIB
 
 KEEP_WORKDIRS = 8
 MAX_METRIC_FILE = 256 * MIB  # a --metric-file larger than this fails the trial (userfile.read_lines)
@@ -287,12 +287,8 @@ def scan_file(scan: Scan, work: Path, relative: str) -> str | None:
     """--metric-file: the file the program wrote in its directory, read line by line through the one bounded
     reader (userfile.py: a regular file inside the trial's directory, at most MAX_METRIC_FILE bytes); None, or
     why it was not read."""
-    try:
-        for raw in read_lines(relative, limit=MAX_METRIC_FILE, piece=MAX_LINE, beneath=work):
-            scan.feed(raw.decode(errors="replace"))
-    except UnreadableFile as exc:
-        return f"--metric-file {exc}"
-    return None
+    why = feed_file(scan, relative, limit=MAX_METRIC_FILE, piece=MAX_LINE, beneath=work)
+    return None if why is None else f"--metric-file {why}"
 
 
 def _write_tails(base: Path, name: str, done: Launched) -> None:

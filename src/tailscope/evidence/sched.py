@@ -189,6 +189,10 @@ class TaskTracker:
         # the main thread's affinity when it exited: a visit outside it (hwloc's CPUID probe moving the
         # thread across every CPU during MPI_Init, a launcher before it pinned) is not where the work ran
         self.main_allowed: set[int] = set()
+        # the same for every other process of the tree, read as the trial's process exits (OpenMPI's orted
+        # runs hwloc's probe too: on a busy node it waits long enough on the other CPU to be seen there)
+        self.allowed_of: dict[int, set[int]] = {}
+        self.pid_of: dict[int, int] = {}  # thread -> its process, for the threads of `others`
 
     def sample(self, *, final: bool = False, others: Sequence[int] = ()) -> None:
         """Every thread's files. Before the exit the main thread is skipped once a read has shown that its
@@ -216,10 +220,13 @@ class TaskTracker:
             if pid == self.pid:
                 continue
             self.pids.add(pid)
+            if final:
+                self.allowed_of[pid] = _allowed_cpus(pid, self.proc)
             for tid in task_ids(pid, self.proc):
                 s = read_task(pid, tid, self.proc)
                 if s is None:
                     continue
+                self.pid_of[tid] = pid
                 self.last[tid] = s
                 seen = self.cpus_seen.setdefault(tid, [])
                 if not seen or seen[-1] != s.processor:
@@ -227,16 +234,18 @@ class TaskTracker:
 
     def cpus(self, min_share: float = 0.01) -> list[int]:
         """Every CPU a thread that did work was seen on: threads with at least `min_share` of the CPU time of
-        all (a launcher before its exec, an MPI daemon that sleeps, a helper thread do not widen the set)."""
+        all (a launcher before its exec, an MPI daemon that sleeps, a helper thread do not widen the set), the
+        main thread and every other process's threads within the affinity they had at the end."""
         total = sum(s.run_ns for s in self.last.values())
         out: set[int] = set()
         for tid, seen in self.cpus_seen.items():
             if total and self.last[tid].run_ns < min_share * total:
                 continue
-            if tid == self.pid and self.main_allowed:
-                out.update([c for c in seen if c in self.main_allowed] or seen)
-            else:
-                out.update(seen)
+            if tid == self.pid:
+                allowed = self.main_allowed
+            else:  # a thread of the trial's process keeps every visit, as before; another process's, its own
+                allowed = self.allowed_of.get(self.pid_of.get(tid, self.pid), set())
+            out.update([c for c in seen if c in allowed] or seen)
         return sorted(out)
 
     def threads(self) -> list[TaskSample]:

@@ -33,10 +33,9 @@ def add_history_parser(
     """The `history` parser; `handler(name)` gives the function of each action (verbs/history.py)."""
     p = sub.add_parser("history", help=HELP)
     verbs = p.add_subparsers(dest="history_verb", metavar="ACTION", required=True)
-    where = "a history directory, or postgresql://USER@HOST/DB"
 
     q = verbs.add_parser("add", help="append campaigns' per-(node, probe variant) summaries")
-    q.add_argument("history", metavar="HISTORY", help=where)
+    q.add_argument("history", metavar="HISTORY", help=WHERE)
     q.add_argument("campaigns", type=Path, nargs="+", metavar="CAMPAIGN")
     q.add_argument("--threshold", type=_threshold, help="primary slow threshold (default: the settings')")
     q.set_defaults(func=handler("cmd_add"))
@@ -46,7 +45,7 @@ def add_history_parser(
         ("report", "cmd_report", "one offline HTML: timelines with change points, fleet heat map"),
     ):
         q = verbs.add_parser(name, help=text)
-        q.add_argument("history", metavar="HISTORY", help=where)
+        q.add_argument("history", metavar="HISTORY", help=WHERE)
         q.add_argument("--node", help="only this node")
         q.add_argument("--probe", help="only this probe (or variant)")
         q.add_argument("--since", type=_date, metavar="DATE", help="only entries from DATE on")
@@ -64,11 +63,11 @@ def add_history_parser(
         q.set_defaults(func=handler(func))
 
     q = verbs.add_parser("compact", help="merge the history's shards into one per table")
-    q.add_argument("history", metavar="HISTORY", help=where)
+    q.add_argument("history", metavar="HISTORY", help=WHERE)
     q.set_defaults(func=handler("cmd_compact"))
 
     q = verbs.add_parser("note", help="record a maintenance event of a node")
-    q.add_argument("history", metavar="HISTORY", help=where)
+    q.add_argument("history", metavar="HISTORY", help=WHERE)
     q.add_argument("node")
     q.add_argument("date", type=_date, metavar="DATE")
     q.add_argument("text", metavar="TEXT")
@@ -77,7 +76,7 @@ def add_history_parser(
     q = verbs.add_parser(
         "exclude", help="take a bad entry out of the judgement (visibly; --undo takes it back)"
     )
-    q.add_argument("history", metavar="HISTORY", help=where)
+    q.add_argument("history", metavar="HISTORY", help=WHERE)
     q.add_argument("node")
     q.add_argument("campaign", metavar="CAMPAIGN_ID", help="the campaign id (a unique prefix is enough)")
     q.add_argument("--variant", default="*", help="only this probe or variant (default: all of the node's)")
@@ -87,6 +86,7 @@ def add_history_parser(
     return p
 
 
+WHERE = "a history directory, or postgresql://USER@HOST/DB"  # HISTORY's help, here and in `jobs`
 HELP = "a node's results across campaigns: add, show change points, report, note, exclude, compact"
 
 

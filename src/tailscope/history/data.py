@@ -16,27 +16,15 @@ import pandas as pd
 import pyarrow as pa
 
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
+from tailscope.history.written import Written
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
 
 ENTRY_COLUMNS = TABLES["history_entries"].names
 
 
-@dataclass(frozen=True)
-class AddResult:
-    added: int
-    updated: int
-    unchanged: int
-
-    def sentence(self, where: str) -> str:
-        if self.added == 0 and self.updated == 0:
-            return f"history {where}: nothing added: its {self.unchanged} entries are already stored"
-        parts = [f"{self.added} entries added"]
-        if self.updated:
-            parts.append(f"{self.updated} updated (the campaign grew)")
-        if self.unchanged:
-            parts.append(f"{self.unchanged} already stored")
-        return f"history {where}: " + ", ".join(parts)
+class AddResult(Written):
+    """What `history add` stored (history/written.py)."""
 
 
 @dataclass
@@ -81,6 +69,18 @@ def classify(
         else:
             unchanged += 1
     return out, AddResult(added, updated, unchanged)
+
+
+def entry_columns(columns: Sequence[str] = ()) -> list[str]:
+    """The history_entries columns a partial read takes: `columns` with the key and `added_at` (what
+    latest_entries and apply_exclusions need), in the table's order; all of them when none is named."""
+    if not columns:
+        return list(ENTRY_COLUMNS)
+    wanted = {*columns, "campaign", "node", "variant", "added_at"}
+    unknown = wanted - set(ENTRY_COLUMNS)
+    if unknown:
+        raise ValueError(f"history_entries has no column {', '.join(sorted(unknown))}")
+    return [c for c in ENTRY_COLUMNS if c in wanted]
 
 
 def latest_entries(frame: pd.DataFrame) -> pd.DataFrame:

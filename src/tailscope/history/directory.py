@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -34,6 +34,7 @@ from tailscope.history.data import (
     campaign_prefix,
     classify,
     entries_table,
+    entry_columns,
     facts_table,
     latest_entries,
     one_campaign,
@@ -55,6 +56,9 @@ from tailscope.store.campaign import (
 from tailscope.store.errors import StoreError
 from tailscope.store.load import load_into
 from tailscope.store.schema import TABLES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HISTORY_NAME = "tailscope history"  # the manifest's name: what tells a history from a campaign
 HISTORY_TABLES = ("history_entries", "history_facts", "history_notes", "history_exclusions")
@@ -274,6 +278,25 @@ class DirectoryHistory:
         return HistoryData(
             frame.reset_index(drop=True), fact_map, notes.to_pandas(), damaged + d2 + d3 + d4 + d5
         )
+
+    def read_entries(
+        self, variants: Collection[str], nodes: Collection[str] | None = None, columns: Sequence[str] = ()
+    ) -> tuple[pd.DataFrame, list[str]]:
+        """The entries of `variants` (of `nodes` where given) as `read()` gives them (the latest version of
+        each, `excluded` set; only `columns` and the key where given), and the damaged shards left out,
+        without the rest of the history in memory: rows are chosen in Arrow before anything is converted
+        (a check's baseline: the entries of one node of a fleet's year, 1,460 of 1.46 million)."""
+        import pyarrow.compute as pc
+
+        campaign = self._open()
+        wanted = entry_columns(columns)
+        table, damaged = self._read_all(campaign, "history_entries", wanted)
+        keep = pc.is_in(table.column("variant"), pa.array(sorted(variants), pa.string()))
+        if nodes is not None:
+            keep = pc.and_(keep, pc.is_in(table.column("node"), pa.array(sorted(nodes), pa.string())))
+        frame = latest_entries(table.filter(keep).to_pandas())
+        exclusions, d2 = self._read_all(campaign, "history_exclusions")
+        return apply_exclusions(frame, exclusions.to_pandas()).reset_index(drop=True), damaged + d2
 
     # --- repair -----------------------------------------------------------------------------------
     def repair_advice(self) -> str:

@@ -5,7 +5,7 @@ read, or reads with a password spilled into its host, port or database, is refus
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,6 +13,7 @@ from tailscope.history.location import ambiguous, read, redact, scrub
 from tailscope.store.errors import StoreError
 
 CONNECT_TIMEOUT_S = 10
+LOCK_KEY = 0x7461696C7363  # "tailsc": the advisory lock that serialises creation and migration
 
 
 def first_line(exc: BaseException) -> str:
@@ -55,6 +56,41 @@ def connect(
         raise StoreError(f"{location}: {scrub(first_line(exc), url)}") from None
     finally:
         con.close()
+
+
+def migrate(
+    con: Any,
+    location: str,
+    *,
+    what: str,
+    key: str,
+    version: int,
+    migrations: Mapping[int, Sequence[str]],
+    columns: Mapping[str, str],
+) -> None:
+    """Create or migrate one part's tables (the history's, the jobs'), once per database: under the advisory
+    lock, the migrations after the version stored in `tailscope_history_meta` under `key` (each statement
+    formatted with `columns`), then `version` stored; a stored version newer than this tailscope's is one
+    StoreError line."""
+    with con.transaction(), con.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        cur.execute("CREATE TABLE IF NOT EXISTS tailscope_history_meta (key text PRIMARY KEY, value text)")
+        cur.execute("SELECT value FROM tailscope_history_meta WHERE key = %s", (key,))
+        row = cur.fetchone()
+        stored = int(row[0]) if row else 0
+        if stored > version:
+            raise StoreError(
+                f"{location}: {what} schema version {stored} is newer than this tailscope's ({version}); "
+                "upgrade tailscope"
+            )
+        for step in range(stored + 1, version + 1):
+            for statement in migrations[step]:
+                cur.execute(statement.format(**columns))
+        cur.execute(
+            "INSERT INTO tailscope_history_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
+            "EXCLUDED.value",
+            (key, str(version)),
+        )
 
 
 class Database:

@@ -17,7 +17,7 @@ server said; nothing is written anywhere else.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pandas as pd
@@ -29,16 +29,16 @@ from tailscope.history.data import (
     apply_exclusions,
     as_categories,
     campaign_prefix,
+    entry_columns,
     one_campaign,
     parse_facts,
 )
-from tailscope.history.pgconnect import Database
+from tailscope.history.pgconnect import Database, migrate
 from tailscope.history.summary import CampaignSummary, Entry, FactSet
 from tailscope.store.errors import StoreError
 from tailscope.store.schema import TABLES
 
 SCHEMA_VERSION = 1
-LOCK_KEY = 0x7461696C7363  # "tailsc": the advisory lock that serialises creation and migration
 
 _PG_TYPES = {"string": "text", "double": "double precision", "int32": "integer", "bool": "boolean"}
 
@@ -67,39 +67,11 @@ def column_definitions(table: str) -> str:
     return _columns(table)
 
 
-def _ddl(statement: str) -> str:
-    return statement.format(
-        entries=_columns("history_entries"),
-        facts=_columns("history_facts"),
-        notes=_columns("history_notes"),
-        exclusions=_columns("history_exclusions"),
-    )
-
-
 class PostgresHistory(Database):
     def _migrate(self, con: Any) -> None:
-        with con.transaction(), con.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            cur.execute(
-                "CREATE TABLE IF NOT EXISTS tailscope_history_meta (key text PRIMARY KEY, value text)"
-            )
-
-            cur.execute("SELECT value FROM tailscope_history_meta WHERE key = 'schema_version'")
-            row = cur.fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.location}: history schema version {version} is newer than this tailscope's "
-                    f"({SCHEMA_VERSION}); upgrade tailscope"
-                )
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[step]:
-                    cur.execute(_ddl(statement))
-            cur.execute(
-                "INSERT INTO tailscope_history_meta VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                (str(SCHEMA_VERSION),),
-            )
+        columns = {name: _columns(f"history_{name}") for name in ("entries", "facts", "notes", "exclusions")}
+        migrate(con, self.location, what="history", key="schema_version", version=SCHEMA_VERSION,
+                migrations=MIGRATIONS, columns=columns)  # fmt: skip
 
     # --- writing ----------------------------------------------------------------------------------
     def add(self, summary: CampaignSummary) -> AddResult:
@@ -178,12 +150,30 @@ class PostgresHistory(Database):
     def _frame(self, cur: Any, table: str) -> pd.DataFrame:
         names = TABLES[table].names
         cur.execute(f"SELECT {', '.join(names)} FROM {table}")
-        rows = cur.fetchall()
-        frame = pd.DataFrame(rows, columns=names)
+        return self._typed(pd.DataFrame(cur.fetchall(), columns=names), table)
+
+    @staticmethod
+    def _typed(frame: pd.DataFrame, table: str) -> pd.DataFrame:
+        """Timestamps as the directory store reads them (UTC, microseconds)."""
         for col in TABLES[table].columns:
-            if str(col.type).startswith("timestamp"):
+            if col.name in frame.columns and str(col.type).startswith("timestamp"):
                 frame[col.name] = pd.to_datetime(frame[col.name], utc=True).astype("datetime64[us, UTC]")
         return frame
+
+    def read_entries(
+        self, variants: Collection[str], nodes: Collection[str] | None = None, columns: Sequence[str] = ()
+    ) -> tuple[pd.DataFrame, list[str]]:
+        """The entries of `variants` (of `nodes` where given), chosen by the server, as `read()` gives them
+        (`excluded` set; only `columns` and the key where given); nothing is damaged in a database."""
+        names = entry_columns(columns)
+        where, params = "variant = ANY(%s)", [sorted(variants)]
+        if nodes is not None:
+            where, params = f"{where} AND node = ANY(%s)", [*params, sorted(nodes)]
+        with self._connect() as con, con.cursor() as cur:
+            cur.execute(f"SELECT {', '.join(names)} FROM history_entries WHERE {where}", params)
+            frame = self._typed(pd.DataFrame(cur.fetchall(), columns=names), "history_entries")
+            exclusions = self._frame(cur, "history_exclusions")
+        return apply_exclusions(frame, exclusions).reset_index(drop=True), []
 
     def read(self) -> HistoryData:
         with self._connect() as con, con.cursor() as cur:

@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING, Protocol
 from tailscope.history.location import is_url, redact
 
 if TYPE_CHECKING:  # pandas and pyarrow: not for --help
+    from collections.abc import Collection, Sequence
+
+    import pandas as pd
+
     from tailscope.history.data import AddResult, HistoryData
     from tailscope.history.summary import CampaignSummary, Entry, FactSet
 
@@ -28,6 +32,10 @@ class HistoryStore(Protocol):
     def exclude(self, campaign: str, node: str, variant: str, reason: str, excluded: bool = True) -> int: ...
 
     def read(self) -> HistoryData: ...
+
+    def read_entries(
+        self, variants: Collection[str], nodes: Collection[str] | None = None, columns: Sequence[str] = ()
+    ) -> tuple[pd.DataFrame, list[str]]: ...
 
     def compact(self, *, full: bool = True) -> tuple[int, int]: ...
 

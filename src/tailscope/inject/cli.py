@@ -13,16 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tailscope.inject.kinds import KINDS, InjectInputError
+from tailscope.node.lock import WAIT_MAX_S
 from tailscope.options import SECONDS, TRIALS, number, whole
 
 if TYPE_CHECKING:
     from tailscope.inject.control import Injection
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
-WAIT = number(0, 7 * 86400)
+WAIT = number(0, WAIT_MAX_S)
 WAIT_HELP = (
     "seconds to wait while another tailscope is changing this node (one at a time: docs/inject.md; "
-    "default 10, then one line and exit 2; --restore: 0)"
+    "default 10 or $TAILSCOPE_NODE_LOCK_WAIT, then one line and exit 2; --restore: 0)"
 )
 
 
@@ -48,7 +49,9 @@ def _signals_stop() -> Iterator[None]:
 def cmd_restore(wait_s: float | None) -> int:
     """`tailscope inject --restore`: put back what runs that are gone left in the node-state journal. While
     another tailscope holds the node lock it has put back what dead runs left when it took it: nothing to do
-    (unless `--wait` was given: then it waits that long for the lock)."""
+    (unless `--wait` was given: then it waits that long for the lock). A holder that keeps its journal
+    elsewhere ($TAILSCOPE_JOURNAL_DIR: another suite's test) put back none of this one's: that is waited for
+    as long as any verb waits (`default_wait`)."""
     from tailscope.node.journal import (
         NodeBusy,
         damaged_entries,
@@ -57,16 +60,24 @@ def cmd_restore(wait_s: float | None) -> int:
         restore_dead,
         restored_lines,
     )
+    from tailscope.node.lock import default_wait
 
-    where = ", ".join(map(str, existing_dirs())) or "no journal on this node"
+    dirs = existing_dirs()
+    where = ", ".join(map(str, dirs)) or "no journal on this node"
+    busy: NodeBusy | None = None
     try:
         restored = restore_dead(wait_s=wait_s or 0.0)
     except NodeBusy as exc:
+        elsewhere = exc.holder is not None and exc.holder.journal not in {str(d) for d in dirs}
+        if wait_s is None and elsewhere:  # NodeBusy after this wait: one line, exit 2, nothing done
+            restored = restore_dead(wait_s=default_wait())
+        else:
+            busy, restored = exc, []
+    if busy is not None:
         print(
-            f"nothing to restore ({where}): {exc.who} holds the node lock; it put back what dead runs left "
+            f"nothing to restore ({where}): {busy.who} holds the node lock; it put back what dead runs left "
             "when it took it"
         )
-        restored = []
     else:
         lines = restored_lines(restored)
         for line in lines:
@@ -83,7 +94,7 @@ def cmd_restore(wait_s: float | None) -> int:
 
 def cmd_inject(args: argparse.Namespace) -> int:
     from tailscope.inject.control import Injection, online_cpus, parse_cpus
-    from tailscope.node.journal import WAIT_S, changing_the_node
+    from tailscope.node.journal import changing_the_node
 
     if args.restore:
         if args.kind is not None:
@@ -98,7 +109,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     inj = Injection.of(
         args.kind, args.intensity, cpus=cpus, pids=args.pid or [], cgroup=args.cgroup, reserve=args.reserve
     )
-    with changing_the_node(WAIT_S if args.wait is None else args.wait):  # one at a time; dead runs' put back
+    with changing_the_node(args.wait):  # one at a time (--wait, else the default); dead runs' put back
         return _inject(inj, args.duration)
 
 

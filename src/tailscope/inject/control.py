@@ -27,7 +27,8 @@ from typing import Any
 
 from tailscope.inject.kinds import InjectInputError, InjectorKind, kind_named
 from tailscope.native import native_path
-from tailscope.node.journal import WAIT_S, Entry, JournalError, start_time, this_journal
+from tailscope.node.journal import Entry, JournalError, start_time, this_journal
+from tailscope.node.journal_entry import CPU_CONTROLLER_OFF
 
 READY_TIMEOUT_S = 300.0  # thp-fragment takes a minute to take and fragment all memory here
 STOP_GRACE_S = 10.0
@@ -74,7 +75,7 @@ class Injection:
     reserve: str | None = None  # memory kinds: MemAvailable left alone (tsinject --reserve)
     home_cpus: list[int] | None = None  # kinds without pinned threads: the CPUs the injector may run on
     cpufreq_root: Path = CPUFREQ_ROOT
-    lock_wait_s: float = WAIT_S  # how long start() waits for another tailscope to finish changing the node
+    lock_wait_s: float | None = None  # how long start() waits for another tailscope (None: default_wait())
 
     ready: dict[str, Any] = field(default_factory=dict)  # tsinject's ready record / what was written
     done: dict[str, Any] = field(default_factory=dict)  # tsinject's done record
@@ -242,9 +243,11 @@ class Injection:
 
         if not self.pids and self.cgroup is None:
             raise InjectInputError("cpu-quota: name the processes (--pid) or the cgroup (--cgroup) to limit")
-        hierarchy = cgroups.cpu_hierarchy()
+        hierarchy = cgroups.cpu_hierarchy()  # read under the node lock: the node's own state
+        if hierarchy.enable is not None:  # before the cgroup is made: a cpu.max appears in it only then
+            self._enable_cpu(hierarchy.enable)
         period_us = 100_000
-        quota_us = max(1000, int((1 - self.intensity) * period_us * len(self.cpus)))
+        quota_us = max(1000, round((1 - self.intensity) * period_us * len(self.cpus)))  # 1 - 0.9 < 0.1
         if self.cgroup is not None:
             group = self.cgroup
         else:
@@ -280,6 +283,16 @@ class Injection:
             "cpus": len(self.cpus),
             "pids": self.pids,
         }
+
+    def _enable_cpu(self, subtree: Path) -> None:
+        """`+cpu` in a v2 root's cgroup.subtree_control, journaled as the `-cpu` that takes it back."""
+        entry = self._record("write", path=str(subtree), value=CPU_CONTROLLER_OFF)
+        try:
+            subtree.write_text("+cpu\n")
+        except OSError as exc:
+            this_journal().forget(entry)
+            raise InjectInputError(f"cpu-quota: cannot enable cpu in {subtree}: {exc.strerror}") from exc
+        self._changes.append(entry)
 
     # -- freq-cap (cpufreq scaling_max_freq) -----------------------------------------------------------
     def _start_freq_cap(self) -> None:

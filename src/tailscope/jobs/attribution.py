@@ -402,6 +402,24 @@ class Attribution:
         })  # fmt: skip
         return frame.sort_values("start", kind="stable").reset_index(drop=True)
 
+    def level_since(self, result: NodeResult, since: pd.Timestamp) -> NodeResult:
+        """The node's effect over its jobs from `since` on, its level after its last change to a slower one
+        (the whole history's effect mixes the level before in): the Hodges-Lehmann estimate and interval
+        paired as `results` pairs them, its jobs and classes from then; p, q and slow stay those of the test
+        over all its jobs, which found it."""
+        rows = result.job_rows[self.start[result.job_rows] >= since.value]
+        if not len(rows):
+            return result
+        cls = self.cls[rows]
+        classes, med, _ = _segment_medians(self.y[rows], cls)
+        if len(classes) >= CLASS_PAIRS_FROM:
+            d, how = med - self.final.m_c[classes], "classes"
+        else:
+            d, how = self.y[rows] - self.final.m_c[cls], "jobs"
+        center, lo, hi = hodges_lehmann(d)
+        return replace(result, effect=center, lower=lo, upper=hi, jobs=len(rows), classes=len(classes),
+                       differences=how, job_rows=rows)  # fmt: skip
+
     def since(self, result: NodeResult) -> pd.Timestamp | None:
         """The first job after the node's last change to a slower level (None: slow from its first job)."""
         from tailscope.history.changepoint import judge_series

@@ -3,7 +3,12 @@ Without pandas: the command line's parser imports it."""
 
 from __future__ import annotations
 
+import re
+
 from tailscope.errors import UsageError
+
+# `#SBATCH --comment=tailscope:NAME`: the job's class (classes.py) and its application definition (output.py)
+TAG = re.compile(r"(?:^|[\s,;])tailscope:([A-Za-z0-9_.+\-]{1,64})(?=$|[\s,;])")
 
 CLASS_FIELDS = {  # --class-by name -> how to read it from the jobs table
     "user": "user_name", "name": "name", "nodes": "nnodes", "cpus_per_node": "cpus_per_node",

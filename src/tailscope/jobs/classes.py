@@ -23,7 +23,6 @@ then not timed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tailscope.jobs.classby import CLASS_FIELDS, DEFAULT_CLASS_BY
+from tailscope.jobs.classby import CLASS_FIELDS, DEFAULT_CLASS_BY, TAG
 
 MIN_CLASS_JOBS = 10
 MIN_WEEK_JOBS = 5
 MIN_ELAPSED_S = 1.0
-TAG = re.compile(r"(?:^|[\s,;])tailscope:([A-Za-z0-9_.+\-]{1,64})(?=$|[\s,;])")
 WEEK = pd.Timedelta(days=7)
 EPOCH_MONDAY = pd.Timestamp("1970-01-05", tz="UTC")
 
@@ -50,7 +48,12 @@ class ClassSummary:
     tagged: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"class": self.label, "jobs": self.jobs, "median_elapsed_s": self.median_elapsed_s}
+        return {
+            "class": self.label,
+            "jobs": self.jobs,
+            "median_elapsed_s": self.median_elapsed_s,
+            "basis": self.basis,
+        }
 
 
 @dataclass
@@ -139,7 +142,7 @@ def slowdowns(
     jobs = jobs.assign(**{"class": label.to_numpy()})
     done = (jobs["state"].astype(str) == "COMPLETED").to_numpy()
     for state, n in jobs.loc[~done, "state"].astype(str).value_counts().items():
-        untimed[f"{state.lower()} (not timed)"] = int(n)
+        untimed[state.lower()] = int(n)
     ran = (
         (jobs["elapsed_s"].to_numpy(float) >= MIN_ELAPSED_S)
         & jobs["start_at"].notna().to_numpy()

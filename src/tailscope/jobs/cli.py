@@ -7,12 +7,12 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from tailscope.history.cli import WHERE
 from tailscope.jobs.classby import CLASS_FIELDS, DEFAULT_CLASS_BY
 from tailscope.options import FRACTION, date
 
 Handler = Callable[[argparse.Namespace], int]
 HELP = "the site's own jobs (sacct, a per-job epilog): which nodes make them slow, since when"
-WHERE = "a history directory, or postgresql://USER@HOST/DB"
 
 
 def _collect(p: argparse.ArgumentParser) -> None:
@@ -103,6 +103,13 @@ def add_slurmd_parsers(
             "--node", metavar="NAME", help="the node (default $SLURMD_NODENAME, else the host name)"
         )
         p.add_argument("--cluster", metavar="NAME", help="the cluster (default $SLURM_CLUSTER_NAME)")
+        p.add_argument(
+            "--apps",
+            type=Path,
+            metavar="DIR",
+            help="application definitions NAME.toml: the epilog reads the figures of merit of a job tagged "
+            "--comment=tailscope:NAME in its output (the prolog takes and ignores it)",
+        )
         p.add_argument(
             "--root",
             type=Path,

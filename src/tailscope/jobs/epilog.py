@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.evidence import nodespan
+from tailscope.jobs import output
 from tailscope.printable import printable
 
 DEFAULT_STATE_DIR = Path("/run/tailscope/jobs")
@@ -223,52 +224,65 @@ def run_bounded(work: Callable[[], dict[str, Any]], deadline: float) -> dict[str
     """`work()` in a forked child, its answer (a JSON-able dict) by `deadline` (time.monotonic()), else
     {"timeout": True}; the child is killed then and not waited for. The child's stdin, stdout and stderr
     are /dev/null: nothing it leaves behind holds the caller's output open."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(r)
-            devnull = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
+    return Bounded(work).answer(deadline)
+
+
+class Bounded:
+    """`work()` started in a forked child now (see run_bounded), its answer taken later with `answer()`: the
+    caller goes on meanwhile. Fork before starting any thread (only the forking thread lives on in the
+    child)."""
+
+    def __init__(self, work: Callable[[], dict[str, Any]]) -> None:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 0
             try:
-                answer = work()
-            except Exception as exc:  # its own error: reported by the parent, never a traceback
-                answer = {"failed": f"{type(exc).__name__}: {exc}"}
-            data = (json.dumps(answer, default=str)[:_MESSAGE_MAX] + "\n").encode()
-            while data:
-                data = data[os.write(w, data) :]
+                os.close(r)
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                try:
+                    answer = work()
+                except Exception as exc:  # its own error: reported by the parent, never a traceback
+                    answer = {"failed": f"{type(exc).__name__}: {exc}"}
+                data = (json.dumps(answer, default=str)[:_MESSAGE_MAX] + "\n").encode()
+                while data:
+                    data = data[os.write(w, data) :]
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self.fd = pid, r
+
+    def answer(self, deadline: float) -> dict[str, Any]:
+        """The child's answer, or {"timeout": True} (the child killed) when it has none by `deadline`."""
+        chunks: list[bytes] = []
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                ready, _, _ = select.select([self.fd], [], [], left)
+                if not ready:
+                    continue
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if chunk.endswith(b"\n"):
+                    break
         finally:
-            os._exit(code)
-    os.close(w)
-    chunks: list[bytes] = []
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select([r], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            if chunk.endswith(b"\n"):
-                break
-    finally:
-        os.close(r)
-    data = b"".join(chunks)
-    if not data.endswith(b"\n"):
-        _kill(pid)
-        return {"timeout": True}
-    _reap(pid)
-    try:
-        answer = json.loads(data)
-    except ValueError:
-        return {"failed": "the epilog's worker gave no readable answer"}
-    return answer if isinstance(answer, dict) else {"failed": "the epilog's worker gave no readable answer"}
+            os.close(self.fd)
+        data = b"".join(chunks)
+        if not data.endswith(b"\n"):
+            _kill(self.pid)
+            return {"timeout": True}
+        _reap(self.pid)
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            answer = None
+        return answer if isinstance(answer, dict) else {"failed": "the worker gave no readable answer"}
 
 
 def _kill(pid: int) -> None:
@@ -298,8 +312,9 @@ def _iso(at: dt.datetime) -> str:
 
 
 def _cpu_s() -> float:
+    """This process's CPU time and its reaped children's (the figures' reader, dmidecode)."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def facts_digest() -> str:
@@ -329,8 +344,10 @@ def epilog_record(
     parent_cpu_s: float,
     until: float,
     own_pids: set[int],
+    figures: Bounded | None = None,
 ) -> dict[str, Any]:
-    """The epilog's record of this job on this node (readings until `until`, time.monotonic())."""
+    """The epilog's record of this job on this node (readings until `until`, time.monotonic()); `figures`:
+    the reader of the job's figures of merit (jobs/output.py), started before the readings."""
     at = dt.datetime.now(dt.UTC)
     before, prolog_at, why = read_state(state_dir, job)
     errors = [why] if why else []
@@ -345,6 +362,16 @@ def epilog_record(
 
     after, read_errors = read_within(roots, until, (("facts", "node facts", read_facts),))
     errors += read_errors
+    found: dict[str, Any] = {}
+    if figures is not None:
+        answer = figures.answer(until)
+        if answer.get("timeout"):
+            errors.append("figures: the job's output was not read in time; none recorded")
+        elif answer.get("failed"):
+            errors.append(f"figures: {answer['failed']}")
+        else:
+            found = output.kept(answer.get("figures"))
+            errors += [str(e) for e in answer.get("errors") or []][:4]
 
     def outside_the_job(pid: int) -> bool:
         return pid in own_pids or nodespan.job_cgroup_member(pid, job.job_id, roots.proc)
@@ -369,6 +396,7 @@ def epilog_record(
         "epilog_cpu_s": round(parent_cpu_s + _cpu_s(), 3),
         "epilog_wall_s": round(time.monotonic() - started, 3),
         "errors": [_line(e) for e in errors],
+        **({"figures": found} if found else {}),
     }
 
 
@@ -448,6 +476,12 @@ def cmd_epilog(args: Any) -> int:
 
     def work() -> dict[str, Any]:
         own = {os.getpid(), parent, _parent_of(parent)}  # this worker, the epilog, the wrapper
+        files = output.JobOutput.from_env(os.environ, job.job_id, job.node)
+        definition = output.definition_for(files, args.apps)
+        reader = None  # forked before any thread starts here
+        if definition is not None:
+            reader = Bounded(lambda: output.read_figures(files, definition, run.until))
+            own.add(reader.pid)
         record = epilog_record(
             job,
             run.roots,
@@ -456,6 +490,7 @@ def cmd_epilog(args: Any) -> int:
             parent_cpu_s=parent_cpu_s,
             until=run.until,
             own_pids=own,
+            figures=reader,
         )
         stored = None
         if not printing:

@@ -16,11 +16,11 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
+from tailscope.history import pgconnect
 from tailscope.history.location import redact
 from tailscope.history.pgconnect import Database, connect
 from tailscope.jobs.record import encode, key, latest_records
 from tailscope.jobs.tables import SIGNATURE, WriteResult
-from tailscope.store.errors import StoreError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,28 +42,11 @@ MIGRATIONS: dict[int, list[str]] = {
 
 def migrate(con: Any, location: str) -> None:
     """Create the jobs tables (once per database: under the history's advisory lock)."""
-    from tailscope.history.postgres import LOCK_KEY, column_definitions
+    from tailscope.history.postgres import column_definitions
 
-    with con.transaction(), con.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-        cur.execute("CREATE TABLE IF NOT EXISTS tailscope_history_meta (key text PRIMARY KEY, value text)")
-        cur.execute("SELECT value FROM tailscope_history_meta WHERE key = %s", (META_KEY,))
-        row = cur.fetchone()
-        version = int(row[0]) if row else 0
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{location}: jobs schema version {version} is newer than this tailscope's "
-                f"({SCHEMA_VERSION}); upgrade tailscope"
-            )
-        columns = {t: column_definitions(t) for t in ("jobs", "job_evidence")}
-        for step in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[step]:
-                cur.execute(statement.format(**columns))
-        cur.execute(
-            "INSERT INTO tailscope_history_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
-            "EXCLUDED.value",
-            (META_KEY, str(SCHEMA_VERSION)),
-        )
+    columns = {t: column_definitions(t) for t in ("jobs", "job_evidence")}
+    pgconnect.migrate(con, location, what="jobs", key=META_KEY, version=SCHEMA_VERSION, migrations=MIGRATIONS,
+                      columns=columns)  # fmt: skip
 
 
 _INSERT_EVIDENCE = (

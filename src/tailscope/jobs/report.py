@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from tailscope.jobs.show import JobsAnswer, NodeAnswer, render
-from tailscope.report.markup import esc
+from tailscope.report.markup import esc, plotly_text
 from tailscope.report.plotly_figures import Figures, scripts
 
 if TYPE_CHECKING:
@@ -54,7 +54,8 @@ def effects_figure(figs: Figures, result: JobsAnswer) -> str:
         down = [_gap(e, _pct(n.result.lower)) for n, e in zip(chosen, eff, strict=True)]
         text = [f"{n.result.jobs} jobs, {n.result.classes} classes, q = {n.result.q:.2g}" for n in chosen]
         data.append({
-            "type": "scatter", "mode": "markers", "name": name, "x": [n.node for n in chosen], "y": eff,
+            "type": "scatter", "mode": "markers", "name": name, "x": [plotly_text(n.node) for n in chosen],
+            "y": eff,
             "marker": {"color": color, "size": 6 if slow else 4},
             "error_y": {"type": "data", "symmetric": False, "array": up, "arrayminus": down, "thickness": 1,
                         "width": 0},
@@ -65,7 +66,7 @@ def effects_figure(figs: Figures, result: JobsAnswer) -> str:
     layout = {
         "title": {"text": "jobs on each node: % slower than the same classes elsewhere (95% interval)"},
         "xaxis": {"title": {"text": "node"}, "type": "category", "categoryorder": "array",
-                  "categoryarray": [n.node for n in nodes], "showticklabels": len(nodes) <= 80},
+                  "categoryarray": [plotly_text(n.node) for n in nodes], "showticklabels": len(nodes) <= 80},
         "yaxis": {"title": {"text": "% slower"}, "zeroline": True},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": threshold, "y1": threshold,
                     "line": {"color": "#d62728", "dash": "dot", "width": 1}}],
@@ -83,20 +84,23 @@ def node_figure(figs: Figures, node: NodeAnswer, series: pd.DataFrame) -> str:
         "type": "scatter", "mode": "markers", "name": "its jobs",
         "x": [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in series["start"]],
         "y": [round(math.expm1(v) * 100.0, 3) for v in series["difference"]],
-        "text": series["class"].astype(str).tolist(),
+        "text": [plotly_text(c) for c in series["class"].astype(str)],  # a user's job name: shown as typed
         "hovertemplate": "%{x}: %{y:.1f}% (%{text})<extra></extra>", "marker": {"size": 4},
     }]  # fmt: skip
-    shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": r.percent, "y1": r.percent,
-               "line": {"color": "#d62728", "width": 1}}]  # fmt: skip
-    notes = []
-    if node.since is not None:
+    level = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": r.percent, "y1": r.percent,
+             "line": {"color": "#d62728", "width": 1}}  # fmt: skip
+    shapes, notes = [level], []
+    if node.since is not None:  # its effect is its level since then: drawn from there
         at = node.since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        last = max(series["start"]).strftime("%Y-%m-%dT%H:%M:%SZ") if len(series) else at
+        level.update(xref="x", x0=at, x1=last)
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at, "y0": 0, "y1": 1,
                        "line": {"color": "#d62728", "dash": "dot"}})  # fmt: skip
         notes.append({"x": at, "y": 1, "xref": "x", "yref": "paper", "showarrow": False, "xanchor": "left",
                       "yanchor": "top", "text": f"slow since {node.since:%Y-%m-%d}"})  # fmt: skip
     layout = {
-        "title": {"text": f"{r.node}: its jobs, % slower than their classes' clean jobs ({r.percent:.1f}%)"},
+        "title": {"text": f"{plotly_text(r.node)}: its jobs, % slower than their classes' clean jobs "
+                          f"({r.percent:.1f}%)"},
         "yaxis": {"title": {"text": "% slower"}}, "xaxis": {"title": {"text": "job start"}},
         "shapes": shapes, "annotations": notes,
     }  # fmt: skip
@@ -104,7 +108,8 @@ def node_figure(figs: Figures, node: NodeAnswer, series: pd.DataFrame) -> str:
 
 
 def section(result: JobsAnswer, figs: Figures) -> str:
-    parts = ["<h2>Jobs</h2>", f"<pre>{esc(chr(10).join(render(result)))}</pre>", effects_figure(figs, result)]
+    text = "\n".join(render(result, width=1_000_000))  # the page wraps it (pre-wrap), at its own width
+    parts = ["<h2>Jobs</h2>", f"<pre>{esc(text)}</pre>", effects_figure(figs, result)]
     slow = [n for n in result.nodes if n.result.slow][:MAX_NODE_FIGURES]
     if slow and result.series is not None:
         parts.append("<h3>Slow nodes: their jobs over time</h3>")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,7 @@ class NodeAnswer:
     evidence: tuple[EvidenceCount, ...]
     records: int  # the node's timed jobs with an epilog record from it
     class_counts: tuple[tuple[str, int], ...] = ()  # (class, jobs) of a node asked for by name
+    counted: bool = False  # the epilog evidence was counted (a slow node, or the node asked for)
 
     @property
     def node(self) -> str:
@@ -76,11 +78,11 @@ class NodeAnswer:
             f"{printable(r.node)}: jobs that ran on it were {how} {interval} than the same classes elsewhere "
             f"({r.jobs} jobs, {r.classes} classes, {_q_text(r.q)})"
         )
-        if r.slow:
-            if self.since is not None:
-                text += f" since {self.since.strftime('%Y-%m-%d')}"
-            elif self.first_job is not None:
-                text += f" since at least {self.first_job.strftime('%Y-%m-%d')} (its first job here)"
+        day = self.since_day()
+        if day is not None:
+            text += (
+                f" since {day}" if self.since is not None else f" since at least {day} (its first job here)"
+            )
         if self.evidence:
             text += "; epilog: " + ", ".join(f"{e.what} in {e.jobs} of {e.of}" for e in self.evidence[:3])
         elif self.records:
@@ -99,9 +101,18 @@ class NodeAnswer:
             "jobs": r.jobs,
             "classes": r.classes,
             "q": r.q,
-            "since": None if self.since is None else self.since.strftime("%Y-%m-%d"),
-            "evidence": [e.to_json() for e in self.evidence],
+            "since": self.since_day(),
+            "since_at_least": self.result.slow and self.since is None and self.first_job is not None,
+            "evidence": [e.to_json() for e in self.evidence] if self.counted else None,
         }
+
+    def since_day(self) -> str | None:
+        """The day a slow node became slow (its change point), else its first job here (it was slow at
+        least since then); None for a node that is not slow."""
+        if not self.result.slow:
+            return None
+        at = self.since if self.since is not None else self.first_job
+        return None if at is None else at.strftime("%Y-%m-%d")
 
 
 def _q_text(q: float) -> str:
@@ -205,25 +216,28 @@ def answer(
     series = None
     if not frame.empty:
         fit = Attribution(frame)
+        whole: dict[str, NodeResult] = {}  # every node's result over all its jobs (the report's series)
 
         def series(n: NodeAnswer, fit: Attribution = fit) -> pd.DataFrame:
-            return fit.job_series(n.result)
+            return fit.job_series(whole.get(n.node, n.result))
 
         results = fit.results()
         index = _evidence_index(records)
         start = fit.start
         for r in results:
+            whole[r.node] = r
             wanted = r.slow or r.node == node
-            evidence, found = _evidence(r.job_rows, r.node, frame, index) if wanted else ((), 0)
+            since = fit.since(r) if r.slow else None
             first = pd.Timestamp(int(start[r.job_rows].min()), tz="UTC") if len(r.job_rows) else None
+            if since is not None:  # its level since it became slow, and what the epilog saw since
+                r = fit.level_since(r, since)
+            evidence, found = _evidence(r.job_rows, r.node, frame, index) if wanted else ((), 0)
             counts: tuple[tuple[str, int], ...] = ()
             if r.node == node:
                 vc = frame["class"].iloc[r.job_rows].value_counts()
                 counts = tuple((str(c), int(n)) for c, n in vc.items())
-            nodes.append(NodeAnswer(r, fit.since(r) if r.slow else None, first, evidence, found, counts))
-        nodes.sort(
-            key=lambda n: (not n.result.slow, -n.result.effect if n.result.slow else n.result.q, n.node)
-        )
+            nodes.append(NodeAnswer(r, since, first, evidence, found, counts, counted=wanted))
+        nodes.sort(key=_order)
     return JobsAnswer(
         nodes=nodes,
         classes=timed.classes,
@@ -243,53 +257,94 @@ def _order(n: NodeAnswer) -> tuple[bool, float, str]:
     return (not n.result.slow, -n.result.effect if n.result.slow else n.result.q, n.node)
 
 
-def render(result: JobsAnswer) -> list[str]:
-    lines = []
-    first, last = result.span
-    when = f", {first:%Y-%m-%d} .. {last:%Y-%m-%d}" if first is not None and last is not None else ""
-    lines.append(
-        f"tailscope jobs: {result.total:,} jobs, {result.timed:,} timed in {len(result.classes)} classes "
-        f"on {len(result.nodes):,} nodes{when}"
-    )
-    if result.untimed:
-        lines.append("  not timed: " + ", ".join(f"{n:,} {why}" for why, n in sorted(result.untimed.items())))
+def _nodes(n: int) -> str:
+    return f"{n:,} node" + ("" if n == 1 else "s")
+
+
+def verdict_line(result: JobsAnswer) -> str:
+    """The answer in one line, first: the verdict and why."""
+    threshold = f"{result.threshold:.0%}"
+    state = result.verdict
     if result.selected is not None:
         mine = [n for n in result.nodes if n.node == result.selected]
+        name = printable(result.selected)
         if not mine:
-            lines.append(f"{printable(result.selected)}: no timed job ran on it here")
-        else:
-            lines.append(mine[0].sentence())
-            if mine[0].class_counts:
-                shown = [f"{printable(c)} ({n})" for c, n in mine[0].class_counts[:8]]
-                more = len(mine[0].class_counts) - len(shown)
-                lines.append(
-                    "  its jobs' classes: " + "; ".join(shown) + (f"; {more} more" if more > 0 else "")
-                )
+            return f"verdict: INCONCLUSIVE (no timed job ran on {name} here)"
+        slower = f"{name} makes its jobs {mine[0].result.percent:.1f}% slower"
+        if state == "degraded":
+            return f"verdict: DEGRADED ({slower}: more than the {threshold} allowed)"
+        if mine[0].result.slow:
+            return f"verdict: HEALTHY ({slower}: within the {threshold} allowed)"
+        return f"verdict: HEALTHY ({name} does not make its jobs slow)"
+    if state == "inconclusive":
+        return "verdict: INCONCLUSIVE (no class has 10 completed jobs yet: nothing to judge)"
+    if state == "degraded":
+        bad = result.degraded
+        names = ", ".join(printable(n.node) for n in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        verb = "makes its" if len(bad) == 1 else "make their"
+        return f"verdict: DEGRADED ({_nodes(len(bad))} {verb} jobs more than {threshold} slower: {names})"
+    slow = [n for n in result.nodes if n.result.slow]
+    if slow:
+        verb = "makes its" if len(slow) == 1 else "make their"
+        return f"verdict: HEALTHY ({_nodes(len(slow))} {verb} jobs slower, within the {threshold} allowed)"
+    return f"verdict: HEALTHY (no node makes its jobs slow, of {_nodes(len(result.nodes))})"
+
+
+def render(result: JobsAnswer, *, width: int | None = None) -> list[str]:
+    """The terminal answer: the verdict first, what was counted, one sentence per slow node (or the node
+    asked for), the terms once; wrapped at `width` (the terminal's)."""
+    from tailscope.report.terminal import terminal_width
+
+    width = width or terminal_width()
+    out: list[str] = []
+
+    def put(text: str, indent: str = "", more: str = "    ") -> None:
+        out.extend(textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + more,
+                                 break_on_hyphens=False, break_long_words=False))  # fmt: skip
+
+    put(verdict_line(result))
+    first, last = result.span
+    when = f" from {first:%Y-%m-%d} to {last:%Y-%m-%d}" if first is not None and last is not None else ""
+    counted = (
+        f"{result.total:,} jobs{when}: {result.timed:,} timed in {len(result.classes)} classes on "
+        f"{_nodes(len(result.nodes))}"
+    )
+    if result.untimed:
+        most = sorted(result.untimed.items(), key=lambda x: (-x[1], x[0]))
+        counted += "; not timed: " + ", ".join(f"{n:,} {why}" for why, n in most)
+    put(counted)
+    shown: list[NodeAnswer] = []
+    if result.selected is not None:
+        shown = [n for n in result.nodes if n.node == result.selected]
+        for n in shown:
+            put(n.sentence())
+            if n.class_counts:
+                names = [f"{printable(c)} ({k})" for c, k in n.class_counts[:8]]
+                more = len(n.class_counts) - len(names)
+                put("its jobs' classes: " + "; ".join(names) + (f"; {more} more" if more > 0 else ""), "  ")
+    elif result.classes:
+        shown = [n for n in result.nodes if n.result.slow][:MAX_NODES_SHOWN]
+        slow = sum(n.result.slow for n in result.nodes)
+        if shown:
+            out.append(f"nodes that make jobs slow ({slow}), the largest effect first:")
+        for n in shown:
+            put(n.sentence(), "  ")
+        if slow > len(shown):
+            out.append(f"  ... {slow - len(shown)} more (--json lists every node)")
     else:
-        slow = [n for n in result.nodes if n.result.slow]
-        if slow:
-            lines.append(f"nodes that make jobs slow ({len(slow)}; q < 0.05):")
-            lines += ["  " + n.sentence() for n in slow[:MAX_NODES_SHOWN]]
-            if len(slow) > MAX_NODES_SHOWN:
-                lines.append(f"  ... {len(slow) - MAX_NODES_SHOWN} more (--json lists every node)")
-        elif result.classes:
-            lines.append(f"no node makes jobs slow (q < 0.05 over {len(result.nodes):,} nodes)")
-        else:
-            lines.append(
-                "no class has 10 completed jobs yet: nothing to judge (classes: --class-by, "
-                "or #SBATCH --comment=tailscope:NAME)"
-            )
-    verdict = result.verdict
-    if verdict == "degraded":
-        names = ", ".join(printable(n.node) for n in result.degraded[:10])
-        more = " ..." if len(result.degraded) > 10 else ""
-        lines.append(
-            f"verdict: degraded ({len(result.degraded)} node(s) beyond the {result.threshold:.0%} slow "
-            f"threshold with q < 0.05: {names}{more})"
+        put("a class is the jobs of one user, job name, node count, CPUs per node and partition "
+            "(--class-by), or those tagged #SBATCH --comment=tailscope:NAME; failed, cancelled and "
+            "timed-out jobs are not timed")  # fmt: skip
+    if shown:
+        terms = (
+            f"terms: [a, b], the effect's 95% interval; q, the false-discovery rate over the "
+            f"{_nodes(len(result.nodes))} (Benjamini-Hochberg; slow: q < 0.05 and the interval above 0); "
+            "epilog, what the node's epilog saw during those jobs"
         )
-    else:
-        lines.append(f"verdict: {verdict}")
-    return lines
+        if result.selected is not None:
+            terms += "; a class, user:name N=nodes cpn=CPUs per node @partition (--class-by)"
+        put(terms)
+    return out
 
 
 def to_json(result: JobsAnswer) -> dict[str, Any]:

@@ -3,8 +3,9 @@ version of it (a requeued job ran again: a new start, end, nodes)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from tailscope.history.written import Written
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -12,21 +13,12 @@ if TYPE_CHECKING:
 SIGNATURE = ("start_at", "end_at", "elapsed_s", "state", "nodelist", "nnodes", "cpus", "comment")
 
 
-@dataclass(frozen=True)
-class WriteResult:
-    added: int
-    updated: int
-    unchanged: int
+class WriteResult(Written):
+    """What `jobs collect` stored."""
 
-    def sentence(self, where: str) -> str:
-        if not (self.added or self.updated):
-            return f"jobs {where}: nothing new ({self.unchanged} jobs already stored)"
-        text = f"jobs {where}: {self.added} jobs added"
-        if self.updated:
-            text += f", {self.updated} updated (requeued or changed)"
-        if self.unchanged:
-            text += f", {self.unchanged} already stored"
-        return text
+    PART = "jobs"
+    NOUN = "jobs"
+    UPDATED = "requeued or changed"
 
 
 def signature(frame: pd.DataFrame) -> pd.Series:

@@ -417,7 +417,15 @@ def _join(cgroup: Path) -> bool:
 
 
 def _in_cgroup(pid: int, cgroup: Path) -> bool:
-    try:
+    """`pid` (not yet reaped) was born in, or moved into, `cgroup`. /proc/PID/cgroup says so even once the
+    process has exited: cgroup.procs lists only the living, so a command that ends before it is read (`true`,
+    on a busy node) would look as if it had never been inside."""
+    mount = cgroup2_mount()
+    path = own_cgroup(f"/proc/{pid}/cgroup")
+    if mount is not None and path is not None:
+        where = mount / path.lstrip("/")
+        return where == cgroup or cgroup in where.parents
+    try:  # no /proc/PID/cgroup (reaped already): the living members
         procs = (cgroup / "cgroup.procs").read_text().split()
     except OSError as exc:
         if exc.errno == errno.ENOENT:

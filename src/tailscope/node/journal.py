@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from tailscope.errors import InputError  # standard library only, as this module
-from tailscope.node.journal_entry import FORMAT, DamagedEntry, check, refusal, start_time
-from tailscope.node.lock import WAIT_S, NodeBusy, NodeLock, lock_path, node_lock, trusted_dir
+from tailscope.node.journal_entry import FORMAT, SUBTREE_CONTROL, DamagedEntry, check, refusal, start_time
+from tailscope.node.lock import NodeBusy, NodeLock, default_wait, lock_path, node_lock, trusted_dir
 from tailscope.printable import printable
 
 ENV_DIR = "TAILSCOPE_JOURNAL_DIR"
@@ -125,6 +125,16 @@ def journal_dir(*, create: bool) -> Path | None:
 def existing_dirs() -> list[Path]:
     """Every candidate directory that exists (a dead run may have used a fallback)."""
     return [d for d in _candidates() if trusted_dir(d)]
+
+
+def dirs_after(lock: NodeLock, dirs: list[Path]) -> list[Path]:
+    """`dirs`, and the journal of the lock's previous holder where it kept it elsewhere
+    ($TAILSCOPE_JOURNAL_DIR): a run SIGKILLed while another waited for the lock left its changes there, and
+    the waiter, holding the lock now, puts them back before it reads a single old value."""
+    prev = Path(lock.previous.journal) if lock.previous is not None and lock.previous.journal else None
+    if prev is None or not prev.is_absolute() or prev in dirs or not trusted_dir(prev):
+        return dirs
+    return [*dirs, prev]
 
 
 def _fsync_dir(d: Path) -> None:
@@ -245,8 +255,9 @@ class Journal:
             self._owner = Owner.this_process()
         return self._owner
 
-    def hold(self, wait_s: float = WAIT_S, say: Callable[[str], None] | None = None) -> None:
-        """Take the node lock (waiting at most `wait_s`: NodeBusy, nothing changed). The first hold of this
+    def hold(self, wait_s: float | None = None, say: Callable[[str], None] | None = None) -> None:
+        """Take the node lock (waiting at most `wait_s`, default `default_wait()`: NodeBusy, nothing changed;
+        InputError for a bad $TAILSCOPE_NODE_LOCK_WAIT). The first hold of this
         process puts back what dead runs left, saying so through `say` (stderr by default), and refuses
         (JournalError) when some of it cannot be put back: the node is not as it was."""
         if self._holds or self._mine:
@@ -254,12 +265,12 @@ class Journal:
             return
         d = self.directory  # JournalError when no journal can be written: nothing was changed
         lock = node_lock(lock_path(d))
-        fresh = lock.acquire(wait_s, journal=d, start=self.owner.start)
+        fresh = lock.acquire(default_wait() if wait_s is None else wait_s, journal=d, start=self.owner.start)
         self._lock, self._holds = lock, 1
         if not fresh:
             return
         try:
-            restored, damaged = _restore_locked(None, existing_dirs())
+            restored, damaged = _restore_locked(None, dirs_after(lock, existing_dirs()))
         except BaseException:
             self.unhold()
             raise
@@ -389,6 +400,20 @@ def _procs(group: Path) -> list[int]:
         return []
 
 
+def _cpu_users(subtree: Path) -> list[Path]:
+    """The child cgroups of `subtree`'s cgroup that enable cpu in their own cgroup.subtree_control (why the
+    kernel refuses `-cpu` there: EBUSY); none unless `subtree` is a cgroup.subtree_control."""
+    if subtree.name != SUBTREE_CONTROL:
+        return []
+    out = []
+    with contextlib.suppress(OSError):
+        for child in sorted(subtree.parent.iterdir()):
+            with contextlib.suppress(OSError):
+                if child.is_dir() and "cpu" in (child / SUBTREE_CONTROL).read_text().split():
+                    out.append(child)
+    return out
+
+
 def undo(f: dict[str, Any], context: dict[str, Path]) -> str | None:
     """Undo one recorded change (a checked entry's fields); returns what was done instead of the entry's
     `what`, if anything else. OSError when it cannot be done, and before anything is done when the entry
@@ -399,7 +424,17 @@ def undo(f: dict[str, Any], context: dict[str, Path]) -> str | None:
         raise OSError(errno.EPERM, why)
     action = f["action"]
     if action == "write":
-        _write(Path(os.path.realpath(f["path"])), f["value"])  # the place refusal() checked
+        real = Path(os.path.realpath(f["path"]))  # the place refusal() checked
+        try:
+            _write(real, f["value"])
+        except OSError as exc:
+            users = _cpu_users(real) if exc.errno == errno.EBUSY else []
+            if not users:
+                raise
+            # the kernel keeps a controller on while a child cgroup hands it to its own children: that child
+            # (Slurm's or systemd's, since) uses it now, and taking it away is not tailscope's to do
+            shown = ", ".join(printable(str(u)) for u in users[:3]) + (" ..." if len(users) > 3 else "")
+            return f"cpu controller left on in {printable(real)}: {shown} enable it for their children now"
     elif action == "move":
         pid, group, origin = f["pid"], Path(f["group"]), Path(f["origin"])
         context[str(group)] = origin
@@ -489,7 +524,7 @@ def _restore_locked(only: Owner | None, dirs: list[Path]) -> tuple[list[Restored
 
 
 def restore_dead(
-    only: Owner | None = None, directories: list[Path] | None = None, *, wait_s: float = WAIT_S
+    only: Owner | None = None, directories: list[Path] | None = None, *, wait_s: float | None = None
 ) -> list[Restored]:
     """Restore everything that runs which are gone left in the journal (only `only`'s, when given), under
     the node lock (NodeBusy after `wait_s`). A live run's entries are never touched; damaged entries are
@@ -498,9 +533,10 @@ def restore_dead(
     if not dirs:
         return []
     lock = node_lock(lock_path(dirs[0]))  # the one NodeLock of this process: held already, it counts
-    lock.acquire(wait_s, journal=dirs[0], start=this_journal().owner.start)
+    wait_s = default_wait() if wait_s is None else wait_s
+    fresh = lock.acquire(wait_s, journal=dirs[0], start=this_journal().owner.start)
     try:
-        return _restore_locked(only, dirs)[0]
+        return _restore_locked(only, dirs_after(lock, dirs) if fresh and only is None else dirs)[0]
     finally:
         lock.release()
 
@@ -522,7 +558,7 @@ def restored_lines(restored: list[Restored]) -> list[str]:
 
 
 @contextlib.contextmanager
-def changing_the_node(wait_s: float = WAIT_S) -> Iterator[Journal]:
+def changing_the_node(wait_s: float | None = None) -> Iterator[Journal]:
     """For a verb that changes the node, around all of it: the node lock held (`Journal.hold`: what dead
     runs left is put back first and said on stderr; NodeBusy after `wait_s`), released at the end once
     everything this process changed is undone."""
@@ -557,15 +593,20 @@ def watch(owner: Owner, directory: Path) -> int:
         try:
             lock.acquire(0.0, journal=directory, start=start_time(os.getpid()) or 0)
             break
-        except NodeBusy:
-            if not any(e.owner == owner for e in read_entries(directory)):
-                return 0  # the holder, which restores what dead runs left when it takes the lock, did
+        except NodeBusy as busy:
+            # the holder restored what dead runs left when it took the lock, and said the damaged entries,
+            # in its own journal: this one only when it keeps the same (else this helper waits to say them)
+            same = busy.holder is not None and busy.holder.journal == str(directory)
+            if not any(e.owner == owner for e in read_entries(directory)) and (
+                same or not list(directory.glob(f"{owner.tag()}-*.json"))
+            ):
+                return 0
             if time.monotonic() - t0 > HELPER_WAIT_S:
                 _helper_say([f"node lock still held after {HELPER_WAIT_S:g} s: `tailscope inject --restore`"])
                 return 1
             time.sleep(0.1)
     try:  # what any dead run left there, its own run's first of all
-        restored, damaged = _restore_locked(None, [directory])
+        restored, damaged = _restore_locked(None, dirs_after(lock, [directory]))
     finally:
         lock.release()
     damaged = [x for x in damaged if x.path.name.startswith(f"{owner.tag()}-")]  # its run said the others

@@ -14,7 +14,8 @@ and symlinks), then must be under one of
   /sys/devices/system/node/nodeN/hugepages (huge-page pools: nr_hugepages, nr_overcommit_hugepages only),
 - /sys/devices/system/cpu (cpufreq's scaling_max_freq, scaling_min_freq, scaling_governor only),
 - a mounted cgroup hierarchy (v1 or v2, from /proc/self/mounts): quota files written (cpu.max,
-  cpu.cfs_quota_us, cpu.cfs_period_us), processes moved back, a `tailscope-*` cgroup removed;
+  cpu.cfs_quota_us, cpu.cfs_period_us), processes moved back, a `tailscope-*` cgroup removed, and `-cpu`
+  written to a cgroup.subtree_control (the cpu controller cpu-quota enabled there, and nothing else);
 - or a directory named in $TAILSCOPE_JOURNAL_PLACES (os.pathsep-separated): a copy of sysfs in the real format
   where the node has none (freq-cap's test: no cpufreq in a VM).
 A `process` entry stops only a process whose start time (/proc/PID/stat field 22) is the recorded one; one
@@ -40,6 +41,8 @@ MOUNTS = "/proc/self/mounts"
 PROCESS_COMMS = ("tsinject",)  # the only processes tailscope starts and journals
 CGROUP_WRITES = ("cpu.max", "cpu.cfs_quota_us", "cpu.cfs_period_us")
 CGROUP_PREFIX = "tailscope-"  # a cgroup tailscope made (inject/control.py, launch/tree.py)
+SUBTREE_CONTROL = "cgroup.subtree_control"
+CPU_CONTROLLER_OFF = "-cpu\n"  # the only value written there: the cpu controller cpu-quota enabled, off again
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,13 @@ def refusal(fields: dict[str, Any]) -> str | None:
     if action == "write":
         real = os.path.realpath(fields["path"])
         name = os.path.basename(real)
+        if name == SUBTREE_CONTROL:
+            if fields["value"] != CPU_CONTROLLER_OFF:
+                what, off = printable(repr(fields["value"][:40])), CPU_CONTROLLER_OFF.strip()
+                return f"{printable(fields['path'])}: {what} is not the {off} tailscope writes there"
+            if _in_extra(real) or _in_cgroup(real):
+                return None
+            return _not_ours(fields["path"], real, "a cgroup's controllers")
         if _in_extra(real) or (_in_cgroup(real) and name in CGROUP_WRITES):
             return None
         if any(_under(real, p.root) and (p.names is None or name in p.names) for p in WRITES):

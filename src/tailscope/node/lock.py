@@ -9,9 +9,12 @@ refuses with one line naming the holder; it never reads the first one's value as
 The lock is flock(2) on one file: the kernel drops it when its holder dies, SIGKILL included. For root,
 /run/tailscope/node.lock, the same whatever journal directory a run was told to use; for other users (who
 change only what is theirs: a delegated cgroup) `.lock` in their own journal directory. The holder writes who
-it is into the file (pid, start time, command, journal directory, since when): a waiter names it. One journal
+it is into the file (pid, start time, command, journal directory, since when): a waiter names it, and the
+next holder reads it (`previous`): when that one died, what it left is put back from its journal, wherever it
+was kept, before anything is read (journal.dirs_after). One journal
 per node: a run told to keep its journal elsewhere ($TAILSCOPE_JOURNAL_DIR, for tests) is still one holder at
-a time, but what it leaves is restored from there (its helper, or `inject --restore` with the same setting).
+a time, but what it leaves is restored from there (its helper, the next holder, or `inject --restore` with the
+same setting).
 
 A process holds the lock at most once (counted): flock on a second descriptor of the same file would wait for
 the process itself. Standard library only (the restore helper imports this).
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import sys
 import time
@@ -33,6 +37,8 @@ from tailscope.printable import printable
 
 ROOT_LOCK = Path("/run/tailscope/node.lock")
 WAIT_S = 10.0  # a second tailscope waits this long for the first by default
+WAIT_ENV = "TAILSCOPE_NODE_LOCK_WAIT"  # seconds: that default instead (a prolog, a suite beside others)
+WAIT_MAX_S = 7 * 86400
 POLL_S = 0.05
 RECORD_MAX = 8192
 
@@ -40,9 +46,26 @@ RECORD_MAX = 8192
 class NodeBusy(InputError):
     """Another tailscope holds the node lock after the wait: one line naming it, exit 2, nothing changed."""
 
-    def __init__(self, message: str, who: str) -> None:
+    def __init__(self, message: str, who: str, holder: Holder | None = None) -> None:
         super().__init__(message)
         self.who = who  # the holder, in words
+        self.holder = holder  # as it wrote itself into the lock file, where it could be read
+
+
+def default_wait() -> float:
+    """How long a tailscope that changes the node waits for another to finish when `--wait` is not given:
+    $TAILSCOPE_NODE_LOCK_WAIT seconds where set (a node's prolog that should queue behind a running
+    injector; the test suite, run beside other tailscopes), else WAIT_S. A bad value: one line, exit 2."""
+    given = os.environ.get(WAIT_ENV)
+    if given is None or not given.strip():
+        return WAIT_S
+    try:
+        value = float(given)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= WAIT_MAX_S:  # nan too
+        raise InputError(f"${WAIT_ENV}={printable(given[:40])!s}: expected seconds from 0 to {WAIT_MAX_S}")
+    return value
 
 
 def trusted_dir(d: Path) -> bool:
@@ -96,6 +119,7 @@ class NodeLock:
         self.path = path
         self.count = 0
         self._fd = -1
+        self.previous: Holder | None = None  # who held it before this process took it (its record)
 
     def acquire(self, wait_s: float, *, journal: Path, start: int) -> bool:
         """Take the lock, waiting at most `wait_s`; True when this process newly holds it (then the caller
@@ -115,6 +139,7 @@ class NodeLock:
                     if left <= 0:
                         raise self._busy(wait_s) from None
                     time.sleep(min(POLL_S, left))
+            self.previous = Holder.parse(os.pread(fd, RECORD_MAX, 0))
             me = {"pid": os.getpid(), "start": start, "argv": sys.argv[:8], "journal": str(journal)}
             record = json.dumps({**me, "since": time.time()}).encode()
             os.ftruncate(fd, 0)
@@ -146,11 +171,14 @@ class NodeLock:
 
     def _busy(self, wait_s: float) -> NodeBusy:
         h = self.holder()
-        who = h.describe() if h is not None and h.pid != os.getpid() else "another tailscope"
+        if h is not None and h.pid == os.getpid():
+            h = None
+        who = h.describe() if h is not None else "another tailscope"
         return NodeBusy(
             f"{who} is changing this node (one tailscope changes a node at a time: {self.path}); waited "
             f"{wait_s:g} s (--wait S waits longer): nothing was changed",
             who,
+            h,
         )
 
 

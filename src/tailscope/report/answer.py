@@ -55,7 +55,7 @@ NEXT_COMMAND = {
 TERMS = (
     "slow = more than {threshold} below its node's median; flagged = slow, or an outlier against its "
     "node's runs; systematic = slow in every iteration (a level shift); transient = slow in a few "
-    "iterations (interference); ! = more slow runs than the allowed rate {allowed} explains (binomial test)"
+    "iterations (interference); ! = more slow runs than the allowed rate {allowed} explains ({test})"
 )
 ORDER: tuple[State, ...] = ("degraded", "inconclusive", "healthy")
 
@@ -252,7 +252,9 @@ def run_cause_text(run: RunVerdict) -> str:
 
 def terms(analysis: CampaignAnalysis) -> str:
     s = analysis.settings
-    return TERMS.format(threshold=pct(s.primary_threshold), allowed=pct(s.allowed_slow_rate))
+    # a check stopped when settled marks its slow runs by the anytime-valid test (analysis/summary.py)
+    test = "anytime-valid test" if "stopping" in analysis.methods else "binomial test"
+    return TERMS.format(threshold=pct(s.primary_threshold), allowed=pct(s.allowed_slow_rate), test=test)
 
 
 def _count(n: int, word: str) -> str:

@@ -598,7 +598,12 @@ def _groups_table(groups: Sequence[GroupSummary], settings: Settings) -> str:
                         tail_text(t) + ("!" if t.rejects else ""),
                         num=True,
                         css="bad" if t.rejects else "",
-                        title=f"rate {tail_rate_text(t)}, p = {p_value(t.p_value)}",
+                        title=f"rate {tail_rate_text(t)}, "
+                        + (
+                            f"p = {p_value(t.p_value)}"
+                            if t.test == "binomial"
+                            else "judged by the anytime-valid test (the check stopped when settled)"
+                        ),
                     )
                     for t in g.tails
                 ),

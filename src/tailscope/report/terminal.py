@@ -15,7 +15,9 @@ the answer) is the full table of every (variant, node), the cluster blocks, the 
       - node n1, l2sum-1a2b: 3 of 200 runs (1.5%, ...) were more than 5% slower than the node median ...
 
 One row per (variant, node). The first column is the probe, or the variant id where the campaign has
-several variants of that probe. A slow count the tail-count test rejects is marked with `!`.
+several variants of that probe. A slow count is marked with `!` where the slow-run test shows its rate
+above the limit: the binomial tail-count test, or in a check stopped when settled the anytime-valid one
+its verdict and claims use (analysis/summary.py sets TailCount.rejects so).
 Names come from the store (node names, notes quoting them): control characters are written as escapes
 (\\x1b) so a name cannot drive the terminal.
 """
@@ -211,7 +213,7 @@ def wrap_lines(lines: list[str] | tuple[str, ...], width: int) -> list[str]:
 
 def _probe_lines(analysis: CampaignAnalysis) -> list[str]:
     """One line per probe variant: its median over all runs with the interval of its first node when it
-    has one node, the run-to-run CV, and its slow runs (with ! when a node's tail-count test rejects)."""
+    has one node, the run-to-run CV, and its slow runs (with ! when a node's slow-run test rejects)."""
     lines = []
     for v in sorted(analysis.variants, key=lambda v: (v.probe, v.variant)):
         groups = [g for g in analysis.groups if g.variant == v.variant]

@@ -16,18 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tailscope.analysis.causes.page_placement import variants_it_explains
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.campaign.runner import RunOutcome, default_campaign_dir
 from tailscope.errors import STATE_EXIT, UsageError
 from tailscope.node.facts import collect, node_name
-from tailscope.node.hugepages import advice_lines
 from tailscope.probes.catalogue import ParamValue, ProbeVariant
-from tailscope.report.models import DeepResult
 from tailscope.verbs.workflow import RunRequest, analyze_campaign, run_campaign, write_report
 
 if TYPE_CHECKING:
     from tailscope.campaign.stopping import StoppingRequest
+    from tailscope.report.models import DeepResult
 
 # (probe, trials in a full check, trials with --quick). A median CI needs n >= 6 (notes/statistics.md).
 SUITE: tuple[tuple[str, int, int], ...] = (
@@ -81,6 +79,8 @@ APP_TRIALS = (10, 3)
 def app_variants(apps: tuple[Path, ...], *, quick: bool, trials: int | None) -> tuple[tuple[Any, int], ...]:
     """The site's applications (`--app FILE`, app/definition.py) beside the suite: --trials, else the file's
     trials, else APP_TRIALS."""
+    if not apps:  # the definitions' reader (and its pattern and figure modules) only where there are some
+        return ()
     from tailscope.app.definition import load_definition
 
     out = []
@@ -156,6 +156,9 @@ def run_check(
             analysis = analyze_campaign(outcome.campaign, settings or Settings())
     if not report and report_path is None:  # --between-jobs: no report unless asked
         return CheckResult(outcome, analysis, None, (), deep_result, baselines)
+    from tailscope.analysis.causes.page_placement import variants_it_explains
+    from tailscope.node.hugepages import advice_lines
+
     report_file = write_report(outcome.campaign, analysis, report_path or outcome.campaign / "report.html")
     sweep_dir = f"{Path(outcome.campaign).resolve()}-sweep-1g"
     # the sweep's commands only where page placement is a run's best explanation

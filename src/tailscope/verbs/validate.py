@@ -381,7 +381,7 @@ def validate(args: argparse.Namespace) -> int:
         else:
             print("\n".join(render_scores(result)))
         return EXIT_OK
-    from tailscope.node.journal import WAIT_S, changing_the_node
+    from tailscope.node.journal import changing_the_node
 
     for p in args.param or []:
         if "=" not in p or not p.split("=", 1)[0]:
@@ -408,7 +408,7 @@ def validate(args: argparse.Namespace) -> int:
     )
     # the node lock for the whole campaign (a clean block is clean: no other injector starts between blocks);
     # what a killed inject or validate left is put back first
-    with changing_the_node(WAIT_S if args.wait is None else args.wait):
+    with changing_the_node(args.wait):
         # --until-settled: rounds stopped when settled
         result = run_validate_settled(request, args.rounds, args.cap) if settled else run_validate(request)
     if args.json:

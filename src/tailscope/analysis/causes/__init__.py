@@ -96,16 +96,21 @@ def diagnose_runs(
     nodes: pd.DataFrame | None = None,
     run_extras: Mapping[str, Mapping[str, Any]] | None = None,
     pages_tests: Mapping[str, page_placement.PagesTest] | None = None,
+    features: tuple[pd.DataFrame, dict[str, tuple[int, ...]]] | None = None,
 ) -> dict[str, tuple[CauseFinding, ...]]:
     """Ranked findings of every flagged run of `scored` (summary.score_runs' frame, `flagged` column).
 
     Only the (variant, node) groups with a flagged run are visited, and their normal runs' usual features
     come from one group-by, not a frame per group (50,000 runs in 1,000 groups: seconds of pandas per group).
+    `features`: run_features(counters) where the caller has it already (the analysis reads it for the busy
+    verdict too).
     """
     is_flagged = scored["flagged"].to_numpy(dtype=bool)
     if not is_flagged.any():
         return {}
-    features, cpus = run_features(counters if counters is not None else pd.DataFrame())
+    if features is None:
+        features = run_features(counters if counters is not None else pd.DataFrame())
+    features, cpus = features
     co = corunner_lists(corunners if corunners is not None else pd.DataFrame())
     flagged_ids = scored["run_id"].astype(str).to_numpy()[is_flagged]
     features = _with_fwq(add_corunner_share(features, co, flagged_ids), run_extras or {})

@@ -174,6 +174,11 @@ def test_since_is_the_day_the_node_became_slow():
     assert result.slow
     since = fit.since(result)
     assert since is not None and abs((since - pd.Timestamp(change)).days) <= 2
+    # its effect is its level since then (15%), not the whole history's mix of before and after
+    level = fit.level_since(result, since)
+    assert abs(math.expm1(level.effect) - 0.15) < 0.03 and math.expm1(result.effect) < 0.10
+    assert level.lower is not None and level.lower > 0.10 and level.jobs < result.jobs
+    assert level.q == result.q and level.slow
 
 
 def test_a_figure_of_merit_replaces_elapsed_where_the_class_has_it():
