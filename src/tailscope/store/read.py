@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyarrow._parquet import ParquetReader  # loaded by pyarrow.parquet; the reader without its Python set-up
 
 from tailscope.heap import return_freed_memory
 from tailscope.store.campaign import COMMITS, QUARANTINE, Campaign, CommitRecord, conform
@@ -134,10 +133,13 @@ def _scan_one(path: str, schema: pa.Schema, known: frozenset[str], footer: str |
     if damage is not None:
         return None
     try:
-        data, present = _read_columns(source, schema.names)
-    except (OSError, pa.ArrowException, ValueError, KeyError, IndexError):
-        return None
-    if not present <= known:
+        opened = pa.BufferReader(source) if isinstance(source, bytes) else source
+        with pq.ParquetFile(opened, page_checksum_verification=True) as shard:
+            present = set(shard.schema_arrow.names)
+            if not present <= known:
+                return None
+            data = shard.read(columns=[n for n in schema.names if n in present], use_threads=False)
+    except (OSError, pa.ArrowException, ValueError, KeyError):
         return None
     if data.schema.equals(schema):
         return data
@@ -153,29 +155,6 @@ def _scan_one(path: str, schema: pa.Schema, known: frozenset[str], footer: str |
         else:
             return None
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _read_columns(source: str | bytes, names: Sequence[str]) -> tuple[pa.Table, set[str]]:
-    """The columns of `names` a shard has (page checksums verified), and the names of all its columns.
-
-    Parquet's own reader, not `pq.ParquetFile`: that one maps every column path to its leaves in Python when
-    it opens a file (~0.2 ms of a small shard's ~1 ms), and its Arrow schema is one more conversion; the
-    leaves of the store's flat tables are their columns, in order. A small shard is in memory already
-    (`checked_source`): nothing to pre-buffer."""
-    reader = ParquetReader()
-    in_memory = isinstance(source, bytes)
-    opened = pa.BufferReader(source) if in_memory else pa.OSFile(source)
-    try:
-        reader.open(opened, pre_buffer=not in_memory, page_checksum_verification=True)
-        present = reader.metadata.schema.names  # the leaves' names
-        index = {name: i for i, name in enumerate(present)}
-        wanted = [n for n in names if n in index]
-        data = reader.read_all(column_indices=[index[n] for n in wanted], use_threads=False)
-    finally:
-        opened.close()
-    if data.column_names != wanted:  # a leaf of a nested column: read as its parent (no table has one)
-        raise ValueError("not a flat table")
-    return data, set(present)
 
 
 def _scan(
