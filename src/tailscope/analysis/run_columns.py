@@ -17,6 +17,7 @@ very objects beside their columns.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -48,7 +49,7 @@ CHUNK = 5000  # runs whose values are Python lists at once, when objects are bui
 class RunVerdicts(Sequence[RunVerdict]):
     """The runs of an analysis, by column (see the module doc). Immutable: its arrays are read-only."""
 
-    __slots__ = ("_columns", "_extra", "_length", "_objects")
+    __slots__ = ("_columns", "_extra", "_extra_rows", "_length", "_objects")
 
     def __init__(
         self,
@@ -71,6 +72,7 @@ class RunVerdicts(Sequence[RunVerdict]):
             held[name] = array
         self._columns = held
         self._extra = {int(i): dict(v) for i, v in (extra or {}).items() if v}
+        self._extra_rows = sorted(self._extra)
         self._objects = tuple(objects) if objects is not None else None
 
     @classmethod
@@ -135,7 +137,7 @@ class RunVerdicts(Sequence[RunVerdict]):
 
     def with_extra(self) -> list[int]:
         """The rows (ascending) that have evidence, extras, causes or figures of their own."""
-        return sorted(self._extra)
+        return list(self._extra_rows)
 
     def rows(self, which: np.ndarray | Sequence[int]) -> list[RunVerdict]:
         """The RunVerdict objects of the rows a boolean mask or a list of positions selects, in order."""
@@ -226,23 +228,24 @@ class RunVerdicts(Sequence[RunVerdict]):
         empty = {"evidence": b"null", "extras": b"{}", "causes": b"[]", "figures": b"[]"}
         for name, text in empty.items():
             texts[name] = [text] * (stop - start)
-        for row, mine in self._extra.items():
-            if start <= row < stop:
-                for name, value in mine.items():  # as orjson nests it: its lines three levels deep
-                    dumped = orjson.dumps(value, default=default, option=option)
-                    texts[name][row - start] = dumped.replace(b"\n", b"\n      ")
+        rows = self._extra_rows
+        for row in rows[bisect.bisect_left(rows, start) : bisect.bisect_left(rows, stop)]:
+            for name, value in self._extra[row].items():  # as orjson nests it: its lines three levels deep
+                dumped = orjson.dumps(value, default=default, option=option)
+                texts[name][row - start] = dumped.replace(b"\n", b"\n      ")
         return b",\n    ".join(
             [_TEMPLATE % values for values in zip(*(texts[n] for n in FIELDS), strict=True)]
         )
 
 
 def _json_texts(values: np.ndarray, kind: Any) -> list[bytes]:
-    """Each value as orjson writes it (one call for a column of numbers, one per distinct text)."""
+    """Each value as orjson writes it: one call for the column, cut into its items."""
     import orjson
 
-    if kind is object:
-        distinct = {text: orjson.dumps(text) for text in dict.fromkeys(values.tolist())}
-        return list(map(distinct.__getitem__, values.tolist()))
+    if kind is object:  # texts: one item a line, so a comma inside a text cannot cut it (a line break is \n)
+        if not len(values):
+            return []
+        return orjson.dumps(values.tolist(), option=orjson.OPT_INDENT_2)[4:-2].split(b",\n  ")
     if kind is np.bool_:
         return list(map(_BOOLEANS.__getitem__, values.tolist()))
     return orjson.dumps(values.tolist())[1:-1].split(b",")  # numbers: no comma inside one
