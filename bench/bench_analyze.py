@@ -23,7 +23,10 @@ more in a closing table: the ratios, not the seconds, are the result on a shared
 fresh process, through analyze's own path (the narrow runs read, the iterations it needs: this checkout's
 API, not for --source); `--source` measures another checkout's src (a before/after pair on the same
 machine; it is byte-compiled too, so give it a copy: `git archive main src | tar -x -C /tmp/before`);
-`--keep` writes the campaigns there once and reuses them. Ratios move by +-15% between runs minutes apart
+`--compare OTHER/src` adds that checkout's analyze and report to the same alternated rounds (before/after
+against one peer, on one machine at one time: `git archive main src | tar -x -C /tmp/main`), printed with
+its ratios and this tree's time and memory against it; `--keep` writes the campaigns there once and reuses
+them. Ratios move by +-15% between runs minutes apart
 on this shared 2-vCPU guest: print `uptime` beside them.
 
 stdout of every command goes to a file (not a pipe), so the write() pattern is the one a user gets.
@@ -49,6 +52,8 @@ from bench_cluster_analyze import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src"  # the tailscope measured (--source: another checkout's src, e.g. before a change)
+COMPARE: Path | None = None  # --compare: another checkout's src, measured in the same rounds
+COMPARED = " [compare]"  # the suffix of the compared checkout's commands
 TIME = "/usr/bin/time"  # GNU time: peak RSS of a child forked from a small process
 
 PEER = """
@@ -133,10 +138,10 @@ def measure(argv: Sequence[str], env: dict[str, str], stdout: Path) -> tuple[flo
     return wall, rss_kib / 1024, proc.returncode
 
 
-def environment(unbuffered: bool) -> dict[str, str]:
+def environment(unbuffered: bool, source: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONUNBUFFERED", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source or SOURCE), env.get("PYTHONPATH")]))
     if unbuffered:
         env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -144,7 +149,20 @@ def environment(unbuffered: bool) -> dict[str, str]:
 
 def commands(root: Path, tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     py = sys.executable
+    compared = {}
+    if COMPARE is not None:
+        compared = {
+            "analyze" + COMPARED: (
+                [py, "-m", "tailscope", "analyze", str(root), "--json"],
+                environment(False, COMPARE),
+            ),
+            "report" + COMPARED: (
+                [py, "-m", "tailscope", "report", str(root), "-o", str(tmp / "c.html")],
+                environment(False, COMPARE),
+            ),
+        }
     return {
+        **compared,
         "peer": ([py, "-c", PEER, str(root)], environment(False)),
         "analyze": ([py, "-m", "tailscope", "analyze", str(root), "--json"], environment(False)),
         "analyze unbuffered": ([py, "-m", "tailscope", "analyze", str(root), "--json"], environment(True)),
@@ -193,15 +211,34 @@ def fleet(
                 check=True,
             )
             print(out.stdout.rstrip())
-        cmds = {k: v for k, v in commands(root, tmp).items() if k == "peer" or k in verbs}
+        cmds = {
+            k: v for k, v in commands(root, tmp).items() if k == "peer" or k.removesuffix(COMPARED) in verbs
+        }
         result = run_set(cmds, repeats, tmp)
         size = (tmp / "analyze.out").stat().st_size if "analyze" in cmds else 0
+        compared = tmp / f"analyze{COMPARED.replace(' ', '_')}.out"
+        if "analyze" in cmds and compared.exists():
+            same = compared.read_bytes() == (tmp / "analyze.out").read_bytes()
+            verdict = "the same bytes" if same else "DIFFER"
+            print(f"  analyze --json of this tree and the compared one: {verdict}")
     peer_s, peer_mib = result["peer"]
     print(f"  peer (pyarrow + pandas group-by medians): {peer_s:.2f} s, {peer_mib:.0f} MiB")
     for name, (wall, mib) in result.items():
         if name == "peer":
             continue
         t_ratio, m_ratio = wall / peer_s, mib / peer_mib
+        if name.endswith(COMPARED):
+            mine_s, mine_mib = result[name.removesuffix(COMPARED)]
+            print(
+                f"  compared {name}: {wall:.2f} s, {mib:.0f} MiB -> {t_ratio:.2f}x time, {m_ratio:.2f}x "
+                f"memory of the peer; this tree {mine_s / wall:.2f}x its time, {mine_mib / mib:.2f}x its "
+                "memory"
+            )
+            VERDICTS.append(
+                f"  {nodes:5d} nodes  {name:20s} {t_ratio:5.2f}x time  {m_ratio:5.2f}x memory   "
+                f"(this tree: {mine_s / wall:.2f}x its time)"
+            )
+            continue
         t_target, m_target = (FEW_TARGETS if nodes <= FEW_NODES else TARGETS)[name]
         verdict = "meets" if t_ratio <= t_target and (m_target is None or m_ratio <= m_target) else "MISSES"
         limits = f"<= {t_target}x time" + (f", <= {m_target}x memory" if m_target else "")
@@ -252,11 +289,16 @@ def main() -> None:
     parser.add_argument("--no-start-up", action="store_true")
     parser.add_argument("--phases", action="store_true", help="where analyze's time goes, in one process")
     parser.add_argument("--source", type=Path, help="measure the tailscope in this src directory")
+    parser.add_argument("--compare", type=Path, help="and this src directory's, in the same rounds")
     args = parser.parse_args()
+    global SOURCE, COMPARE
     if args.source:
-        global SOURCE
         SOURCE = args.source.resolve()
     print(f"tailscope from {SOURCE}, python {sys.version.split()[0]}")
+    if args.compare:
+        COMPARE = args.compare.resolve()
+        print(f"compared with the tailscope from {COMPARE}")
+        compileall.compile_dir(COMPARE / "tailscope", quiet=1)
     print(f"uptime at the start: {uptime()}")
     compileall.compile_dir(SOURCE / "tailscope", quiet=1)  # as installed: bytecode beside the sources
     if not args.no_start_up:

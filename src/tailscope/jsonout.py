@@ -30,7 +30,19 @@ def encode(data: Any, *, sort_keys: bool = False, default: Callable[[Any], Any] 
     option = _options() | orjson.OPT_APPEND_NEWLINE
     if sort_keys:
         option |= orjson.OPT_SORT_KEYS
-    return orjson.dumps(data, default=default, option=option)
+    return orjson.dumps(data, default=_items_first(default), option=option)
+
+
+def _items_first(default: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`default`, after a sequence that writes its own JSON items (`json_items`: the analysed runs held by
+    column, analysis/run_columns.py) is given to orjson as the list of its items."""
+
+    def fallback(value: Any) -> Any:
+        if hasattr(value, "json_items"):
+            return list(value)
+        return default(value)
+
+    return fallback
 
 
 def _options() -> int:
@@ -52,9 +64,10 @@ def encode_chunks(
     import orjson
 
     option = _options()
+    items_first = _items_first(default)
 
     def nested(value: Any) -> bytes:  # a value one level down: each of its lines indented 2 more
-        return orjson.dumps(value, default=default, option=option).replace(b"\n", b"\n  ")
+        return orjson.dumps(value, default=items_first, option=option).replace(b"\n", b"\n  ")
 
     names = [f.name for f in dataclasses.fields(data) if not f.name.startswith("_")]
     if not names:
@@ -63,14 +76,19 @@ def encode_chunks(
     for position, name in enumerate(names):
         value = getattr(data, name)
         head = (b"{\n  " if position == 0 else b",\n  ") + orjson.dumps(name) + b": "
-        if not isinstance(value, list | tuple) or len(value) <= chunk_items:
+        own = hasattr(value, "json_items")  # writes its items itself (the analysed runs, by column)
+        if not (own or isinstance(value, list | tuple)) or len(value) <= (0 if own else chunk_items):
             yield head + nested(value)
             continue
         yield head + b"["
         for start in range(0, len(value), chunk_items):
-            chunk = orjson.dumps(list(value[start : start + chunk_items]), default=default, option=option)
-            # "[\n  item,\n  item\n]" -> its items, two levels down
-            yield (b"\n    " if start == 0 else b",\n    ") + chunk[2:-2].replace(b"\n", b"\n  ").lstrip()
+            if own:
+                items = value.json_items(start, min(start + chunk_items, len(value)), default)
+            else:
+                chunk = orjson.dumps(list(value[start : start + chunk_items]), default=default, option=option)
+                # "[\n  item,\n  item\n]" -> its items, two levels down
+                items = chunk[2:-2].replace(b"\n", b"\n  ").lstrip()
+            yield (b"\n    " if start == 0 else b",\n    ") + items
         yield b"\n  ]"
     yield b"\n}\n"
 

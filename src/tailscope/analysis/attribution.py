@@ -43,6 +43,7 @@ from scipy import stats
 
 from tailscope.analysis import robust
 from tailscope.analysis.model import RunVerdict
+from tailscope.analysis.run_columns import RunVerdicts
 
 METHOD = (
     "attribution: per counter, Pearson/Spearman of node-median-scaled relative time (1 / performance ratio) "
@@ -181,21 +182,25 @@ def attribute(
         return None
     features = run_features(counters, runs)
     variants = []
-    by_variant: dict[str, list[RunVerdict]] = {}
-    for v in verdicts:
-        by_variant.setdefault(v.variant, []).append(v)
+    verdicts = RunVerdicts.of(verdicts)
+    names = ("variant", "run_id", "node", "trial", "perf_ratio", "slow")
+    columns = {name: verdicts.column(name).tolist() for name in names}
+    by_variant: dict[str, list[int]] = {}
+    for i, variant in enumerate(columns["variant"]):
+        by_variant.setdefault(variant, []).append(i)
     for variant, its in sorted(by_variant.items()):
-        ids = [v.run_id for v in its if v.run_id in features.index]
+        mine = [i for i in its if columns["run_id"][i] in features.index]
+        ids = [columns["run_id"][i] for i in mine]
         if len(ids) < 3:
             continue
         table = features.loc[ids].dropna(axis=1, how="all")
         info = pd.DataFrame(
             {
                 "run_id": ids,
-                "node": [v.node for v in its if v.run_id in features.index],
-                "trial": [v.trial for v in its if v.run_id in features.index],
-                "perf_ratio": [v.perf_ratio for v in its if v.run_id in features.index],
-                "slow": [v.slow for v in its if v.run_id in features.index],
+                "node": [columns["node"][i] for i in mine],
+                "trial": [columns["trial"][i] for i in mine],
+                "perf_ratio": [columns["perf_ratio"][i] for i in mine],
+                "slow": [columns["slow"][i] for i in mine],
             }
         ).set_index("run_id")
         scores = rank_counters(

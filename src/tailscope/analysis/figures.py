@@ -139,9 +139,8 @@ def with_figures(analysis: Any, stored: Iterable[tuple[Any, Any, Any]]) -> Any:
     only the runs the analysis holds are filled, the rest of it is unchanged."""
     import dataclasses
 
-    by_run = {str(r): figures_of(str(p), s) for r, p, s in stored if isinstance(s, str) and s}
-    runs = tuple(
-        dataclasses.replace(run, figures=tuple(by_run[run.run_id])) if by_run.get(run.run_id) else run
-        for run in analysis.runs
-    )
+    from tailscope.analysis.run_columns import RunVerdicts
+
+    by_run = {str(r): tuple(figures_of(str(p), s)) for r, p, s in stored if isinstance(s, str) and s}
+    runs = RunVerdicts.of(analysis.runs).with_figures(by_run)
     return dataclasses.replace(analysis, runs=runs)

@@ -44,6 +44,7 @@ from tailscope.analysis.model import (
     Settings,
 )
 from tailscope.analysis.robust import mad, noise_floor, robust_cv
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.verdict import limits_text
 from tailscope.analysis.wording import pct, runs_word, some
 
@@ -176,10 +177,10 @@ def node_health(
     by_scope: dict[str, list[Check]] = defaultdict(list)
     for c in checks:
         by_scope[c.scope].append(c)
+    runs = RunVerdicts.of(runs)
     flagged: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)
-    for r in runs:
-        if r.flagged:
-            flagged[(r.variant, r.node)].append(r)
+    for r in runs.rows(runs.column("flagged")):  # objects of the flagged runs only
+        flagged[(r.variant, r.node)].append(r)
     screen: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
     for summary in cluster:
         for effect in summary.nodes:
@@ -259,9 +260,11 @@ def own_floors(
         return {}
     kept: dict[tuple[str, str], list[float]] = defaultdict(list)
     left_out: dict[tuple[str, str], int] = defaultdict(int)
-    for r in runs:
+    runs = RunVerdicts.of(runs)
+    keys = zip(runs.column("variant").tolist(), runs.column("node").tolist(), strict=True)
+    for r in runs.rows([i for i, key in enumerate(keys) if key in noisy]):
         key = (r.variant, r.node)
-        if key not in noisy or not np.isfinite(r.perf_ratio):
+        if not np.isfinite(r.perf_ratio):
             continue
         if explained_by_interference(r):
             left_out[key] += 1

@@ -9,7 +9,8 @@ Conventions used throughout:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 RunKind = Literal["systematic", "transient", "none", "unclassified"]
@@ -267,7 +268,7 @@ class CampaignAnalysis:
     settings: Settings
     variants: tuple[VariantSummary, ...]
     groups: tuple[GroupSummary, ...]
-    runs: tuple[RunVerdict, ...]
+    runs: Sequence[RunVerdict]  # a tuple, or the runs by column (analysis/run_columns.RunVerdicts)
     verdict: Verdict
     notes: tuple[str, ...]  # plain-words findings and warnings, most important first
     methods: dict[str, str] = field(default_factory=dict)  # statistic -> how it was computed, with source
@@ -281,5 +282,7 @@ class CampaignAnalysis:
     claims: tuple[Claim, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The `analyze --json` object: runs, groups, variants, verdict, settings, notes, methods."""
-        return asdict(self)
+        """The `analyze --json` object: runs, groups, variants, verdict, settings, notes, methods (the runs as
+        objects, whatever holds them: analysis/run_columns.py keeps them by column)."""
+        runs = self.runs if isinstance(self.runs, tuple) else tuple(self.runs)
+        return asdict(replace(self, runs=runs))

@@ -31,6 +31,7 @@ from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, TailCou
 from tailscope.analysis.power import runs_to_detect_shift
 from tailscope.analysis.quantiles import min_trials_for_ci
 from tailscope.analysis.robust import VISIBLE_SDS, noise_floor, robust_cv
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.verdict import HPL_PROBES, SJTU_HPL_LIGHT
 from tailscope.analysis.wording import (
     p_value,
@@ -70,10 +71,10 @@ def compose_notes(
     """All notes of one analysis, sorted by importance (stable within one importance)."""
     if not groups and failed.empty:
         return (f"campaign {campaign}: no runs to analyse; run `tailscope run` first",)
+    runs = RunVerdicts.of(runs)  # read by column: objects of the few runs a note names
     slow_runs: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)
-    for r in runs:
-        if r.slow:
-            slow_runs[(r.variant, r.node)].append(r)
+    for r in runs.rows(runs.column("slow")):
+        slow_runs[(r.variant, r.node)].append(r)
     by_variant = {v.variant: v for v in variants}
     notes: list[Note] = [
         *_slow_nodes(groups, by_variant, settings),
@@ -284,13 +285,12 @@ def _many_tests(groups: Sequence[GroupSummary], settings: Settings) -> list[Note
     ]
 
 
-def _robust_only(
-    variants: Sequence[VariantSummary], runs: Sequence[RunVerdict], settings: Settings
-) -> list[Note]:
+def _robust_only(variants: Sequence[VariantSummary], runs: RunVerdicts, settings: Settings) -> list[Note]:
     """Runs far below their peers by robust score but not slow at the primary threshold."""
     notes = []
+    outliers = runs.rows(runs.column("robust_outlier") & ~runs.column("slow"))
     for v in variants:
-        found = [r for r in runs if r.variant == v.variant and r.robust_outlier and not r.slow]
+        found = [r for r in outliers if r.variant == v.variant]
         if not found:
             continue
         found.sort(key=lambda r: r.robust_score)
@@ -431,9 +431,10 @@ def _few_runs(groups: Sequence[GroupSummary], settings: Settings) -> list[Note]:
     ]
 
 
-def _unclassified(runs: Sequence[RunVerdict], iterations_given: bool) -> list[Note]:
-    no_data = [r for r in runs if r.slow and r.kind == "unclassified" and r.evidence is None]
-    unclear = [r for r in runs if r.slow and r.kind == "unclassified" and r.evidence is not None]
+def _unclassified(runs: RunVerdicts, iterations_given: bool) -> list[Note]:
+    slow = runs.rows(runs.column("slow") & (runs.column("kind") == "unclassified"))
+    no_data = [r for r in slow if r.evidence is None]
+    unclear = [r for r in slow if r.evidence is not None]
     notes = []
     if no_data:
         why = (

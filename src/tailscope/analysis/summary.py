@@ -50,13 +50,13 @@ from tailscope.analysis.model import (
     KindEvidence,
     QuantileRule,
     RunKind,
-    RunVerdict,
     Settings,
     TrialsNeeded,
     VariantSummary,
 )
 from tailscope.analysis.notes import compose_notes
 from tailscope.analysis.quantiles import quantile_ci
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.settings import settings_from_dict, validate_settings
 from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits, spread_rules_apply
 from tailscope.heap import return_freed_memory
@@ -533,46 +533,36 @@ def _run_verdicts(
     kinds: Mapping[str, tuple[RunKind, KindEvidence | None]],
     noise: pd.DataFrame,
     found: Mapping[str, tuple[CauseFinding, ...]],
-) -> tuple[RunVerdict, ...]:
-    # Columns of plain Python values (str, int, float, bool), converted column by column, in the order
-    # RunVerdict declares its fields: JSON-ready, and the instance dict below keeps that order. Texts that
-    # repeat (node, probe, variant, unit) are one object per distinct value, not one per run (50,000 runs:
-    # 11 MB of the peak); the lists are made for RUN_CHUNK runs at a time.
+) -> RunVerdicts:
+    """The runs' verdicts by column (run_columns.py): texts that repeat (node, probe, variant, unit, kind)
+    one str per distinct value; kind, evidence, extras and causes set for the runs that have them (the
+    flagged runs, fwq's runs), not as 50,000 objects."""
     types: dict[str, Any] = {
         "run_id": str, "node": "shared", "probe": "shared", "variant": "shared", "trial": "int64",
         "started_at": None, "value": float, "unit": "shared", "perf_ratio": float, "scaled_value": float,
         "robust_score": float, "robust_outlier": bool, "slow": bool, "slowdown": float,
     }  # fmt: skip
-    columns = [_plain_column(scored[c], t) for c, t in types.items()]
-    names = tuple(types)
-    flagged_all = scored["flagged"].to_numpy(dtype=bool)
-    noise_ids = set(noise.index) if not noise.empty else set()
-    out = []
-    new = object.__new__
-    with _gc_paused():
-        for start in range(0, len(scored), RUN_CHUNK):
-            lists = [column[start : start + RUN_CHUNK].tolist() for column in columns]
-            flagged_part = flagged_all[start : start + RUN_CHUNK].tolist()
-            for row, flagged in zip(zip(*lists, strict=True), flagged_part, strict=True):
-                run_id = row[0]
-                kind, evidence = kinds.get(run_id, ("unclassified", None)) if flagged else ("none", None)
-                # RunVerdict(...) would set the fields one by one through object.__setattr__ (a frozen
-                # dataclass): several times slower for 50,000 runs. Every field is set, of its declared type,
-                # in its order (tests/analysis/test_summary.py checks the set of fields against the class).
-                run = new(RunVerdict)
-                fields = run.__dict__
-                fields.update(zip(names, row, strict=True))
-                fields["kind"] = kind
-                fields["evidence"] = evidence
-                fields["extras"] = fwq_noise.run_extras(noise.loc[run_id]) if run_id in noise_ids else {}
-                fields["flagged"] = flagged
-                fields["causes"] = found.get(run_id, ())
-                fields["figures"] = ()  # filled for analyze --json (analysis/figures.py)
-                out.append(run)
-    return tuple(out)
-
-
-RUN_CHUNK = 5000  # runs whose field values are Python lists at once (_run_verdicts)
+    columns = {c: _plain_column(scored[c], t) for c, t in types.items()}
+    flagged = scored["flagged"].to_numpy(dtype=bool)
+    kind = np.full(len(scored), "none", dtype=object)
+    kind[flagged] = "unclassified"
+    run_ids = columns["run_id"]
+    extra: dict[int, dict[str, Any]] = {}
+    for row in np.flatnonzero(flagged).tolist():
+        if run_ids[row] in kinds:
+            kind[row], evidence = kinds[run_ids[row]]
+            if evidence is not None:
+                extra.setdefault(row, {})["evidence"] = evidence
+    if found or not noise.empty:
+        position = {run_id: row for row, run_id in enumerate(run_ids.tolist())}
+        for run_id, causes in found.items():
+            if causes and run_id in position:
+                extra.setdefault(position[run_id], {})["causes"] = causes
+        for run_id in noise.index if not noise.empty else ():
+            extras = fwq_noise.run_extras(noise.loc[run_id])
+            if extras and run_id in position:
+                extra.setdefault(position[run_id], {})["extras"] = extras
+    return RunVerdicts({**columns, "kind": kind, "flagged": flagged}, extra)
 
 
 def _plain_column(column: pd.Series, kind: Any) -> np.ndarray:

@@ -352,7 +352,9 @@ def with_attribution(
     """Add the counter attribution (analysis/attribution.py) when the analysed runs have counters."""
     if not con.has_rows("counters"):
         return analysis
-    counters = con.counters([r.run_id for r in analysis.runs])
+    from tailscope.analysis.run_columns import RunVerdicts
+
+    counters = con.counters(RunVerdicts.of(analysis.runs).column("run_id").tolist())
     # the per-trial evidence (source os) is the cause catalogue's input, not a counter to rank: its
     # trial/wall_s restates the run time, and its tick counts grow with any slower run
     counters = counters.loc[counters["source"] != "os"].reset_index(drop=True)

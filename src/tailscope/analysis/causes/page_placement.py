@@ -58,6 +58,10 @@ def variants_it_explains(runs: Sequence[Any]) -> set[str]:
     """The variants with a run whose best explanation (first cause) is page-placement: where the pages
     test is worth running (workflow) and the check suggests the 1 GiB offset sweep. A second place behind
     another elimination cause (a busy node's cache-contention) is no reason to test pages."""
+    from tailscope.analysis.run_columns import RunVerdicts
+
+    if isinstance(runs, RunVerdicts):  # by column: only the runs with causes (or other fields of their own)
+        runs = runs.rows(runs.with_extra())
     return {str(r.variant) for r in runs if r.causes and r.causes[0].cause == NAME}
 
 
