@@ -22,7 +22,7 @@ import gc
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,6 @@ from tailscope.analysis import (
     quantiles,
     robust,
     scaling,
-    sequential,
 )
 from tailscope.analysis.binomial import prime_intervals, tail_count, trials_to_observe
 from tailscope.analysis.causes.context import run_features
@@ -60,6 +59,9 @@ from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.settings import settings_from_dict, validate_settings
 from tailscope.analysis.verdict import make_verdict, rule_limit, rule_limits, spread_rules_apply
 from tailscope.heap import return_freed_memory
+
+if TYPE_CHECKING:  # imported by `analyze` for a campaign stopped when settled only
+    from tailscope.analysis import sequential
 
 __all__ = [
     "ATTRIBUTION_RUN_COLUMNS",
@@ -152,7 +154,11 @@ def analyze(
     del runs  # this sorted copy: each copy of 50,000 runs is ~11 MB of the peak (the caller keeps its own)
     _check_ok_runs(ok)
 
-    stopped = sequential.stopped_groups(ok, failed, stopping, settings) if stopping is not None else {}
+    stopped: Mapping[tuple[str, str], sequential.Stopped] = {}
+    if stopping is not None:  # a campaign stopped when settled: its rules, imported only for one (~20 ms)
+        from tailscope.analysis import sequential
+
+        stopped = sequential.stopped_groups(ok, failed, stopping, settings)
     few = [key for key, s in stopped.items() if not spread_rules_apply(s.judgement.n, s.at_cap)]
     scored = score_runs(ok, settings, spread_off=few)
     del ok  # scored is its copy with the scores
@@ -229,7 +235,7 @@ def analyze(
         | ({"stopping": sequential.METHOD} if stopping is not None else {}),
         cluster=node_ensembles,
         nodes=node_verdicts,
-        claims=sequential.campaign_claims(stopped, names, settings),
+        claims=sequential.campaign_claims(stopped, names, settings) if stopping is not None else (),
     )
 
 

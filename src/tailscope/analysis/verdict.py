@@ -19,6 +19,7 @@ the slow threshold is not checked there (it is judged inconclusive instead).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -26,8 +27,10 @@ from numpy.typing import ArrayLike, NDArray
 from tailscope.analysis.binomial import tail_p_value
 from tailscope.analysis.model import Check, GroupSummary, Settings, Verdict
 from tailscope.analysis.robust import VISIBLE_SDS, robust_cv
-from tailscope.analysis.sequential import SLOW_BURN_IN, Stopped
 from tailscope.analysis.wording import p_value, pct, pct_range, quantity, runs_word, were, where
+
+if TYPE_CHECKING:  # the sequential rules are imported where a stopped campaign is judged, not by all
+    from tailscope.analysis.sequential import Stopped
 
 MIN_RUNS = 10  # the CV-ratio check needs this many runs for a robust CV worth comparing with
 # The HPL-Light runs the quantile check is SJTU's acceptance rule for (the hpl probe, `tailscope import hpl`).
@@ -195,6 +198,8 @@ def _sequential_slow_rate_check(
 ) -> Check:
     """The slow-run rate's anytime-valid test (analysis/sequential.py): failed when the evidence that the
     rate is above the limit reached 1/alpha at some trial."""
+    from tailscope.analysis.sequential import SLOW_BURN_IN
+
     rate = stopped.judgement.slow_rate
     limit = settings.max_slow_rate
     assert limit is not None

@@ -36,11 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from tailscope.analysis.model import Settings
 from tailscope.analysis.sequential import Baseline, Judgement, Stopping, busy_verdict, judge
+from tailscope.campaign import STOPPING_RECORD
 from tailscope.errors import InputError
 from tailscope.store.trial_rows import TrialRows
 
 # The runner and all it loads (store writers, evidence, counters: 15-25 ms) only where trials are scheduled:
-# `analyze` imports this module for `read_record` alone.
+# `analyze` imports this module for `read_record` alone, and only where DIR/stopping.json exists.
 if TYPE_CHECKING:
     from tailscope.campaign.runner import Trial
 
@@ -240,7 +241,7 @@ class StoppingRequest:
     budget_s: float | None = None
 
 
-RECORD = "stopping.json"  # DIR/stopping.json: how the campaign's trials were stopped, for later analyses
+RECORD = STOPPING_RECORD  # DIR/stopping.json: how the campaign's trials were stopped, for later analyses
 
 
 def write_record(root: Path, node: str, request: StoppingRequest, summary: StopSummary) -> None:

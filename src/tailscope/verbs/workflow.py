@@ -19,6 +19,7 @@ from tailscope.analysis.causes.page_placement import PagesTest, pages_tests, var
 from tailscope.analysis.cluster import cluster_settings_of
 from tailscope.analysis.model import CampaignAnalysis, Settings
 from tailscope.analysis.summary import ATTRIBUTION_RUN_COLUMNS, STORE_RUN_COLUMNS, analyze
+from tailscope.campaign import STOPPING_RECORD
 from tailscope.store.campaign import MANIFEST, Campaign, StoreError, atomic_files, new_task_id
 from tailscope.store.read import CampaignConnection, connect
 
@@ -265,9 +266,11 @@ def analyze_campaign(
         cluster = cluster_settings_of(campaign.manifest.cluster)
         counters, corunners, nodes = load_evidence(con, runs["run_id"].astype(str).tolist())
         evidence = {"counters": counters, "corunners": corunners, "nodes": nodes}
-        from tailscope.campaign.stopping import read_record
+        stopping = None
+        if (Path(campaign_dir) / STOPPING_RECORD).exists():  # a campaign `check` stopped when settled
+            from tailscope.campaign.stopping import read_record
 
-        stopping = read_record(Path(campaign_dir))  # a campaign `check` stopped when settled
+            stopping = read_record(Path(campaign_dir))
         analysis = analyze(
             runs, iterations, settings, campaign.campaign_id, cluster, **evidence, stopping=stopping
         )
