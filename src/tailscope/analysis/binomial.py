@@ -59,12 +59,16 @@ def prime_intervals(counts: Iterable[tuple[int, int]], confidence: float) -> Non
     ns = np.array([n for _, n in todo], dtype=float)
     a = 1.0 - confidence
     lower, upper = np.zeros(len(todo)), np.ones(len(todo))
-    some = ks > 0
-    if some.any():
-        lower[some] = beta_ppf(a / 2.0, ks[some], ns[some] - ks[some] + 1)
-    some = ks < ns
-    if some.any():
-        upper[some] = beta_ppf(1.0 - a / 2.0, ks[some] + 1, ns[some] - ks[some])
+    low, high = ks > 0, ks < ns  # the bounds that are not 0 and 1: both sets in one beta quantile call
+    lows = int(low.sum())
+    if lows or high.any():
+        quantiles = beta_ppf(
+            np.concatenate([np.full(lows, a / 2.0), np.full(int(high.sum()), 1.0 - a / 2.0)]),
+            np.concatenate([ks[low], ks[high] + 1]),
+            np.concatenate([ns[low] - ks[low] + 1, ns[high] - ks[high]]),
+        )
+        lower[low] = quantiles[:lows]
+        upper[high] = quantiles[lows:]
     if len(_INTERVALS) > 65536:
         _INTERVALS.clear()
     for (k, n), lo, hi in zip(todo, lower.tolist(), upper.tolist(), strict=True):

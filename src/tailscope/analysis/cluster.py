@@ -338,8 +338,11 @@ def variance_components(
         f_stat = msb / msw
         p_value = float(f_sf(f_stat, df_b, df_w))
         a = 1.0 - confidence
-        f_low = f_stat / float(f_ppf(1.0 - a / 2.0, df_b, df_w))
-        f_high = f_stat / float(f_ppf(a / 2.0, df_b, df_w))
+        # both quantiles in one call: a beta quantile costs its ~5 Newton steps of numpy calls, whatever
+        # the number of values (~5 ms each on a small campaign)
+        upper_q, lower_q = f_ppf(np.array([1.0 - a / 2.0, a / 2.0]), df_b, df_w).tolist()
+        f_low = f_stat / upper_q
+        f_high = f_stat / lower_q
         icc_low = min(1.0, max(0.0, (f_low - 1.0) / (f_low + n0 - 1.0)))
         icc_high = min(1.0, max(0.0, (f_high - 1.0) / (f_high + n0 - 1.0)))
     return VarianceComponents(
