@@ -61,3 +61,24 @@ def host_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Host]
         return made[name]
 
     return get
+
+
+NOBODY = 65534  # the user a test runs a job or reads a job's output as (Debian's nobody/nogroup)
+
+
+@pytest.fixture
+def nobody_dir() -> Iterator[Path]:
+    """A directory of the user nobody on a path nobody may walk (pytest's own temporary directory is root's,
+    0700): where a job of another user writes, or its files are read as it. Root only."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="tailscope-nobody-"))
+    top.chmod(0o755)
+    work = top / "nobody"
+    work.mkdir()
+    os.chown(work, NOBODY, NOBODY)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(top)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -63,22 +62,6 @@ def _rate_script() -> str:
     return f"end=$(( $(date +%s) + {RATE_WALL_S} )); {SYSTEM_PYTHON} -c '{loop}' $end"
 
 
-@pytest.fixture
-def job_dir():
-    """A directory of the user nobody on a path it may walk (pytest's own is root's, 0700)."""
-    import tempfile
-
-    top = Path(tempfile.mkdtemp(prefix="tailscope-jobs-live-"))
-    top.chmod(0o755)
-    work = top / "nobody"
-    work.mkdir()
-    os.chown(work, NOBODY, NOBODY)
-    try:
-        yield work
-    finally:
-        shutil.rmtree(top)
-
-
 def _tailscope(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     full = dict(env, PYTHONPATH=str(ROOT / "src"))
     return subprocess.run(
@@ -103,7 +86,7 @@ def _sbatch(env: dict[str, str], *args: str) -> str:
 
 
 def test_jobs_show_names_the_node_slowed_from_outside(
-    slurm_accounting: SlurmCluster, tmp_path: Path, job_dir: Path
+    slurm_accounting: SlurmCluster, tmp_path: Path, nobody_dir: Path
 ) -> None:
     reason = slow_node.available() or (None if SYSTEM_PYTHON else "no python3 in /usr/bin, /bin")
     if reason:
@@ -137,7 +120,7 @@ def test_jobs_show_names_the_node_slowed_from_outside(
                 f"--uid={NOBODY}",
                 f"--gid={NOBODY}",
             ]
-            rate += ["-D", str(job_dir), "-o", f"{job_dir}/%x-%j.out", "--wrap", _rate_script()]
+            rate += ["-D", str(nobody_dir), "-o", f"{nobody_dir}/%x-%j.out", "--wrap", _rate_script()]
             names[_sbatch(env, *rate)] = RATE_CLASS
         hostile = [_sbatch(env, "-J", name, f"--comment={comment}", "-o", "/dev/null", "--wrap", "true")
                    for name, comment in HOSTILE]  # fmt: skip
@@ -152,7 +135,7 @@ def test_jobs_show_names_the_node_slowed_from_outside(
     rows = [r for r in _sacct(env, local_since) if r["JobID"] in names]
     assert sorted(r["JobID"] for r in rows) == sorted(names)
     failed = [(names[r["JobID"]], r) for r in rows if r["State"] != "COMPLETED"]
-    assert not failed, (failed, {p.name: p.read_text()[-300:] for p in job_dir.iterdir()})
+    assert not failed, (failed, {p.name: p.read_text()[-300:] for p in nobody_dir.iterdir()})
     elapsed: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r in rows:
         elapsed[(names[r["JobID"]], r["NodeList"])].append(int(r["ElapsedRaw"]))

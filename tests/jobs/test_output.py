@@ -86,23 +86,6 @@ def _apps(tmp_path: Path) -> Path:
     return apps
 
 
-@pytest.fixture
-def user_dir():
-    """A directory of the job's user (nobody), on a path it may walk (pytest's own is root's, 0700)."""
-    import shutil
-    import tempfile
-
-    top = Path(tempfile.mkdtemp(prefix="tailscope-output-"))
-    top.chmod(0o755)
-    work = top / "work"
-    work.mkdir()
-    os.chown(work, NOBODY, NOBODY)
-    try:
-        yield work
-    finally:
-        shutil.rmtree(top)
-
-
 def _read(job: JobOutput, apps: Path, seconds: float = 30) -> dict:
     """read_figures in a forked process, as the epilog runs it."""
     definition = output.definition_for(job, apps)
@@ -116,8 +99,8 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="becoming the job's us
 
 
 @needs_root
-def test_the_output_is_read_as_the_jobs_user(tmp_path, user_dir) -> None:
-    apps, work = _apps(tmp_path), user_dir
+def test_the_output_is_read_as_the_jobs_user(tmp_path, nobody_dir) -> None:
+    apps, work = _apps(tmp_path), nobody_dir
     secret = work.parent / "secret"
     secret.write_text("rate: 1 it/s\ndone\n")  # root's, 0600: what a link to /etc/shadow would reach
     secret.chmod(0o600)
