@@ -36,7 +36,15 @@ _KINDS = (
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
 )
+
+
+def kind_of(mode: int) -> str | None:
+    """What a file of `mode` is in words ("a FIFO"), where it is not a regular file; None where it is."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
 
 
 class UnreadableFile(Exception):
@@ -105,9 +113,9 @@ def open_regular(path: Path | str, *, limit: int | None, beneath: Path | str | N
         raise UnreadableFile(shown, _reason(exc)) from None
     try:
         st = os.fstat(fd)
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
-        if kind is not None or not stat.S_ISREG(st.st_mode):
-            raise UnreadableFile(shown, f"{kind or 'not a file'}, not a regular file")
+        kind = kind_of(st.st_mode)
+        if kind is not None:
+            raise UnreadableFile(shown, f"{kind}, not a regular file")
         if limit is not None and st.st_size > limit:
             raise UnreadableFile(shown, f"{_size(st.st_size)}, more than the {_size(limit)} it may have")
     except BaseException:

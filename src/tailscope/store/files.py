@@ -16,8 +16,9 @@ import errno
 import hashlib
 import os
 import re
-import stat
 from pathlib import Path
+
+from tailscope.userfile import kind_of
 
 # A node or task name becomes part of a file name: keep letters, digits, '-', '_' and '.', replace the rest.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -48,10 +49,6 @@ def named(exc: OSError, path: Path | str) -> OSError:
     return type(exc)(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
 
 
-_KINDS = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
-          stat.S_IFSOCK: "socket", stat.S_IFDIR: "directory", stat.S_IFLNK: "symbolic link"}  # fmt: skip
-
-
 class NotAFile(OSError):
     """Something other than a regular file where tailscope would write one (errno EEXIST, the path named)."""
 
@@ -63,9 +60,9 @@ def check_replaceable(path: Path | str) -> None:
         mode = os.lstat(path).st_mode
     except OSError:
         return  # nothing there (or not reachable: the write itself says why)
-    if not stat.S_ISREG(mode):
-        kind = _KINDS.get(stat.S_IFMT(mode), "special file")
-        why = (f"a {kind}, not a regular file: tailscope writes its output as a file of its own in its place "
+    kind = kind_of(mode)
+    if kind is not None:
+        why = (f"{kind}, not a regular file: tailscope writes its output as a file of its own in its place "
                "and never replaces another kind (give a file name)")  # fmt: skip
         raise NotAFile(errno.EEXIST, why, str(path))
 
