@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -294,14 +293,13 @@ def verdict_line(result: JobsAnswer) -> str:
 def render(result: JobsAnswer, *, width: int | None = None) -> list[str]:
     """The terminal answer: the verdict first, what was counted, one sentence per slow node (or the node
     asked for), the terms once; wrapped at `width` (the terminal's)."""
-    from tailscope.report.terminal import terminal_width
+    from tailscope.report.terminal import terminal_width, wrap_lines
 
     width = width or terminal_width()
     out: list[str] = []
 
-    def put(text: str, indent: str = "", more: str = "    ") -> None:
-        out.extend(textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + more,
-                                 break_on_hyphens=False, break_long_words=False))  # fmt: skip
+    def put(text: str, indent: str = "") -> None:  # continuation lines under the first word, as check's
+        out.extend(wrap_lines([indent + text], width))
 
     put(verdict_line(result))
     first, last = result.span
