@@ -8,22 +8,20 @@ is checked against exact rational arithmetic instead (test_deep_binomial_tails_a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import special, stats
 
+from installed import tailscope_env
 from tailscope.analysis import distributions as d
 from tailscope.store.limits import MAX_TRIALS
 
 RTOL = 1e-10
 RESOLVED = 1e-280  # below this scipy's value is not a reference (see the module docstring)
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def assert_close(got: object, want: object) -> None:
@@ -196,7 +194,7 @@ def test_bh_refuses_what_scipy_refuses() -> None:
 def _scipy_modules_after(module: str) -> list[str]:
     names = "sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')"
     code = f"import json, sys\nimport {module}\nprint(json.dumps({names}))"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
+    env = tailscope_env()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     return list(json.loads(out.stdout))

@@ -9,6 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from installed import tailscope_env
+
+__all__ = ["tailscope_env"]  # the app tests take it from here, with the rest
+
 # The program under test: prints a line, forks a daemon that calls setsid and forks again (a classic
 # double-fork), writes the daemon's pid to the file named by $DAEMON_PID, then sleeps SLEEP seconds.
 DAEMONIZE = """
@@ -68,21 +72,6 @@ def wait_for(predicate, timeout_s: float = 60.0, step_s: float = 0.05) -> bool:
             return True
         time.sleep(step_s)
     return predicate()
-
-
-def tailscope_env(**extra: str) -> dict[str, str]:
-    """The environment for a `python -m tailscope` child: the same tailscope this test process imported.
-
-    Where that is the installed package (CI: `pip install .`), its native probes and libraries are beside it;
-    putting the source tree first instead made the child look for them in src/, where no build puts them.
-    """
-    import tailscope
-
-    env = dict(os.environ)
-    package_root = str(Path(tailscope.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra)
-    return env
 
 
 def run_words(campaign: Path, trials: int, *words: str) -> list[str]:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from installed import PACKAGE_ROOT
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm-test-cluster"
 WRAPPER = ROOT / "scripts" / "slurm" / "tailscope-jobs"
@@ -61,7 +63,7 @@ class SlurmCluster(dict[str, str]):
 
     def default_jobs_conf(self) -> str:
         return (
-            f"PYTHON={sys.executable}\nPYTHONPATH={ROOT / 'src'}\nHISTORY={self.history}\n"
+            f"PYTHON={sys.executable}\nPYTHONPATH={PACKAGE_ROOT}\nHISTORY={self.history}\n"
             f"ARGS=--state-dir {self.root / 'jobs-state'}\n"
         )
 
@@ -161,8 +163,20 @@ def _install_wrapper(cluster: SlurmCluster) -> None:
         (scripts / "tailscope-jobs").symlink_to(etc / "tailscope-jobs")
 
 
+def wait_idle(env: dict[str, str], timeout: float = 4 * PROLOG_EPILOG_TIMEOUT_S + 60) -> None:
+    """Until no job is queued, running or completing (an epilog still running keeps its job in CG)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True, timeout=60).stdout
+        if not left.strip():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"jobs still in the queue after {timeout:g} s:\n{left}")
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
+def slurm_session(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
     reason = slurm_missing()
     if reason:
         pytest.skip(reason)
@@ -196,7 +210,15 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[SlurmCluster]:
             shutil.rmtree(cluster.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
+def slurm_cluster(slurm_session: SlurmCluster) -> SlurmCluster:
+    """The session's cluster, once the jobs an earlier test left (an epilog still running) have ended: a
+    test's own window in sacct, and its own job ids, hold only its jobs."""
+    wait_idle(slurm_session)
+    return slurm_session
+
+
+@pytest.fixture
 def slurm_accounting(slurm_cluster: SlurmCluster) -> SlurmCluster:
     """The session's cluster, where it has accounting (sacct reads slurmdbd's MariaDB)."""
     reason = accounting_missing()

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from cluster.conftest import ROOT, SlurmCluster, drained
+from installed import PACKAGE_ROOT, tailscope_env
 from store_tools import add_as_healthy
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -48,7 +49,7 @@ def test_the_check_runs_before_each_of_ten_jobs_and_drains_nothing(
     env = slurm_cluster
     assert drained(env) == {}, "a node was already drained before this test"
     history, base = tmp_path / "history", tmp_path / "base"
-    made = _run({**env, "PYTHONPATH": str(ROOT / "src")}, sys.executable, "-m", "tailscope", "run", "l2sum",
+    made = _run(tailscope_env(env), sys.executable, "-m", "tailscope", "run", "l2sum",
                 "--trials", "8", "--node", "n1", "--no-progress", "--campaign", str(base))  # fmt: skip
     assert made.returncode in (0, 1), made.stderr
     add_as_healthy(history, base)
@@ -60,7 +61,7 @@ def test_the_check_runs_before_each_of_ten_jobs_and_drains_nothing(
     log = tmp_path / "between-jobs.log"
     (etc / "tailscope-between-jobs.conf").write_text(
         f"HISTORY={history}\nBUDGET=2s\nTIMEOUT={TIMEOUT_S}\nPYTHON={sys.executable}\n"
-        f"PYTHONPATH={ROOT / 'src'}\nCAMPAIGNS={tmp_path / 'campaigns'}\nLOG={log}\n"
+        f"PYTHONPATH={PACKAGE_ROOT}\nCAMPAIGNS={tmp_path / 'campaigns'}\nLOG={log}\n"
     )
     link = slurm_cluster.prolog_dir / "tailscope-between-jobs"
     ids: list[str] = []

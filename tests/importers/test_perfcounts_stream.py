@@ -3,7 +3,6 @@ anything unusual back to them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from tailscope.importers.perfcounts import StreamSummary, stream_tables
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "counters"))
 import seed_file
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from installed import tailscope_env
 
 pytestmark = pytest.mark.skipif(perfcounts._perfscan() is None, reason="native scanner not built")
 
@@ -94,7 +93,7 @@ def test_the_duplicate_count_reads_pyarrow_alone_and_agrees_with_sql(tmp_path: P
     proc = subprocess.run(
         [sys.executable, "-m", "tailscope", "import", "perfcounts", str(path), "--campaign", str(campaign)],
         capture_output=True, text=True, timeout=120,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])),
+        env=tailscope_env(),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and f"{shard}: damaged shard" in proc.stderr

@@ -10,8 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from installed import tailscope_env
+
 FIXTURES = Path(__file__).parent / "fixtures"
-SRC = Path(__file__).resolve().parents[2] / "src"
 TICKS = os.sysconf("SC_CLK_TCK")
 # Two CPUs in one package; cpu1 has the files too (the package count is the same on both, as on hardware)
 CPUS = (0, 1)
@@ -88,9 +89,11 @@ def bump_vmstat(path: Path, key: str, by: int) -> None:
 def tailscope(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess:
-    """`python -m tailscope ARGS` from this tree, with `env` (default: this process's) plus PYTHONPATH."""
-    env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = str(SRC)
+    """`python -m tailscope ARGS`: the tailscope this process imported, with `env` (default: os.environ)."""
     return subprocess.run(
-        [sys.executable, "-m", "tailscope", *args], capture_output=True, text=True, env=env, timeout=timeout
+        [sys.executable, "-m", "tailscope", *args],
+        capture_output=True,
+        text=True,
+        env=tailscope_env(env),
+        timeout=timeout,
     )

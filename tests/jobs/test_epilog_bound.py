@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from jobs_node_tree import SRC, build, tailscope
+from jobs_node_tree import build, tailscope
 
+from installed import PACKAGE_ROOT
 from tailscope.jobs import epilog
 
 WRAPPER = Path(__file__).resolve().parents[2] / "scripts" / "slurm" / "tailscope-jobs"
@@ -136,7 +137,8 @@ def test_wrapper_runs_prolog_and_epilog_with_no_path(tmp_path: Path) -> None:
     root = build(tmp_path / "node")
     state = tmp_path / "state"
     conf = (
-        f"# as a site writes it\nPYTHON={sys.executable}\nPYTHONPATH={SRC}\nHISTORY={tmp_path / 'history'}\n"
+        f"# as a site writes it\nPYTHON={sys.executable}\nPYTHONPATH={PACKAGE_ROOT}\n"
+        f"HISTORY={tmp_path / 'history'}\n"
         f"ARGS=--root {root} --state-dir {state} --timeout 60\n"
     )
     wrapper = _wrapper(tmp_path, conf)
@@ -169,7 +171,7 @@ def test_wrapper_always_exits_0_and_says_why(tmp_path: Path, conf: str, context:
 
 
 def test_a_usage_error_inside_still_exits_0_through_the_wrapper(tmp_path: Path) -> None:
-    conf = f"PYTHON={sys.executable}\nPYTHONPATH={SRC}\nHISTORY=/h\nARGS=--timeout 0\n"
+    conf = f"PYTHON={sys.executable}\nPYTHONPATH={PACKAGE_ROOT}\nHISTORY=/h\nARGS=--timeout 0\n"
     proc = _slurmd_runs(_wrapper(tmp_path, conf), "epilog_slurmd")
     assert proc.returncode == 0
     assert "--timeout: 0: expected a finite number >= 0.2" in proc.stderr
@@ -200,7 +202,7 @@ print("HEAVY " + json.dumps(heavy))
 
 def test_no_heavy_import_on_the_prolog_and_epilog_path(tmp_path: Path) -> None:
     root = build(tmp_path / "node")
-    env = {"PYTHONPATH": str(SRC)}
+    env = {"PYTHONPATH": str(PACKAGE_ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(root), str(tmp_path / "s")],
         capture_output=True, text=True, env=env, timeout=120,

@@ -8,16 +8,14 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from installed import PACKAGE_ROOT
 from tailscope.history.directory import DirectoryHistory
 from tailscope.jobs.record import EpilogRecordError
 from tailscope.jobs.spool import SPOOL, STALE_TEMP_S, remove_stale_temps
 from tailscope.jobs.store import append_epilog, open_jobs, read_epilog
-
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def record(job: str = "101", node: str = "c001", at: str = "2026-11-02T10:00:05Z", **extra) -> dict:
@@ -61,7 +59,7 @@ def test_the_epilog_path_imports_neither_pyarrow_nor_pandas(tmp_path):
         f"append_epilog({str(tmp_path / 'H')!r}, json.loads(sys.argv[1]))\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyarrow', 'pandas', 'numpy', 'duckdb'}))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(SRC))
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT))
     argv = [sys.executable, "-c", code, json.dumps(record())]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
