@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from tailscope.analysis import cluster as cluster_module
 from tailscope.analysis.cluster import (
     ClusterSettings,
     analyze_cluster,
@@ -142,6 +143,24 @@ def test_expected_min_equals_enumeration():
     nodes = [np.array([0.0, 1.0]), np.array([0.5, 2.0])]
     brute = np.mean([min(a, b) for a in nodes[0] for b in nodes[1]])
     assert expected_min_of_nodes(nodes) == pytest.approx(brute, abs=0.01)
+
+
+def test_expected_min_of_nodes_is_the_grid_integral_taken_node_by_node():
+    """All nodes at once (a histogram along the grid, logs looked up) gives the numbers of the plain form, a
+    sort and searchsorted per node, to the last bit: nodes of unequal sizes, ties, a node of one value."""
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        nodes = [np.round(rng.normal(1.0, 0.05, int(rng.integers(1, 40))), int(rng.integers(1, 4)))
+                 for _ in range(int(rng.integers(1, 50)))]  # fmt: skip
+        pooled = np.concatenate(nodes)
+        grid = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, cluster_module._GRID)))
+        log_survive = np.zeros(grid.size)
+        for values in nodes:
+            s = np.sort(values)
+            with np.errstate(divide="ignore"):
+                log_survive += np.log(1.0 - np.searchsorted(s, grid, side="right") / s.size)
+        want = float(grid[0] + np.sum(np.diff(grid) * np.exp(log_survive)[:-1]))
+        assert expected_min_of_nodes(nodes) == want
 
 
 def test_job_table_uses_one_minus_one_minus_p_to_the_n():
