@@ -139,6 +139,13 @@ class RunVerdicts(Sequence[RunVerdict]):
         """The rows (ascending) that have evidence, extras, causes or figures of their own."""
         return list(self._extra_rows)
 
+    def per_run(self, name: str) -> dict[int, Any]:
+        """Row -> the value of the PER_RUN field `name`, for the rows (ascending) whose value is not the one
+        every other run has (a run without causes is not named by `per_run("causes")`)."""
+        if name not in PER_RUN:
+            raise KeyError(name)
+        return {row: self._extra[row][name] for row in self._extra_rows if name in self._extra[row]}
+
     def rows(self, which: np.ndarray | Sequence[int]) -> list[RunVerdict]:
         """The RunVerdict objects of the rows a boolean mask or a list of positions selects, in order."""
         index = np.asarray(which)
@@ -150,8 +157,8 @@ class RunVerdicts(Sequence[RunVerdict]):
         index = np.asarray(which)
         positions = np.flatnonzero(index) if index.dtype == bool else index.astype(np.int64)
         columns = {name: array[positions] for name, array in self._columns.items()}
-        where = {int(old): new for new, old in enumerate(positions.tolist()) if old in self._extra}
-        extra = {new: self._extra[old] for old, new in where.items()}
+        held = np.flatnonzero(np.isin(positions, np.asarray(self._extra_rows, dtype=np.int64)))
+        extra = {new: self._extra[int(positions[new])] for new in held.tolist()}
         objects = None if self._objects is None else [self._objects[i] for i in positions.tolist()]
         return RunVerdicts(columns, extra, objects=objects)
 

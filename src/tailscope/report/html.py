@@ -25,16 +25,17 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import (
     CampaignAnalysis,
     GroupSummary,
-    RunVerdict,
     Settings,
     VariantSummary,
 )
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.wording import p_value, pct, period
 from tailscope.probes.catalogue import variant_name
 from tailscope.report import explain
@@ -148,9 +149,9 @@ def render_html(
     groups_of: dict[str, list[GroupSummary]] = defaultdict(list)
     for g in analysis.groups:
         groups_of[g.variant].append(g)
-    runs_of: dict[str, list[RunVerdict]] = defaultdict(list)
-    for r in analysis.runs:
-        runs_of[r.variant].append(r)
+    runs = RunVerdicts.of(analysis.runs)  # by column: no object per run is built for the figures
+    runs_variant = runs.column("variant")
+    runs_of = {v: runs.take(runs_variant == v) for v in variants}
     picks = pick_timelines(analysis)
     anchors = {v: f"v{i + 1}" for i, v in enumerate(variants)}
     names = {v.variant: variant_name(v.probe, dict(v.params)) for v in variants.values()}
@@ -518,7 +519,7 @@ def _variant_section(
     variant: VariantSummary,
     name: str,
     groups: Sequence[GroupSummary],
-    runs: Sequence[RunVerdict],
+    runs: RunVerdicts,
     picks: Sequence[TimelinePick],
     iterations: pd.DataFrame,
     settings: Settings,
@@ -529,7 +530,7 @@ def _variant_section(
     screen: Mapping[str, str] | None = None,
 ) -> str:
     direction = "higher is better" if variant.higher_is_better else "lower is better"
-    n_slow = sum(1 for r in runs if r.slow)
+    n_slow = int(np.count_nonzero(runs.column("slow")))
     out = [
         f'<section class="variant" id="{anchor}" data-variant="{esc(variant.variant)}">',
         f'<h2>{esc(name)} <span class="id">{esc(variant.variant)}</span></h2>',
@@ -646,13 +647,13 @@ def _extra_value(key: str, value: object) -> str:
     return f"{value:.4g}"
 
 
-def _slow_runs_table(
-    runs: Sequence[RunVerdict], settings: Settings, name: str, csv_files: Mapping[str, str]
-) -> str:
-    slow = sorted((r for r in runs if r.slow), key=lambda r: (r.perf_ratio, r.node, r.trial))
+def _slow_runs_table(runs: RunVerdicts, settings: Settings, name: str, csv_files: Mapping[str, str]) -> str:
+    rows = np.flatnonzero(runs.column("slow")).tolist()  # by column: objects only for the rows shown
+    key = list(zip(*(runs.column(c)[rows].tolist() for c in ("perf_ratio", "node", "trial")), strict=True))
+    slow = [rows[i] for i in sorted(range(len(rows)), key=key.__getitem__)]  # sorted runs, ties in order
     if not slow:
         return f"<p>No slow runs among {len(runs)}.</p>"
-    shown = slow[:MAX_TABLE_ROWS]
+    shown = runs.rows(slow[:MAX_TABLE_ROWS])
     rows = []
     for r in shown:
         d = decimals_for(r.value)

@@ -442,18 +442,19 @@ def runs_csv(analysis: CampaignAnalysis) -> bytes:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from tailscope.analysis.run_columns import RunVerdicts
     from tailscope.probes.catalogue import variant_name
-    from tailscope.report.answer import by_ratio, run_cause
+    from tailscope.report.answer import by_ratio, top_causes
 
     names = {v.variant: variant_name(v.probe, dict(v.params)) for v in analysis.variants}
     header = ["run_id", "node", "probe", "variant", "variant_id", "trial", "started_at", "value", "unit",
               "perf_ratio", "scaled_value", "slow", "flagged", "kind", "cause",
               "cause_confidence"]  # fmt: skip
-    runs = analysis.runs
+    runs = RunVerdicts.of(analysis.runs)  # by column: no object per run
     if not runs:
         return (",".join(header) + "\n").encode()
 
-    def text(values: list[Any]) -> pa.Array:
+    def text(values: Any) -> pa.Array:
         column = pa.array(values, pa.string())
         if not pc.any(pc.match_substring_regex(column, _CSV_NEEDS_CARE)).as_py():
             return column.fill_null("")
@@ -461,31 +462,39 @@ def runs_csv(analysis: CampaignAnalysis) -> bytes:
         quoted = pa.array([_csv_text(v) for v in encoded.dictionary.to_pylist()], pa.string())
         return quoted.take(encoded.indices).fill_null("")
 
-    def flag(values: list[bool]) -> pa.Array:
-        return pa.DictionaryArray.from_arrays(np.asarray(values, dtype=np.int8), ["False", "True"]).cast(
-            pa.string()
-        )
+    def flag(name: str) -> pa.Array:
+        values = np.asarray(runs.column(name), dtype=np.int8)
+        return pa.DictionaryArray.from_arrays(values, ["False", "True"]).cast(pa.string())
 
-    def number(values: list[Any], kind: pa.DataType) -> pa.Array:
+    def number(name: str, kind: pa.DataType) -> pa.Array:
+        values = runs.column(name)
+        if values.dtype == object:  # an odd value a test set: as the list of Python values
+            values = values.tolist()
         return pc.cast(pa.array(values, kind, from_pandas=True), pa.string()).fill_null("")
 
+    variant = runs.column("variant")
+    top = top_causes(runs)
+    cause = np.full(len(runs), "-", dtype=object)
+    confidence = np.full(len(runs), "", dtype=object)
+    for row, finding in top.items():
+        cause[row], confidence[row] = finding.cause, finding.confidence
     columns = [
-        text([r.run_id for r in runs]),
-        text([r.node for r in runs]),
-        text([r.probe for r in runs]),
-        text([names.get(r.variant, r.variant) for r in runs]),
-        text([r.variant for r in runs]),
-        number([r.trial for r in runs], pa.int64()),
-        text([r.started_at for r in runs]),
-        number([r.value for r in runs], pa.float64()),
-        text([r.unit for r in runs]),
-        number([r.perf_ratio for r in runs], pa.float64()),
-        number([r.scaled_value for r in runs], pa.float64()),
-        flag([r.slow for r in runs]),
-        flag([r.flagged for r in runs]),
-        text([r.kind for r in runs]),
-        text([run_cause(r) for r in runs]),
-        text([r.causes[0].confidence if r.causes else "" for r in runs]),
+        text(runs.column("run_id")),
+        text(runs.column("node")),
+        text(runs.column("probe")),
+        text([names.get(v, v) for v in variant.tolist()]),
+        text(variant),
+        number("trial", pa.int64()),
+        text(runs.column("started_at")),
+        number("value", pa.float64()),
+        text(runs.column("unit")),
+        number("perf_ratio", pa.float64()),
+        number("scaled_value", pa.float64()),
+        flag("slow"),
+        flag("flagged"),
+        text(runs.column("kind")),
+        text(cause),
+        text(confidence),
     ]
     lines = pc.binary_join_element_wise(*columns, ",")
     lines = pc.binary_join_element_wise(lines, pa.scalar("\n"), "")  # each line with its line break
