@@ -59,7 +59,7 @@ from tailscope.report.numbers import (
     value_text,
 )
 from tailscope.report.pages_section import inferred_parts, install_limits, pages_section, virtual_nodes
-from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
+from tailscope.report.timelines import RunIterations, TimelinePick, pick_timelines
 from tailscope.report.validation_section import validation_section
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
@@ -701,14 +701,13 @@ def _timelines(
     ]
     hib = variant.higher_is_better
     missing: list[str] = []
+    stored = RunIterations(iterations)
     for pick in picks:
-        typical_series = (
-            iteration_series(iterations, pick.typical.run_id, hib) if pick.typical is not None else None
-        )
+        typical_series = stored.series(pick.typical.run_id, hib) if pick.typical is not None else None
         if pick.typical is not None and typical_series is not None and typical_series.empty:
             missing.append(f"{pick.typical.node} trial {pick.typical.trial} (typical)")
         for slow in pick.slow:
-            series = iteration_series(iterations, slow.run_id, hib)
+            series = stored.series(slow.run_id, hib)
             if series.empty:
                 missing.append(f"{slow.node} trial {slow.trial} (slow)")
                 continue
