@@ -462,6 +462,15 @@ def runs_csv(analysis: CampaignAnalysis) -> bytes:
         quoted = pa.array([_csv_text(v) for v in encoded.dictionary.to_pylist()], pa.string())
         return quoted.take(encoded.indices).fill_null("")
 
+    def repeated(values: np.ndarray, shown: Callable[[Any], Any] = lambda v: v) -> pa.Array:
+        """A text column of few distinct values (node, probe, unit, cause...): each value's cell written once
+        (`shown`: the text a value is shown as), None empty; a hash pass instead of Arrow's regex over
+        every cell."""
+        codes, distinct = pd.factorize(values)  # None: -1
+        cells = [_csv_text(shown(v)) for v in distinct.tolist()] + [""]
+        codes[codes < 0] = len(cells) - 1
+        return pa.DictionaryArray.from_arrays(codes.astype(np.int32), cells).cast(pa.string())
+
     def flag(name: str) -> pa.Array:
         values = np.asarray(runs.column(name), dtype=np.int8)
         return pa.DictionaryArray.from_arrays(values, ["False", "True"]).cast(pa.string())
@@ -480,21 +489,21 @@ def runs_csv(analysis: CampaignAnalysis) -> bytes:
         cause[row], confidence[row] = finding.cause, finding.confidence
     columns = [
         text(runs.column("run_id")),
-        text(runs.column("node")),
-        text(runs.column("probe")),
-        text([names.get(v, v) for v in variant.tolist()]),
-        text(variant),
+        repeated(runs.column("node")),
+        repeated(runs.column("probe")),
+        repeated(variant, lambda v: names.get(v, v)),
+        repeated(variant),
         number("trial", pa.int64()),
         text(runs.column("started_at")),
         number("value", pa.float64()),
-        text(runs.column("unit")),
+        repeated(runs.column("unit")),
         number("perf_ratio", pa.float64()),
         number("scaled_value", pa.float64()),
         flag("slow"),
         flag("flagged"),
-        text(runs.column("kind")),
-        text(cause),
-        text(confidence),
+        repeated(runs.column("kind")),
+        repeated(cause),
+        repeated(confidence),
     ]
     lines = pc.binary_join_element_wise(*columns, ",")
     lines = pc.binary_join_element_wise(lines, pa.scalar("\n"), "")  # each line with its line break
