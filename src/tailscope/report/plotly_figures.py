@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -220,14 +219,20 @@ def time_figure(
 ) -> str:
     """Value against start time per node; slow runs as red crosses; `windows` (node, start, end) shaded."""
     runs = RunVerdicts.of(runs)  # by column: the drawn runs' values are read, no object is built
-    node_of = runs.column("node").tolist()
-    nodes = sorted(set(node_of))
+    node_of = runs.column("node")
+    nodes = sorted(set(node_of.tolist()))
     per_node = len(nodes) <= MAX_NODE_TRACES
     slow = np.asarray(runs.column("slow"), dtype=bool)
-    by_trace: dict[str, list[int]] = defaultdict(list)
-    for i in _by_start(runs):
-        if not slow[i]:
-            by_trace[node_of[i] if per_node else "all nodes"].append(i)
+    order = np.asarray(_by_start(runs), dtype=np.int64)
+    normal = order[~slow[order]]  # the normal runs in start order
+    by_trace: dict[str, list[int]] = {}
+    if per_node:
+        for node in nodes:
+            mine = normal[node_of[normal] == node].tolist()
+            if mine:
+                by_trace[node] = mine
+    elif len(normal):
+        by_trace["all nodes"] = normal.tolist()
     data: list[dict[str, Any]] = []
     for i, (label, chosen) in enumerate(sorted(by_trace.items())):
         shown = _thin(chosen)
