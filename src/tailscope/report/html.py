@@ -23,7 +23,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -43,12 +43,10 @@ from tailscope.report import plotly_figures as plots
 from tailscope.report.answer import Answer, answer_of, terms
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
-from tailscope.report.deep_section import deep_section
 from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
-from tailscope.report.models import DeepResult
 from tailscope.report.numbers import (
     bytes_text,
     decimals_for,
@@ -60,9 +58,11 @@ from tailscope.report.numbers import (
 )
 from tailscope.report.pages_section import inferred_parts, install_limits, pages_section, virtual_nodes
 from tailscope.report.timelines import RunIterations, TimelinePick, pick_timelines
-from tailscope.report.validation_section import validation_section
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
+
+if TYPE_CHECKING:
+    from tailscope.report.models import DeepResult
 
 __all__ = ["render_html", "select_timeline_runs"]
 
@@ -164,6 +164,8 @@ def render_html(
     sections: list[tuple[str, str, str]] = []  # (anchor, heading, html)
     if deep is not None:  # the top-down chain follows the verdict it explains
         probe_of = {v.variant: v.probe for v in analysis.variants}
+        from tailscope.report.deep_section import deep_section  # only here: arith_table and statistics
+
         html_deep = deep_section(deep, analysis.attribution, probe_of)
         sections.append(("deep", "Top-down follow-up (check --deep)", html_deep))
     if comparisons:
@@ -189,7 +191,11 @@ def render_html(
                 ),
             )
         )
-    validated = validation_section(validation, figs, hardware_counters=hardware_counters)
+    validated = ""
+    if validation is not None:  # a `tailscope validate` campaign's scores (their module imports inject's)
+        from tailscope.report.validation_section import validation_section
+
+        validated = validation_section(validation, figs, hardware_counters=hardware_counters)
     extra = [
         ("validation", "Validation", validated),
         ("findings", "All findings", _notes_section(analysis.notes)),
