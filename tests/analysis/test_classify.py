@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -153,3 +156,100 @@ def test_kernels_have_their_own_typical_value(build):
     kind, ev = classify_slow_runs(build.iterations_frame(parts), _runs(rows), D)["slow"]
     assert (kind, ev.iterations, ev.low) == ("systematic", 10, 10)
     assert ev.median_ratio == pytest.approx(0.9)
+
+
+def _reference_rule(iterations: pd.DataFrame, runs: pd.DataFrame, threshold: float, slowdowns: dict) -> dict:
+    """The module docstring's rule written plainly, run by run, with the standard library (the classifier
+    itself works on whole columns): kind and (iterations, low, fraction_low, median, min, IQR, cut,
+    reference) of every slow run."""
+    import statistics
+
+    info = {r.run_id: r for r in runs.itertuples()}
+    rows = [r for r in iterations.itertuples() if r.run_id in info and not r.warmup]
+    team = {r.run_id for r in rows if pd.isna(r.thread)}
+    rows = [r for r in rows if pd.isna(r.thread) == (r.run_id in team)]
+
+    def key(r):  # the record: (variant, node, kernel, thread)
+        run = info[r.run_id]
+        return (run.variant, run.node, r.kernel, None if pd.isna(r.thread) else int(r.thread))
+
+    normal: dict = {}
+    for r in rows:
+        if not info[r.run_id].slow and not math.isnan(r.value):
+            normal.setdefault(key(r), []).append(r.value)
+    typical = {k: statistics.median(v) for k, v in normal.items()}
+    ratios: dict = {}  # run -> iteration -> [ratios]
+    records: dict = {}
+    deviations: dict = {}  # (variant, node) -> |ratio - 1| of normal runs
+    for r in rows:
+        ref = typical.get(key(r))
+        if ref is None or not (ref > 0 and r.value > 0):
+            continue
+        run = info[r.run_id]
+        ratio = r.value / ref if run.higher_is_better else ref / r.value
+        if run.slow:
+            ratios.setdefault(r.run_id, {}).setdefault(r.iteration, []).append(ratio)
+            records.setdefault(r.run_id, set()).add((key(r), ref))
+        else:
+            deviations.setdefault((run.variant, run.node), []).append(abs(ratio - 1.0))
+    out = {}
+    for run_id, per_iteration in ratios.items():
+        run = info[run_id]
+        values = sorted(min(v) for v in per_iteration.values())
+        dev = deviations.get((run.variant, run.node))
+        noise = 1.4826 * statistics.median(dev) if dev else 0.0
+        given = slowdowns.get(run_id, float("nan"))
+        shift = given if given > 0 else threshold
+        cut = 1.0 - max(shift / 2.0, 3.0 * noise)
+        low = sum(v < cut for v in values)
+        n = len(values)
+        q = statistics.quantiles(values, n=4, method="inclusive") if n > 1 else [values[0]] * 3
+        kind = "unclassified" if n < 3 or low == 0 else "systematic" if low / n >= 0.95 else "transient"
+        reference = next(iter(records[run_id]))[1] if len(records[run_id]) == 1 else None
+        numbers = (n, low, low / n, statistics.median(values), values[0], q[2] - q[0], cut)
+        out[run_id] = (kind, numbers, reference)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_columns_follow_the_rule_written_run_by_run(seed):
+    """Random campaigns with ties, kernels, team and thread records, warm-ups, zero, negative and missing
+    values, runs without iterations and given slowdowns of every sign: the classifier (whole columns at
+    once) says what the rule, written run by run, says."""
+    rng = np.random.default_rng(seed)
+    runs, rows = [], []
+    for variant in ("a", "b"):
+        higher_is_better = bool(rng.integers(0, 2))
+        shift = 0.85 if higher_is_better else 1.18  # a slow run's level
+        for node in ("n1", "n2", "n3"):
+            for trial in range(int(rng.integers(3, 8))):
+                run_id, slow = f"{variant}-{node}-{trial}", bool(rng.random() < 0.35)
+                runs.append((run_id, variant, node, higher_is_better, slow))
+                threads = [[None], [0, 1], [None, 0, 1]][int(rng.integers(0, 3))]
+                kernels = ["k1", "k2"] if rng.random() < 0.3 else [None]
+                for iteration in range(int(rng.integers(0, 12))):
+                    for kernel in kernels:
+                        for thread in threads:
+                            value = 100.0 * (shift if slow else 1.0) * (1 + rng.normal(0, 0.02))
+                            if rng.random() < 0.08:
+                                value = float(rng.choice([0.0, -1.0, np.nan, 50.0]))
+                            warmup = iteration == 0 and rng.random() < 0.5
+                            rows.append((run_id, iteration, thread, kernel, warmup, round(value, 1)))
+    iterations = pd.DataFrame(rows, columns=["run_id", "iteration", "thread", "kernel", "warmup", "value"])
+    iterations["thread"] = iterations["thread"].astype(float)
+    frame = _runs(runs)
+    slowdowns = {r[0]: float(rng.choice([0.1, -0.2, 0.0, np.nan])) for r in runs if rng.random() < 0.5}
+    want = _reference_rule(iterations, frame, D, slowdowns)
+    got = classify_slow_runs(iterations, frame, D, slowdowns)
+    assert set(got) == {r[0] for r in runs if r[4]}
+    assert any(kind != "unclassified" for kind, _, _ in want.values())  # the campaign exercises the rule
+    for run_id, (kind, evidence) in got.items():
+        if run_id not in want:
+            assert (kind, evidence) == ("unclassified", None)
+            continue
+        want_kind, numbers, reference = want[run_id]
+        assert kind == want_kind, run_id
+        fields = (evidence.iterations, evidence.low, evidence.fraction_low, evidence.median_ratio,
+                  evidence.min_ratio, evidence.spread, evidence.low_cut)  # fmt: skip
+        assert fields == pytest.approx(numbers, rel=1e-12, abs=1e-12), run_id
+        assert evidence.reference == (None if reference is None else pytest.approx(reference, rel=1e-12))

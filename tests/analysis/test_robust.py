@@ -66,3 +66,18 @@ def test_group_mads_equal_mad_of_each_group() -> None:
     assert got.tolist() == want  # exactly: the same order statistics
     with pytest.raises(ValueError):
         robust.group_mads(values, group, len(sizes) + 1)  # an empty group
+
+
+def test_group_medians_are_each_groups_median_skipping_nan_and_nan_for_an_empty_group():
+    rng = np.random.default_rng(11)
+    values = rng.normal(size=400).round(1)  # ties
+    values[rng.random(400) < 0.1] = np.nan
+    group = rng.integers(0, 9, size=400)
+    group[group == 4] = 5  # group 4 empty
+    got = robust.group_medians(values, group, 10)  # group 9 empty too
+    for g in range(10):
+        present = values[(group == g) & ~np.isnan(values)]
+        if present.size:
+            assert got[g] == np.median(present)
+        else:
+            assert np.isnan(got[g])

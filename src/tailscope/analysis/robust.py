@@ -57,6 +57,31 @@ def mad(values: ArrayLike) -> float:
     return float(np.median(np.abs(x - np.median(x))))
 
 
+def group_medians(values: ArrayLike, group: ArrayLike, groups: int) -> NDArray[np.float64]:
+    """The median of values[group == g] for g = 0 .. groups-1, NaN for a group without values; NaN values
+    are skipped (as pandas' group-by median skips them). One sort of the whole column, no per-group call;
+    the same numbers as np.median of each group (the middle order statistic, or the mean of the two)."""
+    x = np.asarray(values, dtype=float)
+    g = np.asarray(group, dtype=np.int64)
+    present = ~np.isnan(x)
+    if not present.all():
+        x, g = x[present], g[present]
+    return sorted_group_medians(x[np.lexsort((x, g))], np.bincount(g, minlength=groups))
+
+
+def sorted_group_medians(sorted_values: NDArray[np.float64], sizes: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Medians of consecutive groups of `sizes` values in `sorted_values` (sorted within each group)."""
+    out = np.full(len(sizes), np.nan)
+    filled = sizes > 0
+    if filled.any():
+        n = sizes[filled]
+        starts = (np.cumsum(sizes) - sizes)[filled]
+        low = sorted_values[starts + (n - 1) // 2]
+        high = sorted_values[starts + n // 2]
+        out[filled] = np.where(n % 2 == 1, low, (low + high) / 2.0)
+    return out
+
+
 def group_mads(values: ArrayLike, group: ArrayLike, groups: int) -> NDArray[np.float64]:
     """`mad` of every group at once: values[group == g] for g = 0 .. groups-1 (each group non-empty).
 
@@ -68,16 +93,9 @@ def group_mads(values: ArrayLike, group: ArrayLike, groups: int) -> NDArray[np.f
     sizes = np.bincount(g, minlength=groups)
     if np.any(sizes == 0):
         raise ValueError("MAD of an empty sample is undefined")
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-
-    def medians(sorted_values: NDArray[np.float64]) -> NDArray[np.float64]:
-        low = sorted_values[starts + (sizes - 1) // 2]
-        high = sorted_values[starts + sizes // 2]
-        return np.where(sizes % 2 == 1, low, (low + high) / 2.0)
-
-    centre = medians(x[np.lexsort((x, g))])
+    centre = sorted_group_medians(x[np.lexsort((x, g))], sizes)
     deviation = np.abs(x - centre[g])
-    return medians(deviation[np.lexsort((deviation, g))])
+    return sorted_group_medians(deviation[np.lexsort((deviation, g))], sizes)
 
 
 def robust_sigma(values: ArrayLike) -> float:
