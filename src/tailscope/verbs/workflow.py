@@ -426,6 +426,8 @@ def write_report(
 
 def _optional_table(con: CampaignConnection, name: str) -> pd.DataFrame | None:
     """A table some campaigns have (the injections and scores of `validate`); None when it holds nothing."""
+    if not con.campaign.shard_files(name):  # none stored: not even the typed empty frame (8 ms) is built
+        return None
     frame = con.table(name)
     return None if frame.empty else frame
 
