@@ -132,7 +132,7 @@ def test_a_multithreaded_corunner_never_takes_more_than_the_probe_cpus(tmp_path:
     """/proc/PID/stat's CPU is the main thread's, its ticks all threads': a 2-thread process whose main
     thread sits on the probe's one CPU was named with 103% of it. The share is capped at the whole CPU."""
     _write_stat(tmp_path, 4242, "stream", 0, 0)
-    tracker = CorunnerTracker(proc=tmp_path, ticks_per_s=100.0)
+    tracker = CorunnerTracker(proc=tmp_path, ticks_per_s=100.0, clock=lambda: 100.0)
     tracker.start()
     tracker.baseline_at -= 1.0  # the baseline was read a second ago
     _write_stat(tmp_path, 4242, "stream", 200, 0)  # 2 s of CPU in 1 s: two busy threads
@@ -145,7 +145,9 @@ def test_a_corunner_younger_than_the_baseline_scan_is_scaled_over_its_own_life(t
     """A co-runner that started 0.4 s into a 10 s quiet spell (no scan since) took 35% of the probe CPUs in
     the first busy trial; its 0.2 s of CPU time were spread over the 10 s since the scan and read as 0.7%
     (below the 1% row limit: the trial's cause sentence said "other activity" instead of its name)."""
-    tracker = CorunnerTracker(proc=tmp_path, ticks_per_s=100.0, boot_clock=lambda: 12.74)
+    # the clock stands still: the spans are the ones set here, however long this busy machine takes between
+    # the calls (a real second passing between them made 1.0 s read as 1.013 s)
+    tracker = CorunnerTracker(proc=tmp_path, ticks_per_s=100.0, boot_clock=lambda: 12.74, clock=lambda: 100.0)
     tracker.start()
     tracker.baseline_at -= 10.0  # the last scan: 10 s ago, before the co-runner existed
     _write_stat(tmp_path, 4242, "stress-ng-cpu", 20, 1)  # started at 1234 ticks = 12.34 s after boot
@@ -166,7 +168,7 @@ def test_a_busy_trial_between_scans_names_a_process_started_since_the_last_scan(
     3 of 37 trials of a stress-ng window with no stress-ng row). Processes the baseline does not know are
     read too, and re-read while the spell lasts."""
     _write_stat(tmp_path, 100, "sshd", 5, 1)
-    tracker = CorunnerTracker(proc=tmp_path, ticks_per_s=100.0, boot_clock=lambda: 12.74)
+    tracker = CorunnerTracker(proc=tmp_path, ticks_per_s=100.0, boot_clock=lambda: 12.74, clock=lambda: 100.0)
     tracker.start()
     tracker.baseline_at -= 5.0
     assert tracker.finish(exclude=set(), cpus=[1], wall_s=0.1, scan_now=False, busy=True) == []

@@ -125,7 +125,7 @@ class CorunnerTracker:
     proc: Path = PROC
     ticks_per_s: float = TICKS_PER_S
     baseline: dict[int, ProcInfo] | None = None
-    baseline_at: float = 0.0  # time.monotonic() of the baseline scan
+    baseline_at: float = 0.0  # clock() of the baseline scan
     active: set[int] = field(default_factory=set)
     _seen: dict[int, list[int]] = field(default_factory=dict)
     _latest: dict[int, ProcInfo] = field(default_factory=dict)
@@ -133,6 +133,8 @@ class CorunnerTracker:
     _cmdlines: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (pid, starttime) -> cmdline
     # seconds since boot now, the clock of /proc/PID/stat's starttime (a fixture test sets its own)
     boot_clock: Callable[[], float] = field(default=lambda: time.clock_gettime(time.CLOCK_BOOTTIME))
+    # seconds on a monotonic clock: the spans between scans (a test sets its own, to hold on a busy machine)
+    clock: Callable[[], float] = time.monotonic
     # the active processes' stat files, kept open between full scans (two system calls per re-read; a
     # descriptor stays bound to its process, so a reused pid reads as gone, not as someone else)
     _files: dict[int, ProcFile] = field(default_factory=dict)
@@ -151,7 +153,7 @@ class CorunnerTracker:
 
     def start(self) -> None:
         if self.baseline is None:
-            self.baseline, self.baseline_at = scan(self.proc), time.monotonic()
+            self.baseline, self.baseline_at = scan(self.proc), self.clock()
         self._seen, self._latest = {}, {}
 
     def sample(self) -> None:
@@ -195,7 +197,7 @@ class CorunnerTracker:
         and those started since (a few files: the same processes are named on every trial of a busy spell,
         between full scans); a quiet one reads nothing."""
         assert self.baseline is not None
-        now, boot_now = time.monotonic(), self.boot_clock()
+        now, boot_now = self.clock(), self.boot_clock()
         newcomers: dict[int, ProcInfo] = {}
         if scan_now:
             end = scan(self.proc)
