@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from tailscope.analysis.binomial import clopper_pearson
-from tailscope.analysis.model import CampaignAnalysis, RunVerdict, VariantSummary
+from tailscope.analysis.model import CampaignAnalysis, VariantSummary
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.probes.catalogue import PROBES, bytes_label, parse_bytes, variant_name
 
 METHOD = (
@@ -170,12 +170,16 @@ def comparable_sets(
 
 def compare(analysis: CampaignAnalysis, by: str | None = None) -> list[Comparison]:
     """Every comparison the campaign holds (empty when no probe has variants differing in one option)."""
-    runs_by_variant: dict[str, list[RunVerdict]] = defaultdict(list)
-    for r in analysis.runs:
-        runs_by_variant[r.variant].append(r)
+    sets = comparable_sets(analysis, by)
+    if not sets:  # the runs are not even looked at
+        return []
+    runs = RunVerdicts.of(analysis.runs)  # by column: no object per run
+    variant_of = runs.column("variant")
+    rows_of = {v.variant: np.flatnonzero(variant_of == v.variant) for _, _, members in sets for v in members}
+    value = runs.column("value")
     settings = analysis.settings
     out = []
-    for probe, option, variants in comparable_sets(analysis, by):
+    for probe, option, variants in sets:
         ordered = sorted(variants, key=lambda v: _order_key(probe, option, _value_of(v, option)))
         default = _default_of(probe, option)
         ref = next(
@@ -183,14 +187,12 @@ def compare(analysis: CampaignAnalysis, by: str | None = None) -> list[Compariso
         )
         if ref is not None:
             ordered = [ref, *[v for v in ordered if v is not ref]]
-        arms = tuple(_arm(v, option, runs_by_variant[v.variant], settings.confidence) for v in ordered)
+        arms = tuple(_arm(v, option, runs.take(rows_of[v.variant]), settings.confidence) for v in ordered)
         arms = tuple(a for a in arms if a.n > 0)
         if len(arms) < 2:
             continue
         hib = ordered[0].higher_is_better
-        values = {
-            v.variant: np.array([r.value for r in runs_by_variant[v.variant]], dtype=float) for v in ordered
-        }
+        values = {v.variant: np.asarray(value[rows_of[v.variant]], dtype=float) for v in ordered}
         contrasts = tuple(
             _contrast(arm, arms[0], values[arm.variant], values[arms[0].variant], hib, settings.alpha, option)
             for arm in arms[1:]
@@ -209,12 +211,13 @@ def compare(analysis: CampaignAnalysis, by: str | None = None) -> list[Compariso
     return out
 
 
-def _arm(v: VariantSummary, option: str, runs: Sequence[RunVerdict], confidence: float) -> Arm:
+def _arm(v: VariantSummary, option: str, runs: RunVerdicts, confidence: float) -> Arm:
+    """One variant's arm from its runs' columns."""
     n = len(runs)
-    k = sum(1 for r in runs if r.slow)
+    k = int(np.count_nonzero(runs.column("slow")))
     low, high = clopper_pearson(k, n, confidence) if n else (0.0, 1.0)
-    values = [r.value for r in runs]
-    scaled = sorted(r.scaled_value for r in runs)
+    values = runs.column("value").tolist()
+    scaled = sorted(runs.column("scaled_value").tolist())
     if v.higher_is_better is False:
         scaled = scaled[::-1]  # slowest first: the largest times
     value = _value_of(v, option)

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import io
+import json
 import math
+import types
+from collections import defaultdict
 
 import numpy as np
 import pandas as pd
@@ -27,6 +31,7 @@ from tailscope.analysis.causes.context import (
     usual_features_by_group,
 )
 from tailscope.analysis.model import Settings
+from tailscope.analysis.run_columns import COLUMNS, PER_RUN, RunVerdicts
 from tailscope.analysis.summary import score_runs
 from tailscope.probes.catalogue import variant_name
 from tailscope.report.answer import run_cause
@@ -296,3 +301,118 @@ def test_the_evidence_features_are_derived_once_per_analysis(monkeypatch) -> Non
         monkeypatch.setattr(module, "run_features", counted)
     analyze_ensemble(e)
     assert calls == [len(e.counters)]
+
+
+def _former_pick_timelines(runs, per_node: int = 6, per_variant: int = 12) -> dict:
+    """The timelines' selection the plain way (before issue 31): every run an object, walked twice."""
+    slow_of = defaultdict(list)
+    for run in runs:
+        if run.slow:
+            slow_of[run.variant].append(run)
+    chosen = defaultdict(list)
+    for variant in sorted(slow_of):
+        taken = 0
+        for run in sorted(slow_of[variant], key=lambda r: (r.perf_ratio, r.node, r.trial, r.run_id)):
+            if taken >= per_variant:
+                break
+            if len(chosen[(run.variant, run.node)]) < per_node:
+                chosen[(run.variant, run.node)].append(run)
+                taken += 1
+    picks = {}
+    for key in sorted(k for k, v in chosen.items() if v):
+        normal = [r for r in runs if not r.slow and (r.variant, r.node) == key]
+        typical = min(normal, key=lambda r: (abs(r.perf_ratio - 1.0), r.trial, r.run_id), default=None)
+        picks[key] = (typical, tuple(chosen[key]))
+    return picks
+
+
+def _held_by_column(runs) -> RunVerdicts:
+    """`runs` as the analysis holds them: arrays and the per-run fields of the runs that have them, no
+    RunVerdict object (RunVerdicts.of keeps the objects it is given)."""
+    held = RunVerdicts.of(runs)
+    extra: dict[int, dict] = defaultdict(dict)
+    for name in PER_RUN:
+        for row, value in held.per_run(name).items():
+            extra[row][name] = value
+    return RunVerdicts({name: held.column(name) for name in COLUMNS}, extra)
+
+
+def _tied_runs(runs: list) -> list:
+    """`runs` with ties in every ordering the report makes: slow runs of one ratio on two nodes (the node
+    decides) and on one node (the trial decides), and two normal runs at the node median (the trial)."""
+    slow = [i for i, r in enumerate(runs) if r.slow and r.variant == runs[0].variant]
+    by_node = defaultdict(list)
+    for i in slow:
+        by_node[runs[i].node].append(i)
+    first, second = [rows for _, rows in sorted(by_node.items())][:2]
+    a, b = first[-1], second[0]  # b's trial is lower, its node's name higher: the node must decide
+    for i in (first[0], a, b):
+        runs[i] = dataclasses.replace(runs[i], perf_ratio=0.5)
+    group = (runs[a].variant, runs[a].node)
+    normal = [i for i, r in enumerate(runs) if not r.slow and (r.variant, r.node) == group]
+    for i in normal[-2:]:  # two normal runs at the median: the earlier trial is the typical one
+        runs[i] = dataclasses.replace(runs[i], perf_ratio=1.0)
+    return runs
+
+
+def test_report_by_column_is_the_report_of_the_run_objects(tmp_path, monkeypatch) -> None:
+    """`report` reads the runs by column (issue 31: building 50,000 RunVerdicts was a tenth of it): the HTML
+    and both CSVs are byte for byte those of the same runs held as objects, no run object is built for all
+    runs, and the timelines' picks are those of the plain per-object selection, ties included."""
+    import re
+
+    from tailscope.report.timelines import pick_timelines
+    from tailscope.verbs import workflow
+
+    root = tmp_path / "fleet"
+    _store_fleet(root)
+    analysis = workflow.analyze_campaign(root, Settings())
+    runs = _tied_runs(list(analysis.runs))
+    objects = dataclasses.replace(analysis, runs=tuple(runs))
+    columns = dataclasses.replace(analysis, runs=_held_by_column(runs))
+
+    def every_run(self):
+        raise AssertionError("the report built an object of every run")
+
+    class Noon(datetime.datetime):  # one generated_at for both reports
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2026, 11, 2, 12, 0, tzinfo=tz)
+
+    monkeypatch.setattr(workflow, "dt", types.SimpleNamespace(datetime=Noon, UTC=datetime.UTC))
+    monkeypatch.setattr(RunVerdicts, "__iter__", every_run)
+    written = {}
+    for name, held in (("objects", objects), ("columns", columns)):
+        (tmp_path / name).mkdir()
+        path = workflow.write_report(root, held, tmp_path / name / "r.html")
+        written[name] = [
+            path.read_text(),
+            (tmp_path / name / "r-runs.csv").read_bytes(),
+            (tmp_path / name / "r-nodes.csv").read_bytes(),
+        ]
+    assert written["columns"] == written["objects"]
+
+    for per_variant in (2, 12):  # 2: which tied run is drawn depends on the order across nodes
+        picks = pick_timelines(columns, per_variant=per_variant)
+        former = _former_pick_timelines(runs, per_variant=per_variant)
+        assert {k: (p.typical, p.slow) for k, p in picks.items()} == former
+        assert pick_timelines(objects, per_variant=per_variant) == picks
+    # the control: the ties are among the picks (two nodes and two trials at 0.5, typical at 1.0)
+    tied = [r for p in picks.values() for r in p.slow if r.perf_ratio == 0.5]
+    assert len({r.node for r in tied}) == 2 and len(tied) == 3
+    assert any(p.typical is not None and p.typical.perf_ratio == 1.0 for p in picks.values())
+    html = written["columns"][0]
+    assert "Iterations of the slowest runs" in html and 'data-cause="' in html  # timelines and causes drawn
+    assert "Generated 2026-11-02T12:00:00+00:00 by" in html
+    # the slow-run tables and the sorted figures' slow runs: sorted by (ratio, node, trial), ties in order
+    for v in analysis.variants:
+        mine = [r for r in runs if r.variant == v.variant]
+        ordered = sorted(mine, key=lambda r: (r.perf_ratio, r.node, r.trial))
+        want = [[r.node, r.trial] for r in ordered if r.slow]
+        section = html.split(f'data-variant="{v.variant}">', 1)[1].split("</section>", 1)[0]
+        table = section.split("<summary>Slow runs of", 1)[1].split("</table>", 1)[0]
+        rows = re.findall(r'<tr><td>([^<]*)</td><td class="num">(\d+)</td>', table)
+        assert [[node, int(trial)] for node, trial in rows] == want and want
+        spec = re.search(r'data-figure="sorted".*?-spec">(.*?)</script>', section).group(1)
+        drawn = next(t for t in json.loads(spec)["data"] if t["name"].startswith("slow"))
+        assert [c[:2] for c in drawn["customdata"]] == want

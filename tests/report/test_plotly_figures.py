@@ -85,3 +85,21 @@ def test_a_timeline_whose_low_cut_is_below_zero_draws_no_low_line():
                                          dataclasses.replace(slow, evidence=fine), series, None, None,
                                          Settings()))["layout"]["shapes"]  # fmt: skip
     assert [s["y0"] for s in shapes] == [150.0, 142.5]
+
+
+def test_the_embedded_library_is_the_one_plotly_gives():
+    """plotly_js reads plotly.min.js without importing plotly: the same text its get_plotlyjs() gives."""
+    import subprocess
+    import sys
+
+    from plotly.offline import get_plotlyjs
+
+    from installed import tailscope_env
+
+    assert plots.plotly_js() == get_plotlyjs() and "plotly.js v" in plots.plotly_js()[:200]
+    check = "import sys\nfrom tailscope.report import plotly_figures as p\np.plotly_js()\nprint(*sys.modules)"
+    child = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=True, env=tailscope_env()
+    )
+    loaded = child.stdout.split()
+    assert "plotly" not in loaded and "tailscope.report.plotly_figures" in loaded

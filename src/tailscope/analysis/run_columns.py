@@ -7,10 +7,11 @@ variant and unit, one object per distinct value) and the per-run fields most run
 extras, causes, figures) only for the runs that have them.
 
 It is a Sequence[RunVerdict]: indexing builds the RunVerdict objects asked for (equal to those the analysis
-built before), and iterating builds them all once and keeps them (the report and the terminal summary walk
-every run, many times over; `analyze --json` never iterates, so it never holds them). The bulk
-consumers read it by column (`column`, `rows`, `take`, `with_extra`), and `analyze --json` writes it from
-its columns (`json_items`: byte for byte what orjson writes for the objects, tests/analysis/
+built before), and iterating builds them all once and keeps them (the terminal summary walks every run;
+`analyze --json` and `report` never iterate, so they never hold them). The bulk consumers read it by column
+(`column`, `rows`, `take`, `with_extra`, `per_run`): the HTML report's figures, tables, timelines and CSVs
+(report/, verbs/workflow.py: 50,000 objects were 0.3-0.5 s of a 1,000-node report), and `analyze --json`
+writes it from its columns (`json_items`: byte for byte what orjson writes for the objects, tests/analysis/
 test_run_columns.py). `RunVerdicts.of` takes any sequence of RunVerdict (a test's tuple) and holds those
 very objects beside their columns.
 """
@@ -139,6 +140,13 @@ class RunVerdicts(Sequence[RunVerdict]):
         """The rows (ascending) that have evidence, extras, causes or figures of their own."""
         return list(self._extra_rows)
 
+    def per_run(self, name: str) -> dict[int, Any]:
+        """Row -> the value of the PER_RUN field `name`, for the rows (ascending) whose value is not the one
+        every other run has (a run without causes is not named by `per_run("causes")`)."""
+        if name not in PER_RUN:
+            raise KeyError(name)
+        return {row: self._extra[row][name] for row in self._extra_rows if name in self._extra[row]}
+
     def rows(self, which: np.ndarray | Sequence[int]) -> list[RunVerdict]:
         """The RunVerdict objects of the rows a boolean mask or a list of positions selects, in order."""
         index = np.asarray(which)
@@ -150,8 +158,8 @@ class RunVerdicts(Sequence[RunVerdict]):
         index = np.asarray(which)
         positions = np.flatnonzero(index) if index.dtype == bool else index.astype(np.int64)
         columns = {name: array[positions] for name, array in self._columns.items()}
-        where = {int(old): new for new, old in enumerate(positions.tolist()) if old in self._extra}
-        extra = {new: self._extra[old] for old, new in where.items()}
+        held = np.flatnonzero(np.isin(positions, np.asarray(self._extra_rows, dtype=np.int64)))
+        extra = {new: self._extra[int(positions[new])] for new in held.tolist()}
         objects = None if self._objects is None else [self._objects[i] for i in positions.tolist()]
         return RunVerdicts(columns, extra, objects=objects)
 

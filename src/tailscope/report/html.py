@@ -23,18 +23,19 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import (
     CampaignAnalysis,
     GroupSummary,
-    RunVerdict,
     Settings,
     VariantSummary,
 )
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.wording import p_value, pct, period
 from tailscope.probes.catalogue import variant_name
 from tailscope.report import explain
@@ -42,12 +43,10 @@ from tailscope.report import plotly_figures as plots
 from tailscope.report.answer import Answer, answer_of, terms
 from tailscope.report.cluster_section import render_cluster_section
 from tailscope.report.counters_section import counters_section
-from tailscope.report.deep_section import deep_section
 from tailscope.report.markup import esc
 from tailscope.report.markup import explain as _explain
 from tailscope.report.markup import table as _table
 from tailscope.report.markup import td as _td
-from tailscope.report.models import DeepResult
 from tailscope.report.numbers import (
     bytes_text,
     decimals_for,
@@ -58,10 +57,12 @@ from tailscope.report.numbers import (
     value_text,
 )
 from tailscope.report.pages_section import inferred_parts, install_limits, pages_section, virtual_nodes
-from tailscope.report.timelines import TimelinePick, iteration_series, pick_timelines
-from tailscope.report.validation_section import validation_section
+from tailscope.report.timelines import RunIterations, TimelinePick, pick_timelines
 from tailscope.store.manifest import Manifest
 from tailscope.store.schema import NODES
+
+if TYPE_CHECKING:
+    from tailscope.report.models import DeepResult
 
 __all__ = ["render_html", "select_timeline_runs"]
 
@@ -148,9 +149,9 @@ def render_html(
     groups_of: dict[str, list[GroupSummary]] = defaultdict(list)
     for g in analysis.groups:
         groups_of[g.variant].append(g)
-    runs_of: dict[str, list[RunVerdict]] = defaultdict(list)
-    for r in analysis.runs:
-        runs_of[r.variant].append(r)
+    runs = RunVerdicts.of(analysis.runs)  # by column: no object per run is built for the figures
+    runs_variant = runs.column("variant")
+    runs_of = {v: runs.take(runs_variant == v) for v in variants}
     picks = pick_timelines(analysis)
     anchors = {v: f"v{i + 1}" for i, v in enumerate(variants)}
     names = {v.variant: variant_name(v.probe, dict(v.params)) for v in variants.values()}
@@ -163,6 +164,8 @@ def render_html(
     sections: list[tuple[str, str, str]] = []  # (anchor, heading, html)
     if deep is not None:  # the top-down chain follows the verdict it explains
         probe_of = {v.variant: v.probe for v in analysis.variants}
+        from tailscope.report.deep_section import deep_section  # only here: arith_table and statistics
+
         html_deep = deep_section(deep, analysis.attribution, probe_of)
         sections.append(("deep", "Top-down follow-up (check --deep)", html_deep))
     if comparisons:
@@ -188,7 +191,11 @@ def render_html(
                 ),
             )
         )
-    validated = validation_section(validation, figs, hardware_counters=hardware_counters)
+    validated = ""
+    if validation is not None:  # a `tailscope validate` campaign's scores (their module imports inject's)
+        from tailscope.report.validation_section import validation_section
+
+        validated = validation_section(validation, figs, hardware_counters=hardware_counters)
     extra = [
         ("validation", "Validation", validated),
         ("findings", "All findings", _notes_section(analysis.notes)),
@@ -518,7 +525,7 @@ def _variant_section(
     variant: VariantSummary,
     name: str,
     groups: Sequence[GroupSummary],
-    runs: Sequence[RunVerdict],
+    runs: RunVerdicts,
     picks: Sequence[TimelinePick],
     iterations: pd.DataFrame,
     settings: Settings,
@@ -529,7 +536,7 @@ def _variant_section(
     screen: Mapping[str, str] | None = None,
 ) -> str:
     direction = "higher is better" if variant.higher_is_better else "lower is better"
-    n_slow = sum(1 for r in runs if r.slow)
+    n_slow = int(np.count_nonzero(runs.column("slow")))
     out = [
         f'<section class="variant" id="{anchor}" data-variant="{esc(variant.variant)}">',
         f'<h2>{esc(name)} <span class="id">{esc(variant.variant)}</span></h2>',
@@ -646,13 +653,13 @@ def _extra_value(key: str, value: object) -> str:
     return f"{value:.4g}"
 
 
-def _slow_runs_table(
-    runs: Sequence[RunVerdict], settings: Settings, name: str, csv_files: Mapping[str, str]
-) -> str:
-    slow = sorted((r for r in runs if r.slow), key=lambda r: (r.perf_ratio, r.node, r.trial))
+def _slow_runs_table(runs: RunVerdicts, settings: Settings, name: str, csv_files: Mapping[str, str]) -> str:
+    rows = np.flatnonzero(runs.column("slow")).tolist()  # by column: objects only for the rows shown
+    key = list(zip(*(runs.column(c)[rows].tolist() for c in ("perf_ratio", "node", "trial")), strict=True))
+    slow = [rows[i] for i in sorted(range(len(rows)), key=key.__getitem__)]  # sorted runs, ties in order
     if not slow:
         return f"<p>No slow runs among {len(runs)}.</p>"
-    shown = slow[:MAX_TABLE_ROWS]
+    shown = runs.rows(slow[:MAX_TABLE_ROWS])
     rows = []
     for r in shown:
         d = decimals_for(r.value)
@@ -700,14 +707,13 @@ def _timelines(
     ]
     hib = variant.higher_is_better
     missing: list[str] = []
+    stored = RunIterations(iterations)
     for pick in picks:
-        typical_series = (
-            iteration_series(iterations, pick.typical.run_id, hib) if pick.typical is not None else None
-        )
+        typical_series = stored.series(pick.typical.run_id, hib) if pick.typical is not None else None
         if pick.typical is not None and typical_series is not None and typical_series.empty:
             missing.append(f"{pick.typical.node} trial {pick.typical.trial} (typical)")
         for slow in pick.slow:
-            series = iteration_series(iterations, slow.run_id, hib)
+            series = stored.series(slow.run_id, hib)
             if series.empty:
                 missing.append(f"{slow.node} trial {slow.trial} (slow)")
                 continue

@@ -29,9 +29,10 @@ def table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]], *, css: 
 
 
 def td(text: object, *, num: bool = False, css: str = "", title: str = "") -> str:
-    classes = " ".join(c for c in ("num" if num else "", css) if c)
+    """One cell (a long table has thousands: the node verdicts and checks of 1,000 nodes)."""
+    classes = ("num " + css if css else "num") if num else css
     attrs = (f' class="{classes}"' if classes else "") + (f' title="{esc(title)}"' if title else "")
-    return f"<td{attrs}>{esc(text)}</td>"
+    return f"<td{attrs}>{html.escape(str(text), quote=True)}</td>"
 
 
 def explain(text: str) -> str:

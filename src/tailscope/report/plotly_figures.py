@@ -19,15 +19,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tailscope.analysis.model import GroupSummary, RunVerdict, Settings, VariantSummary
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.wording import pct
-from tailscope.report.answer import by_ratio, run_cause, text_rank
+from tailscope.report.answer import by_ratio, text_rank, top_causes
 from tailscope.report.markup import esc
 
 MAX_POINTS = 4000  # normal runs drawn per figure; beyond, evenly thinned (slow runs are always drawn)
@@ -57,8 +57,18 @@ BOOT = """
 
 
 def plotly_js() -> str:
-    """plotly.min.js from the installed `plotly` package (the same file for every report)."""
-    from plotly.offline import get_plotlyjs
+    """plotly.min.js from the installed `plotly` package (the same file for every report): the file its
+    get_plotlyjs() reads, found without importing plotly (whose import, importlib.metadata and all, was
+    60-70 ms of a `report`)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("plotly")  # a top-level package is found, not run
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(folder) / "package_data" / "plotly.min.js"
+        if path.is_file():
+            return path.read_bytes().decode("utf-8")
+    from plotly.offline import get_plotlyjs  # packaged some other way (a zip): its own reader
 
     return str(get_plotlyjs())
 
@@ -151,7 +161,7 @@ def minmax_thin(xs: Any, ys: Any, limit: int) -> tuple[list[float], list[float]]
 
 
 def _log_axis(values: Iterable[float]) -> bool:
-    v = np.fromiter(values, dtype=float)
+    v = np.asarray(values, dtype=float) if isinstance(values, np.ndarray) else np.fromiter(values, float)
     v = v[np.isfinite(v) & (v > 0)]
     return bool(v.size) and float(v.max()) > LOG_SPAN * float(v.min())  # no ratio: 8e300 / 1e-300 has none
 
@@ -184,8 +194,16 @@ def _hover(unit: str, x_label: str) -> str:
     )
 
 
-def _custom(r: RunVerdict) -> list[Any]:
-    return [r.node, r.trial, run_cause(r), str(r.started_at)[:19].replace("T", " ")]
+def _custom(runs: RunVerdicts, rows: Sequence[int]) -> list[list[Any]]:
+    """The hover data of these rows of `runs`: node, trial, top cause ('-': none), start time."""
+    top = top_causes(runs)
+    index = np.asarray(rows, dtype=np.int64)
+    columns = (runs.column("node")[index].tolist(), runs.column("trial")[index].tolist(),
+               runs.column("started_at")[index].tolist())  # fmt: skip
+    return [
+        [node, trial, top[row].cause if row in top else "-", str(started)[:19].replace("T", " ")]
+        for row, node, trial, started in zip(rows, *columns, strict=True)
+    ]
 
 
 def _slow_level(reference: float, threshold: float, higher_is_better: bool) -> float:
@@ -200,21 +218,30 @@ def time_figure(
     windows: Sequence[tuple[str, str, str]] = (),
 ) -> str:
     """Value against start time per node; slow runs as red crosses; `windows` (node, start, end) shaded."""
-    nodes = sorted({r.node for r in runs})
+    runs = RunVerdicts.of(runs)  # by column: the drawn runs' values are read, no object is built
+    node_of = runs.column("node")
+    nodes = sorted(set(node_of.tolist()))
     per_node = len(nodes) <= MAX_NODE_TRACES
-    by_trace: dict[str, list[RunVerdict]] = defaultdict(list)
-    for i in _by_start(runs):
-        r = runs[i]
-        if not r.slow:
-            by_trace[r.node if per_node else "all nodes"].append(r)
+    slow = np.asarray(runs.column("slow"), dtype=bool)
+    order = np.asarray(_by_start(runs), dtype=np.int64)
+    normal = order[~slow[order]]  # the normal runs in start order
+    by_trace: dict[str, list[int]] = {}
+    if per_node:
+        for node in nodes:
+            mine = normal[node_of[normal] == node].tolist()
+            if mine:
+                by_trace[node] = mine
+    elif len(normal):
+        by_trace["all nodes"] = normal.tolist()
     data: list[dict[str, Any]] = []
     for i, (label, chosen) in enumerate(sorted(by_trace.items())):
         shown = _thin(chosen)
         text = f"{label} ({len(chosen)}" + (f", {len(shown)} drawn)" if len(shown) < len(chosen) else ")")
-        data.append(_time_trace(shown, text, COLORS[i % len(COLORS)], variant.unit))
-    slow = [r for r in runs if r.slow]
-    if slow:
-        data.append(_time_trace(slow, f"slow ({len(slow)})", SLOW_COLOR, variant.unit, symbol="x", size=8))
+        data.append(_time_trace(runs, shown, text, COLORS[i % len(COLORS)], variant.unit))
+    slow_rows = np.flatnonzero(slow).tolist()
+    if slow_rows:
+        label = f"slow ({len(slow_rows)})"
+        data.append(_time_trace(runs, slow_rows, label, SLOW_COLOR, variant.unit, symbol="x", size=8))
     shapes = [
         {
             "type": "rect",
@@ -234,7 +261,7 @@ def time_figure(
     layout = {
         "title": {"text": "value against time" + (" per node" if per_node else ""), "x": 0},
         "xaxis": _axis("run start (UTC)", type="date", tickangle=0, nticks=6),
-        "yaxis": _axis(f"{variant.metric} ({variant.unit})", _log_axis(r.value for r in runs)),
+        "yaxis": _axis(f"{variant.metric} ({variant.unit})", _log_axis(runs.column("value"))),
         "shapes": shapes,
     }
     return figs.html("time", variant.variant, data, layout, 380)
@@ -242,23 +269,31 @@ def time_figure(
 
 def _by_start(runs: Sequence[RunVerdict]) -> list[int]:
     """Positions of `runs` in (started_at text, trial) order, ties in their order: `sorted(runs, key=...)`
-    by numpy (50,000 runs: a Python key sort took 30 ms)."""
+    by numpy on the runs' columns (50,000 runs: a Python key sort took 30 ms)."""
     if not runs:
         return []
-    trial = np.fromiter((r.trial for r in runs), dtype=np.int64, count=len(runs))
-    return np.lexsort((trial, text_rank([str(r.started_at) for r in runs]))).tolist()
+    columns = RunVerdicts.of(runs)
+    trial = np.asarray(columns.column("trial"), dtype=np.int64)
+    return np.lexsort((trial, text_rank([str(s) for s in columns.column("started_at").tolist()]))).tolist()
 
 
 def _time_trace(
-    runs: Sequence[RunVerdict], label: str, color: str, unit: str, symbol: str = "circle", size: int = 5
+    runs: RunVerdicts,
+    rows: Sequence[int],
+    label: str,
+    color: str,
+    unit: str,
+    symbol: str = "circle",
+    size: int = 5,
 ) -> dict[str, Any]:
+    index = np.asarray(rows, dtype=np.int64)
     return {
         "type": "scatter",
         "mode": "markers",
         "name": label,
-        "x": [_epoch_ms(str(r.started_at)) for r in runs],
-        "y": [_round(r.value) for r in runs],
-        "customdata": [_custom(r) for r in runs],
+        "x": [_epoch_ms(str(s)) for s in runs.column("started_at")[index].tolist()],
+        "y": [_round(v) for v in runs.column("value")[index].tolist()],
+        "customdata": _custom(runs, rows),
         "hovertemplate": _hover(unit, ""),
         "marker": {"color": color, "size": size, "symbol": symbol},
     }
@@ -267,18 +302,20 @@ def _time_trace(
 def sorted_figure(
     figs: Figures, variant: VariantSummary, name: str, runs: Sequence[RunVerdict], settings: Settings
 ) -> str:
+    runs = RunVerdicts.of(runs)  # by column: the drawn runs' values are read, no object is built
     order = by_ratio(runs)  # rank k (from 1) is runs[order[k - 1]]; only the drawn runs are looked at again
-    slow_at = np.fromiter((runs[i].slow for i in order), dtype=bool, count=len(order))
+    slow_at = np.asarray(runs.column("slow"), dtype=bool)[np.asarray(order, dtype=np.int64)]
     n_slow = int(slow_at.sum())
     normal_ranks = _thin((np.flatnonzero(~slow_at) + 1).tolist())
     slow_ranks = (np.flatnonzero(slow_at) + 1).tolist()
+    scaled = runs.column("scaled_value")
     data = []
     for label, ranks, color, symbol in (
         ("normal", normal_ranks, COLORS[0], "circle"),
         ("slow", slow_ranks, SLOW_COLOR, "x"),
     ):
         if ranks:
-            chosen = [runs[order[k - 1]] for k in ranks]
+            chosen = [order[k - 1] for k in ranks]
             data.append(
                 {
                     "type": "scatter",
@@ -290,8 +327,8 @@ def sorted_figure(
                         else ")"
                     ),
                     "x": ranks,
-                    "y": [_round(r.scaled_value) for r in chosen],
-                    "customdata": [_custom(r) for r in chosen],
+                    "y": [_round(v) for v in scaled[np.asarray(chosen, dtype=np.int64)].tolist()],
+                    "customdata": _custom(runs, chosen),
                     "hovertemplate": _hover(variant.unit, "scaled "),
                     "marker": {"color": color, "size": 5 if label == "normal" else 7, "symbol": symbol},
                 }
@@ -301,7 +338,7 @@ def sorted_figure(
         (_slow_level(g, d, variant.higher_is_better), f"{d:.0%} slower", "#ff7f0e" if i == 0 else "#9467bd")
         for i, d in enumerate(settings.thresholds)
     ]
-    log = _log_axis(r.scaled_value for r in runs)
+    log = _log_axis(scaled)
     at = (lambda y: math.log10(y)) if log else (lambda y: y)  # annotations on a log axis are placed in log10
     layout = {
         "title": {"text": f"{len(order)} runs sorted, node-scaled", "x": 0},
@@ -339,15 +376,16 @@ def _hlabel(y: float, text: str) -> dict[str, Any]:
 
 
 def ecdf_figure(figs: Figures, variant: VariantSummary, name: str, runs: Sequence[RunVerdict]) -> str:
-    nodes = sorted({r.node for r in runs})
+    runs = RunVerdicts.of(runs)  # by column
+    node_of = runs.column("node")
+    scaled = np.asarray(runs.column("scaled_value"), dtype=float)
+    nodes = sorted(set(node_of.tolist()))
     groups = (
-        {n: [r for r in runs if r.node == n] for n in nodes}
-        if len(nodes) <= MAX_NODE_TRACES
-        else {"all nodes": list(runs)}
+        {n: scaled[node_of == n] for n in nodes} if len(nodes) <= MAX_NODE_TRACES else {"all nodes": scaled}
     )
     data = []
     for i, (label, chosen) in enumerate(groups.items()):
-        values = np.sort(np.array([r.scaled_value for r in chosen], dtype=float))
+        values = np.sort(chosen)
         n = len(values)
         idx = _thin(list(range(n)), 1000)
         data.append(
@@ -364,9 +402,7 @@ def ecdf_figure(figs: Figures, variant: VariantSummary, name: str, runs: Sequenc
         )
     layout = {
         "title": {"text": "cumulative distribution, node-scaled", "x": 0},
-        "xaxis": _axis(
-            f"{variant.metric}, node-scaled ({variant.unit})", _log_axis(r.scaled_value for r in runs)
-        ),
+        "xaxis": _axis(f"{variant.metric}, node-scaled ({variant.unit})", _log_axis(scaled)),
         "yaxis": _axis("fraction of runs at or below", range=[0, 1.02]),
     }
     return figs.html("ecdf", variant.variant, data, layout, 320)

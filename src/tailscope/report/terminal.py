@@ -28,8 +28,11 @@ import shutil
 import textwrap
 from collections import Counter
 
+import numpy as np
+
 from tailscope.analysis.health import SEVERITY
 from tailscope.analysis.model import CampaignAnalysis, GroupSummary
+from tailscope.analysis.run_columns import RunVerdicts
 from tailscope.analysis.wording import pct, pct_range
 from tailscope.printable import printable
 from tailscope.probes.catalogue import variant_name
@@ -215,10 +218,13 @@ def _probe_lines(analysis: CampaignAnalysis) -> list[str]:
     """One line per probe variant: its median over all runs with the interval of its first node when it
     has one node, the run-to-run CV, and its slow runs (with ! when a node's slow-run test rejects)."""
     lines = []
+    runs = RunVerdicts.of(analysis.runs)  # by column: no object per run
+    variant_of, kind_of = runs.column("variant"), runs.column("kind")
+    slow_runs = runs.column("slow").astype(bool)
     for v in sorted(analysis.variants, key=lambda v: (v.probe, v.variant)):
         groups = [g for g in analysis.groups if g.variant == v.variant]
-        runs = [r for r in analysis.runs if r.variant == v.variant]
-        slow = sum(1 for r in runs if r.slow)
+        mine = variant_of == v.variant
+        slow = int(np.count_nonzero(slow_runs & mine))
         rejects = any(g.tails and g.tails[0].rejects for g in groups)
         name = variant_name(v.probe, dict(v.params))
         if len(groups) == 1:
@@ -228,10 +234,10 @@ def _probe_lines(analysis: CampaignAnalysis) -> list[str]:
         else:
             center = f"{v.global_median:.4g} {v.unit} over {v.nodes} nodes"
             cv = ""
-        kinds = Counter(r.kind for r in runs if r.slow)
+        kinds = Counter(kind_of[slow_runs & mine].tolist())  # in the runs' order: ties as they came
         kind_text = ", ".join(f"{k} {KIND_WORDS.get(kind, kind)}" for kind, k in kinds.most_common())
         lines.append(
-            f"{name}: {center}{cv}; {slow} of {len(runs)} runs slow{'!' if rejects else ''}"
+            f"{name}: {center}{cv}; {slow} of {int(np.count_nonzero(mine))} runs slow{'!' if rejects else ''}"
             + (f" ({kind_text})" if kind_text else "")
         )
     return lines

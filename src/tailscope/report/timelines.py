@@ -20,8 +20,17 @@ import numpy as np
 import pandas as pd
 
 from tailscope.analysis.model import CampaignAnalysis, RunVerdict
+from tailscope.analysis.run_columns import RunVerdicts
 
-__all__ = ["PER_NODE", "PER_VARIANT", "IterationSeries", "TimelinePick", "iteration_series", "pick_timelines"]
+__all__ = [
+    "PER_NODE",
+    "PER_VARIANT",
+    "IterationSeries",
+    "RunIterations",
+    "TimelinePick",
+    "iteration_series",
+    "pick_timelines",
+]
 
 PER_NODE = 6  # slow runs drawn per (variant, node)
 PER_VARIANT = 12  # slow runs drawn per variant, over all its nodes
@@ -47,32 +56,58 @@ class TimelinePick:
 def pick_timelines(
     analysis: CampaignAnalysis, *, per_node: int = PER_NODE, per_variant: int = PER_VARIANT
 ) -> dict[tuple[str, str], TimelinePick]:
-    """Per (variant, node) that has a drawn slow run, what to draw; ordered by variant, then node."""
-    slow_of: dict[str, list[RunVerdict]] = defaultdict(list)  # one pass over the runs for the slow ones
-    for run in analysis.runs:
-        if run.slow:
-            slow_of[run.variant].append(run)
-    chosen: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)
+    """Per (variant, node) that has a drawn slow run, what to draw; ordered by variant, then node.
+
+    Read by column (analysis/run_columns.py): the slow runs and the normal runs of the chosen nodes are
+    looked at, in the runs' order, and RunVerdict objects are built for the picked runs alone."""
+    runs = RunVerdicts.of(analysis.runs)
+    slow = np.asarray(runs.column("slow"), dtype=bool)
+    variant_of, node_of = runs.column("variant"), runs.column("node")
+    ratio, trial, run_id = runs.column("perf_ratio"), runs.column("trial"), runs.column("run_id")
+
+    def keys(rows: np.ndarray) -> dict[int, tuple[float, str, int, str, str]]:
+        """Row -> (perf_ratio, node, trial, run_id, variant) of these rows, as Python values."""
+        fields = (ratio[rows].tolist(), node_of[rows].tolist(), trial[rows].tolist(),
+                  run_id[rows].tolist(), variant_of[rows].tolist())  # fmt: skip
+        return dict(zip(rows.tolist(), zip(*fields, strict=True), strict=True))
+
+    slow_keys = keys(np.flatnonzero(slow))  # one pass over the runs for the slow ones
+    slow_of: dict[str, list[int]] = defaultdict(list)
+    for row, key in slow_keys.items():
+        slow_of[key[4]].append(row)
+    chosen: dict[tuple[str, str], list[int]] = defaultdict(list)
     for variant in sorted(slow_of):
-        slow = sorted(slow_of[variant], key=lambda r: (r.perf_ratio, r.node, r.trial, r.run_id))
         taken = 0
-        for run in slow:
+        for row in sorted(slow_of[variant], key=lambda row: slow_keys[row][:4]):
             if taken >= per_variant:
                 break
-            key = (run.variant, run.node)
-            if len(chosen[key]) < per_node:
-                chosen[key].append(run)
+            group = (variant, slow_keys[row][1])
+            if len(chosen[group]) < per_node:
+                chosen[group].append(row)
                 taken += 1
-    wanted = {k for k, runs in chosen.items() if runs}
-    normal_of: dict[tuple[str, str], list[RunVerdict]] = defaultdict(list)  # and one for the chosen groups'
-    for run in analysis.runs:
-        if not run.slow and (run.variant, run.node) in wanted:
-            normal_of[(run.variant, run.node)].append(run)
+    wanted = {k for k, rows in chosen.items() if rows}
+    # and one pass for the chosen groups' normal runs: those on a chosen node
+    nodes = {node for _, node in wanted}
+    near = np.fromiter((n in nodes for n in node_of.tolist()), dtype=bool, count=len(runs))
+    normal_of: dict[tuple[str, str], list[int]] = defaultdict(list)
+    normal_keys = keys(np.flatnonzero(near & ~slow))
+    for row, key in normal_keys.items():
+        if (key[4], key[1]) in wanted:
+            normal_of[(key[4], key[1])].append(row)
+    typical_of = {}
+    for group in wanted:
+        typical_of[group] = min(
+            normal_of[group],
+            key=lambda row: (abs(normal_keys[row][0] - 1.0), normal_keys[row][2], normal_keys[row][3]),
+            default=None,
+        )
+    needed = sorted({row for rows in chosen.values() for row in rows}
+                    | {row for row in typical_of.values() if row is not None})  # fmt: skip
+    built = dict(zip(needed, runs.rows(needed), strict=True))
     picks = {}
-    for key in sorted(wanted):
-        normal = normal_of[key]
-        typical = min(normal, key=lambda r: (abs(r.perf_ratio - 1.0), r.trial, r.run_id), default=None)
-        picks[key] = TimelinePick(key[0], key[1], typical, tuple(chosen[key]))
+    for group in sorted(wanted):
+        typical = None if typical_of[group] is None else built[typical_of[group]]
+        picks[group] = TimelinePick(group[0], group[1], typical, tuple(built[r] for r in chosen[group]))
     return picks
 
 
@@ -98,28 +133,56 @@ NEEDED_COLUMNS = ("run_id", "iteration", "thread", "value")
 
 def iteration_series(iterations: pd.DataFrame, run_id: str, higher_is_better: bool) -> IterationSeries:
     """The drawn series of one run from the store's iterations rows (any runs; other rows are ignored)."""
-    none = IterationSeries(np.array([], dtype=float), np.array([], dtype=float), "no iterations stored")
-    if iterations.empty or any(c not in iterations.columns for c in NEEDED_COLUMNS):
-        return none
-    rows = iterations.loc[iterations["run_id"] == run_id]
-    if "warmup" in rows.columns:
-        rows = rows.loc[~rows["warmup"].fillna(False).astype(bool)]
-    what = ""
-    if "kernel" in rows.columns and (rows["kernel"] == DRAWN_KERNEL).any():
-        rows = rows.loc[rows["kernel"] == DRAWN_KERNEL]
-        what = f", {DRAWN_KERNEL}"
-    rows = rows.loc[pd.to_numeric(rows["value"], errors="coerce").notna()]
-    if rows.empty:
-        return none
-    team = rows.loc[rows["thread"].isna()]
-    if len(team):
-        picked = team
-        what = "team record" + what
-    else:
-        picked = rows
-        threads = rows["thread"].nunique()
-        what = (f"slowest of {threads} threads" if threads > 1 else "thread") + what
-    value = picked["value"].astype(float)
-    per_iteration = value.groupby(picked["iteration"].astype("int64"), sort=True)
-    series = per_iteration.min() if higher_is_better else per_iteration.max()
-    return IterationSeries(series.index.to_numpy(dtype=float), series.to_numpy(dtype=float), what)
+    return RunIterations(iterations).series(run_id, higher_is_better)
+
+
+class RunIterations:
+    """The store's iterations rows of some runs, split by run once: each run's drawn series is then read
+    from its own rows by numpy (a report draws two dozen runs; pandas' filters over every row for each run
+    took 8 ms a run, for 230 rows)."""
+
+    def __init__(self, iterations: pd.DataFrame) -> None:
+        self._usable = not iterations.empty and all(c in iterations.columns for c in NEEDED_COLUMNS)
+        if not self._usable:
+            return
+        self._rows = iterations.groupby("run_id", sort=False).indices  # run id -> its row positions
+        n = len(iterations)
+        warmup = iterations["warmup"].fillna(False).astype(bool) if "warmup" in iterations.columns else None
+        self._warmup = np.zeros(n, dtype=bool) if warmup is None else warmup.to_numpy(dtype=bool)
+        kernel = iterations["kernel"] == DRAWN_KERNEL if "kernel" in iterations.columns else None
+        self._drawn_kernel = None if kernel is None else kernel.to_numpy(dtype=bool, na_value=False)
+        value = pd.to_numeric(iterations["value"], errors="coerce")  # NaN: no number
+        self._has_value = value.notna().to_numpy()
+        self._value = value.to_numpy(dtype=float, na_value=np.nan)
+        self._team = iterations["thread"].isna().to_numpy()
+        self._thread = iterations["thread"]
+        self._iteration = iterations["iteration"]
+
+    def series(self, run_id: str, higher_is_better: bool) -> IterationSeries:
+        """The drawn series of one run (see the module doc), empty when no iteration of it is stored."""
+        none = IterationSeries(np.array([], dtype=float), np.array([], dtype=float), "no iterations stored")
+        rows = self._rows.get(run_id) if self._usable else None
+        if rows is None:
+            return none
+        rows = rows[~self._warmup[rows]]
+        what = ""
+        if self._drawn_kernel is not None and self._drawn_kernel[rows].any():
+            rows = rows[self._drawn_kernel[rows]]
+            what = f", {DRAWN_KERNEL}"
+        rows = rows[self._has_value[rows]]
+        if not len(rows):
+            return none
+        team = rows[self._team[rows]]
+        if len(team):
+            picked = team
+            what = "team record" + what
+        else:
+            picked = rows
+            threads = self._thread.iloc[rows].nunique()
+            what = (f"slowest of {threads} threads" if threads > 1 else "thread") + what
+        value = self._value[picked]
+        iteration = self._iteration.iloc[picked].astype("int64").to_numpy()
+        order = np.argsort(iteration, kind="stable")
+        index, starts = np.unique(iteration[order], return_index=True)
+        reduce = np.minimum if higher_is_better else np.maximum
+        return IterationSeries(index.astype(float), reduce.reduceat(value[order], starts), what)
