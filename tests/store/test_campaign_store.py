@@ -232,3 +232,19 @@ def test_small_shards_are_lz4_and_large_ones_zstd(tmp_path):
     assert codecs == {"runs": "LZ4", "samples": "ZSTD"}
     assert read_table(c, "samples").column("value").to_pylist()[-1] == float(n - 1)
     assert read_table(c, "runs").num_rows == 3
+
+
+def test_a_campaign_object_sees_each_new_commit_in_its_shards_and_footers(tmp_path):
+    """shard_files and footer_digests are kept between calls (a report asks ~19 times); a commit made
+    through another Campaign object (as another process would) is seen at the next call all the same."""
+    reader = Campaign.create(tmp_path / "c")
+    assert reader.shard_files("runs") == [] and reader.footer_digests("runs") == {}
+    writer = Campaign.open(tmp_path / "c")
+    seen = []
+    for node in ("n1", "n2", "n3"):
+        (new,) = commit(writer, {"runs": table("runs", [run_row(writer, node, 0)])}, node)
+        seen.append(new)
+        assert reader.shard_files("runs") == sorted(seen)
+        assert set(reader.footer_digests("runs")) == {p.name for p in seen}
+    reader.shard_files("runs").clear()  # a caller's list is its own
+    assert reader.shard_files("runs") == sorted(seen)
