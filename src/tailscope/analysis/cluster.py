@@ -75,6 +75,7 @@ MIN_NODES = 3  # a cluster section needs at least this many nodes of one variant
 MIN_NODES_FOR_SPREAD = 8  # below this the fleet's own node-to-node spread is not estimated for the test
 MAX_BINS = 8
 _GRID = 1024
+_NODE_BLOCK = 64  # nodes counted at once by expected_min_of_nodes
 JOB_SIZES = (1, 8, 32, 128, 512, 1000)
 
 if TYPE_CHECKING:
@@ -478,25 +479,30 @@ def expected_min_of_nodes(node_values: Sequence[np.ndarray]) -> float:
     """E[min_i X_i], X_i drawn from node i's values (independent): integral of prod_i P(X_i > x) on a grid."""
     pooled = np.concatenate(node_values)
     grid = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, _GRID)))
-    # Node i's values at or below each grid point, for all nodes at once: a value v is <= grid[k] from the
-    # first k with grid[k] >= v on, so a per-node histogram of that k, summed along the grid, counts them
-    # (the counts a per-node sort and searchsorted would give, without a Python loop over 1,000 nodes).
     sizes = np.array([len(v) for v in node_values])
-    node = np.repeat(np.arange(len(node_values)), sizes)
-    first = np.searchsorted(grid, pooled, side="left")
-    below = np.bincount(node * (grid.size + 1) + first, minlength=len(node_values) * (grid.size + 1))
-    at_or_below = np.cumsum(below.reshape(len(node_values), grid.size + 1), axis=1)[:, : grid.size]
-    # log P(X_i > x) = log(1 - count / size): one log per (size, count) a node can have, not one per grid
-    # point and node (a million logs for 1,000 nodes), then looked up
+    # log P(X_i > x) = log(1 - count / size): one log per (size, count) a node can have, looked up, not one
+    # per grid point and node (a million logs for 1,000 nodes)
     distinct, size_of_node = np.unique(sizes, return_inverse=True)
     table = np.zeros((distinct.size, int(distinct.max()) + 1))
     with np.errstate(divide="ignore"):
         for j, size in enumerate(distinct):
             table[j, : size + 1] = np.log(1.0 - np.arange(size + 1) / size)
-    log_above = table[size_of_node[:, None], at_or_below]
+    # Node i's values at or below each grid point, a block of nodes at once (a few hundred KiB, not a
+    # nodes x grid matrix at the analysis' peak): a value v is <= grid[k] from the first k with grid[k] >= v
+    # on, so a per-node histogram of that k, summed along the grid, counts them (the counts a per-node sort
+    # and searchsorted give, without a Python loop over 1,000 nodes).
+    ends = np.cumsum(sizes)
+    width = grid.size + 1
     log_survive = np.zeros(grid.size)
-    for row in log_above:  # node by node, in order: the same sums as before, to the last bit
-        log_survive += row
+    for lo in range(0, sizes.size, _NODE_BLOCK):
+        hi = min(lo + _NODE_BLOCK, sizes.size)
+        values = pooled[ends[lo] - sizes[lo] : ends[hi - 1]]
+        node = np.repeat(np.arange(hi - lo), sizes[lo:hi])
+        first = np.searchsorted(grid, values, side="left")
+        below = np.bincount(node * width + first, minlength=(hi - lo) * width).reshape(hi - lo, width)
+        at_or_below = np.cumsum(below, axis=1)[:, : grid.size]
+        for row in table[size_of_node[lo:hi, None], at_or_below]:  # node by node, in order: the sums of
+            log_survive += row  # the per-node form, to the last bit
     survive = np.exp(log_survive)
     return float(grid[0] + np.sum(np.diff(grid) * survive[:-1]))
 
