@@ -248,3 +248,22 @@ def test_a_campaign_object_sees_each_new_commit_in_its_shards_and_footers(tmp_pa
         assert set(reader.footer_digests("runs")) == {p.name for p in seen}
     reader.shard_files("runs").clear()  # a caller's list is its own
     assert reader.shard_files("runs") == sorted(seen)
+
+
+DAMAGED_RECORDS = [
+    b"{not json",
+    b"\xff\xfe{}",
+    b'{"txid": "t", "shards": {"runs": ["../x.parquet"]}}',
+    b'{"shards": {}}',
+    b"[]",
+    b'{"txid": "t", "shards": {"runs": "a"}, "footers": 3}',
+]
+
+
+@pytest.mark.parametrize("text", DAMAGED_RECORDS)
+def test_a_damaged_commit_record_is_named_with_what_to_do(tmp_path, text):
+    c = Campaign.create(tmp_path / "c")
+    commit(c, {"runs": table("runs", [run_row(c, "n1", 0)])}, "n1")
+    (tmp_path / "c" / "commits" / "zz-bad.json").write_bytes(text)
+    with pytest.raises(StoreError, match=r"zz-bad\.json: damaged commit record .*campaign collect"):
+        Campaign.open(tmp_path / "c").shard_files("runs")
