@@ -25,6 +25,7 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import json
 import os
 import socket
 import uuid
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 
 import tailscope
@@ -155,7 +155,7 @@ class CommitRecord:
     @classmethod
     def load(cls, path: Path) -> CommitRecord:
         try:
-            data = orjson.loads(path.read_bytes())  # 1,000 records: 28 ms, against 45 ms with json and text
+            data = json.loads(path.read_bytes())  # bytes: 1,000 records in 34-52 ms, 43-63 ms through text
             shards = {str(t): [str(n) for n in names] for t, names in data["shards"].items()}
             for names in shards.values():
                 for name in names:
