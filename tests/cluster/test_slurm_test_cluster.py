@@ -68,6 +68,14 @@ def test_loopback_only_clean_stop_and_restart_with_records(tmp_path: Path) -> No
             ["sbatch", "--parsable", "--wait", "-J", "before-restart", "-o", "/dev/null", "--wrap", "true"],
             env=env, capture_output=True, text=True, timeout=120, check=True,
         ).stdout.strip()  # fmt: skip
+        # slurmctld sends the job's record to slurmdbd on its own time: stop once it is there (on a busy
+        # machine a stop right after the job read back as the allocation's placeholder name)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and subprocess.run(
+            ["sacct", "-P", "-n", "-X", "-j", job, "-o", "JobName"],
+            env=env, capture_output=True, text=True, timeout=60,
+        ).stdout.strip() != "before-restart":  # fmt: skip
+            time.sleep(0.5)
     finally:
         t = time.monotonic()
         stopped = _script("stop", str(root))
