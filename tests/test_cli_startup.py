@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from installed import tailscope_env
+
 HEAVY = ("numpy", "pandas", "pyarrow", "duckdb", "scipy", "orjson")
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -241,8 +243,7 @@ def test_import_perfcounts_loads_pyarrow_alone(tmp_path: Path) -> None:
         files[node].write_text(_perfcounts_text(samples))
     # the tailscope this test imported and found the scanner of: from src it has no native library unless
     # $TAILSCOPE_NATIVE_LIB_DIR names one, and falls back to the pyarrow reader (which loads pandas)
-    home = str(Path(perfcounts.__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [home, os.environ.get("PYTHONPATH")])))
+    env = tailscope_env()
     for node, extra, code, said in [
         ("n1", [], 0, "imported 4 samples (16 values, 5 series) of node n1"),  # a new campaign
         ("n2", [], 0, "imported 6 samples (24 values, 5 series) of node n2"),  # into one that exists

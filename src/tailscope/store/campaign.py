@@ -316,24 +316,27 @@ class Campaign:
                 return []
         # sorted by name (one directory: the order of the paths), not as Paths: 1,000 shards of runs sorted
         # as Paths cost 0.03-0.05 s per call, and a read asks several times
-        records = self.commit_records()
-        files = self._derived.get(("shards", table))
-        if files is None:
-            names = sorted(name for rec in records for name in rec.shards.get(table, []))
-            files = self._derived["shards", table] = [directory / name for name in names]
-        return list(files)
+        def paths(records: list[CommitRecord]) -> list[Path]:
+            return [directory / n for n in sorted(n for r in records for n in r.shards.get(table, []))]
+
+        return list(self._derive(("shards", table), paths))
 
     def footer_digests(self, table: str) -> dict[str, str]:
         """file name -> the footer hash its commit recorded, for the committed shards of `table` that have
         one (store/footer.py)."""
         if not self.uses_commit_records:
             return {}
-        records = self.commit_records()
-        digests = self._derived.get(("footers", table))
-        if digests is None:
-            digests = {name: h for rec in records for name, h in rec.footers.get(table, {}).items()}
-            self._derived["footers", table] = digests
-        return dict(digests)
+        def digests(records: list[CommitRecord]) -> dict[str, str]:
+            return {n: h for r in records for n, h in r.footers.get(table, {}).items()}
+
+        return dict(self._derive(("footers", table), digests))
+
+    def _derive(self, key: tuple[str, str], build: Callable[[list[CommitRecord]], Any]) -> Any:
+        """`build(commit records)`, kept under `key` while the listing of commit records stays the same."""
+        records = self.commit_records()  # a changed listing empties what was kept
+        if key not in self._derived:
+            self._derived[key] = build(records)
+        return self._derived[key]
 
     def imported_sources(self) -> dict[str, CommitRecord]:
         """sha256 of every imported file -> the commit that stored it."""
