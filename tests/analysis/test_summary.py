@@ -126,6 +126,21 @@ def test_group_numbers_by_hand(campaign):
     assert n1.cv == pytest.approx(np.std(values, ddof=1) / np.mean(values))
 
 
+def test_a_node_outlier_is_exactly_a_node_the_fleet_screen_drains(campaign):
+    """One decision, read everywhere: a group's node_outlier is its node's drain in the cluster screen, and a
+    variant on two nodes (no fleet to compare with: no screen) has no node outlier however slow one is."""
+    runs, iterations = campaign
+    result = analyze(runs, iterations, Settings(), "c1")
+    drained = {(c.variant, e.node) for c in result.cluster for e in c.nodes if e.drain}
+    assert drained == {(V, "n3")}
+    assert {(g.variant, g.node) for g in result.groups if g.node_outlier} == drained
+    two = runs[runs["node"].isin(["n1", "n3"])]
+    pair = analyze(two, iterations[iterations["run_id"].isin(two["run_id"])], Settings(), "c2")
+    assert not pair.cluster and [g.node for g in pair.groups] == ["n1", "n3"]
+    assert not any(g.node_outlier for g in pair.groups)
+    assert _group(pair, "n3").median < 0.97 * _group(pair, "n1").median  # 4% slower, yet no outlier
+
+
 def test_the_slow_node_is_flagged_and_scaling_removes_it(campaign):
     runs, iterations = campaign
     result = analyze(runs, iterations, Settings(), "c1")

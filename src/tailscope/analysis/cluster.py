@@ -239,12 +239,13 @@ def _variant_cluster(
     to_value = np.exp if hib else (lambda a: np.exp(-np.asarray(a)))
     counts = zip(slow_i.tolist(), np.asarray(n_i).astype(int).tolist(), strict=True)
     prime_intervals(counts, settings.confidence)  # every node's interval in one vectorised pass
+    name_of = [str(n) for n in names.tolist()]  # one list, not 2,000 reads of a pandas Index (~20 ms)
     nodes = []
     for i in order:
         low, high = clopper_pearson(int(slow_i[i]), int(n_i[i]), settings.confidence)
         nodes.append(
             NodeEffect(
-                node=str(names[i]),
+                node=name_of[i],
                 n=int(n_i[i]),
                 minimum=float(vmin[i]),
                 median=float(vmed[i]),
@@ -272,7 +273,7 @@ def _variant_cluster(
         bins.append(
             SpeedBin(
                 index=b,
-                nodes=tuple(sorted(str(names[i]) for i in members)),
+                nodes=tuple(sorted(name_of[i] for i in members)),
                 low=float(to_value(lo if hib else hi)),
                 high=float(to_value(hi if hib else lo)),
                 median=float(to_value(float(np.median(m_i[members])))),

@@ -193,7 +193,7 @@ def analyze(
 
     variants = _variant_summaries(scored)
     node_ensembles = cluster.analyze_cluster(scored, settings, cluster_settings)
-    groups = _one_node_screen(_group_summaries(scored, failed, kinds, noise, settings), node_ensembles)
+    groups = _group_summaries(scored, failed, kinds, noise, settings, _drained(node_ensembles))
     if stopped:
         groups = _tails_judged_as_stopped(groups, stopped)
     return_freed_memory()  # the columns freed so far, before 50,000 run verdicts are built (heap.py)
@@ -284,19 +284,11 @@ def _tails_judged_as_stopped(
     return tuple(out)
 
 
-def _one_node_screen(
-    groups: tuple[GroupSummary, ...], ensembles: tuple[Any, ...]
-) -> tuple[GroupSummary, ...]:
-    """node_outlier = the fleet screen's drain (cluster.py), so notes, terminal, report, NHC and Prometheus
-    name the same nodes; variants on fewer than 3 nodes have no fleet to compare with (no outlier)."""
-    drained = {(c.variant, e.node) for c in ensembles for e in c.nodes if e.drain}
-    screened = {c.variant for c in ensembles}
-    return tuple(
-        dataclasses.replace(g, node_outlier=(g.variant, g.node) in drained)
-        if g.variant in screened or g.node_outlier
-        else g
-        for g in groups
-    )
+def _drained(ensembles: tuple[Any, ...]) -> frozenset[tuple[str, str]]:
+    """The (variant, node) groups the fleet screen drains (cluster.py): a group's node_outlier, so notes,
+    terminal, report, NHC and Prometheus name the same nodes; variants on fewer than 3 nodes have no fleet
+    to compare with (no outlier)."""
+    return frozenset((c.variant, e.node) for c in ensembles for e in c.nodes if e.drain)
 
 
 def score_runs(
@@ -403,12 +395,14 @@ def _group_summaries(
     kinds: Mapping[str, tuple[RunKind, KindEvidence | None]],
     noise: pd.DataFrame,
     settings: Settings,
+    drained: frozenset[tuple[str, str]] = frozenset(),
 ) -> tuple[GroupSummary, ...]:
+    """Each (variant, node) group's summary; `drained`: the groups the fleet screen drains (_drained)."""
     if scored.empty:
         return ()
     # Plain dicts and lists, looked up per group: a pandas lookup per group costs more than the statistics.
     n_failed = {key: int(count) for key, count in failed.groupby(["variant", "node"]).size().items()}
-    node_level = _node_level(scored, settings)
+    node_level = _node_level(scored)
     # Plain arrays once, then one slice per group: pandas indexing per group costs more than the statistics.
     value_all = scored["value"].to_numpy(dtype=float)
     ratio_all = scored["perf_ratio"].to_numpy(dtype=float)
@@ -463,7 +457,7 @@ def _group_summaries(
                 group_noise = noise.reindex(run_id_all[rows]).dropna(subset=["noise_fraction"])
                 if len(group_noise):
                     extras.update(fwq_noise.group_extras(group_noise))
-            node_ratio, node_score, node_outlier = node_level[(variant, node)]
+            node_ratio, node_score = node_level[(variant, node)]
             out.append(
                 GroupSummary(
                     probe=str(probe),
@@ -498,7 +492,7 @@ def _group_summaries(
                     extras=extras,
                     node_ratio=node_ratio,
                     node_score=node_score,
-                    node_outlier=node_outlier,
+                    node_outlier=(variant, node) in drained,
                 )
             )
     return tuple(out)
@@ -515,8 +509,9 @@ def _rule_limit(mad_value: float, median: float, settings: Settings, *, has_inte
     return -rule_limit(floor, settings, has_interval=has_interval)
 
 
-def _node_level(scored: pd.DataFrame, settings: Settings) -> dict[tuple[str, str], tuple[float, float, bool]]:
-    """Per (variant, node): node median vs global median (oriented), its robust score across nodes, flag."""
+def _node_level(scored: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float]]:
+    """Per (variant, node): node median vs global median (oriented) and its robust score across nodes (whether
+    the node is an outlier is the fleet screen's: _drained)."""
     nodes = scored.groupby(["variant", "node"], sort=True)[
         ["node_median", "global_median", "higher_is_better"]
     ]
@@ -527,10 +522,9 @@ def _node_level(scored: pd.DataFrame, settings: Settings) -> dict[tuple[str, str
     for variant in table.index.unique(level="variant"):
         rows = table.index.get_level_values("variant") == variant
         table.loc[rows, "score"] = robust.modified_z(np.log(table.loc[rows, "ratio"].to_numpy(dtype=float)))
-    flags = robust.slow_outliers(table["score"], settings.robust_cut)
     return {
-        (str(v), str(nd)): (float(r), float(s), bool(f))
-        for (v, nd), r, s, f in zip(table.index, table["ratio"], table["score"], flags, strict=True)
+        (str(v), str(nd)): (float(r), float(s))
+        for (v, nd), r, s in zip(table.index, table["ratio"], table["score"], strict=True)
     }
 
 
