@@ -58,8 +58,13 @@ def test_levels_rise_and_numbers_recompute(probe):
         # clean-clone run here read L3 232 ns against DRAM 194 ns (the code says which case this is)
         if virtualization() == "none":
             assert ns["L3"] < ns["DRAM"], ns
-    # L1 load-to-use latency: 3 to 6 cycles on every x86-64 and Arm server core of the last decade
-    assert 2.5 < levels["L1"]["cycles"]["median"] < 8, levels["L1"]
+    # L1 load-to-use latency: 3 to 6 cycles on every x86-64 and Arm server core of the last decade. Whatever
+    # shares the core (an SMT sibling, another guest's vCPU) only adds cycles, so the fastest iteration is the
+    # core's; the median is held to it where the code reads no hypervisor (a clean-clone run in a guest beside
+    # other work read L1 min 4.6, median 8.9 cycles in 7 iterations)
+    assert 2.5 < levels["L1"]["cycles"]["min"] < 8, levels["L1"]
+    if virtualization() == "none":
+        assert levels["L1"]["cycles"]["median"] < 8, levels["L1"]
     for w in levels.values():
         assert w["cycles"]["median"] == pytest.approx(w["ns"]["median"] * ghz, rel=1e-9)
     dram = [r["value"] for r in run.of("iteration") if r["kernel"] == "DRAM" and not r["warmup"]]
