@@ -89,13 +89,40 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
 # --- signals ------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Block SIGINT and SIGTERM for a short critical section; a signal that arrives is delivered after it."""
-    wanted = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    """Hold SIGINT and SIGTERM for a short critical section; a signal that arrives is delivered after it.
+
+    In the main thread their handlers are swapped for one that notes them, and a noted signal is raised
+    again once the old handlers are back. A handler is the process's: the kernel hands a signal sent to the
+    process to any thread that does not block it (a store read's worker, an evidence collector), and Python
+    runs its handler in the main thread all the same, so blocking the main thread's signal mask alone let a
+    Ctrl-C through mid-section whenever another thread was alive. Elsewhere (only the main thread may set
+    handlers, and Python runs none in other threads) the calling thread's mask blocks them.
+    """
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    import threading
+
+    old = {s: signal.getsignal(s) for s in wanted}
+    if threading.current_thread() is not threading.main_thread() or None in old.values():
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)  # (a handler set outside Python: kept)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return
+    arrived: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        arrived.append(signum)
+
+    for s in wanted:
+        signal.signal(s, note)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(arrived):  # each once, in the order they came: the old handler takes it now
+            signal.raise_signal(s)
 
 
 # --- claims -------------------------------------------------------------------------------------
