@@ -63,6 +63,20 @@ def host_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Host]
     return get
 
 
+@pytest.fixture
+def ctrl_c_as_from_a_shell() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in this process for the test, as in a Python started from a terminal:
+    a suite started in the background of a non-interactive shell (`make test &`, some CI runners) inherits
+    SIGINT ignored, and Python then keeps it ignored, so a test of what Ctrl-C does would see nothing."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 NOBODY = 65534  # the user a test runs a job or reads a job's output as (Debian's nobody/nogroup)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from app_tools import run_words, running, tailscope_child, tailscope_env, wait_for
 
+from shell import as_from_a_shell
 from store_tools import stored
 from tailscope.cli import main
 
@@ -368,12 +369,6 @@ def test_tree_is_not_its_own_corunner(tmp_path):
 
 
 # --- interruptions --------------------------------------------------------------------------------------
-def _as_from_a_shell() -> None:
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def test_sigint_discards_the_trial_keeps_earlier_and_resume_continues(tmp_path):
     marker = tmp_path / "started"
     app = prog(
@@ -390,7 +385,7 @@ time.sleep(30 if t == 2 and not os.path.exists({str(marker)!r} + 'resumed') else
         *run_words(campaign, 4, "--metric", "x=value (\\d+)", "--", PY, app),
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_as_from_a_shell,
+        preexec_fn=as_from_a_shell,
     )
     assert wait_for(lambda: Path(f"{marker}2").exists(), 120)
     proc.send_signal(signal.SIGINT)

@@ -11,19 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from shell import as_from_a_shell
 from store_tools import stored
 from tailscope.cli import main
 
 # Small, fast l2sum trials (a 256 KiB chunk per thread, 40 passes): ~20-40 ms per process.
 FAST = ["--chunk-bytes", "256k", "--sums", "40", "--sums-per-iteration", "4", "--cpus", "0"]
-
-
-def _as_from_a_shell() -> None:
-    """The child starts as from an interactive shell: SIGINT and SIGTERM at their defaults and unblocked,
-    whatever an earlier test left in this (long-lived) pytest process."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def tailscope(*args: str, **kwargs) -> subprocess.Popen:
@@ -32,7 +25,7 @@ def tailscope(*args: str, **kwargs) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_as_from_a_shell,
+        preexec_fn=as_from_a_shell,
         **kwargs,
     )
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from shell import as_from_a_shell
 from store_tools import stored
 from tailscope.cli import main
 from tailscope.store.campaign import Campaign
@@ -29,7 +30,11 @@ FAST = ["--chunk-bytes", "256k", "--sums", "40", "--sums-per-iteration", "4", "-
 
 def tailscope(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tailscope", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "tailscope", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_shell,  # its SIGINT test would see an import that ignores Ctrl-C otherwise
     )
 
 

@@ -32,7 +32,9 @@ def _section(seconds: float) -> None:
         time.sleep(0.005)
 
 
-def test_a_ctrl_c_in_a_section_arrives_after_it_with_another_thread_alive(another_thread):
+def test_a_ctrl_c_in_a_section_arrives_after_it_with_another_thread_alive(
+    another_thread, ctrl_c_as_from_a_shell
+):
     reached = []
     with pytest.raises(KeyboardInterrupt), signals_deferred():
         os.kill(os.getpid(), signal.SIGINT)  # to the process, as Ctrl-C is
