@@ -395,7 +395,7 @@ def _group_summaries(
     kinds: Mapping[str, tuple[RunKind, KindEvidence | None]],
     noise: pd.DataFrame,
     settings: Settings,
-    drained: frozenset[tuple[str, str]] = frozenset(),
+    drained: frozenset[tuple[str, str]],
 ) -> tuple[GroupSummary, ...]:
     """Each (variant, node) group's summary; `drained`: the groups the fleet screen drains (_drained)."""
     if scored.empty:
